@@ -1,0 +1,95 @@
+"""`python -m sandbox --port P [--seed N] [--scale small|medium|large] [--frozen] …`"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import datetime
+
+import uvicorn
+
+from sandbox.app import MOUNTS, build_app
+from sandbox.config import SCALES, SandboxConfig
+from sandbox.context import APIKEYS, COMMENT_KEYS
+from sandbox.faults import FaultSpec
+
+
+def _aware(text: str) -> datetime:
+    moment = datetime.fromisoformat(text)
+    if moment.tzinfo is None:
+        raise argparse.ArgumentTypeError("--now needs a timezone, e.g. 2026-11-01T00:00:00+00:00")
+    return moment
+
+
+def _faults(text: str) -> FaultSpec:
+    try:
+        return FaultSpec.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m sandbox", description=__doc__)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--scale", choices=sorted(SCALES), default="small")
+    parser.add_argument("--frozen", action="store_true",
+                        help="stop the clock at start: no new traffic, exact comparisons")
+    parser.add_argument("--now", type=_aware, help="anchor the data before this moment")
+    parser.add_argument("--faults", type=_faults, default=FaultSpec(),
+                        help="e.g. error=0.05,rate=0.02,burst=3,slow=0.01,drop=0.01,truncate=0.01")
+    parser.add_argument("--webhook-url")
+    parser.add_argument("--webhook-secret", help="HMAC secret; WEBHOOK_SECRET is read if unset")
+    parser.add_argument("--no-rate-limits", action="store_true")
+    parser.add_argument("--rate-window", type=float, default=60.0,
+                        help="seconds the documented per-minute limits apply to (benchmarks)")
+    parser.add_argument("--arrivals-per-minute", type=float, default=30.0,
+                        help="new rows per minute per live stream when not frozen")
+    parser.add_argument("--task-phase-seconds", type=float, default=1.0)
+    args = parser.parse_args(argv)
+    if bool(args.webhook_url) != bool(args.webhook_secret or _env_secret()):
+        parser.error("--webhook-url and a secret (--webhook-secret or WEBHOOK_SECRET) go together")
+    return args
+
+
+def _env_secret() -> str | None:
+    import os
+
+    return os.environ.get("WEBHOOK_SECRET")
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    config = SandboxConfig(
+        seed=args.seed,
+        scale=args.scale,
+        frozen=args.frozen,
+        now=args.now,
+        faults=args.faults,
+        webhook_url=args.webhook_url,
+        webhook_secret=args.webhook_secret or _env_secret(),
+        rate_limits=not args.no_rate_limits,
+        rate_window_seconds=args.rate_window,
+        arrivals_per_minute=args.arrivals_per_minute,
+        task_phase_seconds=args.task_phase_seconds,
+        public_url=f"http://{args.host}:{args.port}",
+    )
+    app = build_app(config)
+    base = config.public_url
+    print(f"sandbox (seed {config.seed}, scale {config.scale}, "
+          f"{'frozen' if config.frozen else 'live'}) at {base}", file=sys.stderr)
+    for (service, region), mount in MOUNTS.items():
+        print(f"  {service:<13} {region:<8} {base}{mount}  (OpenAPI: {mount}/openapi.json)",
+              file=sys.stderr)
+    print(f"  ground truth           {base}/_sandbox/truth", file=sys.stderr)
+    for key, (workspace, scope) in COMMENT_KEYS.items():
+        print(f"  comment automation key {key} (workspace {workspace}, scope {scope})",
+              file=sys.stderr)
+    for key in sorted(APIKEYS):
+        print(f"  conversation and data hub key {key}", file=sys.stderr)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+
+
+if __name__ == "__main__":
+    main()

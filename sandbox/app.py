@@ -1,0 +1,120 @@
+"""One ASGI app serving all three services, their OpenAPI documents and the ground truth."""
+
+from __future__ import annotations
+
+import httpx
+from fastapi import Body, FastAPI, HTTPException
+
+from sandbox.comment import build as build_comment
+from sandbox.config import SandboxConfig
+from sandbox.context import Sandbox
+from sandbox.conversation import build as build_conversation
+from sandbox.datahub import build as build_datahub
+from sandbox.faults import FaultInjector, FaultSpec
+from sandbox.service import Service
+
+MOUNTS = {
+    ("comment", "default"): "/comment/api/v1",
+    ("conversation", "default"): "/conversation",
+    ("conversation", "jp"): "/conversation-jp",
+    ("datahub", "default"): "/datahub",
+    ("datahub", "jp"): "/datahub-jp",
+}
+
+
+class SandboxApp:
+    """The ASGI callable: faults around the services; `/_sandbox/` left untouched."""
+
+    def __init__(
+        self, config: SandboxConfig, webhook_transport: httpx.AsyncBaseTransport | None = None
+    ) -> None:
+        self.sandbox = Sandbox.create(config, webhook_transport)
+        self.services: dict[tuple[str, str], Service] = {
+            ("comment", "default"): build_comment(self.sandbox),
+            ("conversation", "default"): build_conversation(self.sandbox, "default"),
+            ("conversation", "jp"): build_conversation(self.sandbox, "jp"),
+            ("datahub", "default"): build_datahub(self.sandbox, "default"),
+            ("datahub", "jp"): build_datahub(self.sandbox, "jp"),
+        }
+        root = FastAPI(title="sandbox", openapi_url="/_sandbox/openapi.json", docs_url=None,
+                       redoc_url=None)
+        self._add_admin_routes(root)
+        for key, service in self.services.items():
+            root.include_router(service.admin, prefix=f"/_sandbox/{key[0]}/{key[1]}")
+            root.mount(MOUNTS[key], service.app)
+        self.faults = FaultInjector(root, config.faults, seed=config.seed)
+        self.sandbox.faults = self.faults
+        self.sandbox.webhooks.attach_faults(self.faults)
+
+    async def __call__(self, scope, receive, send) -> None:
+        await self.faults(scope, receive, send)
+
+    def truth(self) -> dict:
+        result: dict[str, dict] = {}
+        for (name, _), service in self.services.items():
+            result.setdefault(name, {}).update(service.truth())
+        return result
+
+    def _add_admin_routes(self, root: FastAPI) -> None:
+        sandbox = self.sandbox
+
+        @root.get("/_sandbox/truth")
+        def truth() -> dict:
+            return self.truth()
+
+        @root.get("/_sandbox/truth/{service}/{scope}/{stream}/ids")
+        def truth_ids(service: str, scope: str, stream: str) -> dict:
+            for (name, _), candidate in self.services.items():
+                if name != service:
+                    continue
+                try:
+                    return {"ids": candidate.truth_ids(scope, stream)}
+                except KeyError:
+                    continue
+            raise HTTPException(404, f"no stream {service}/{scope}/{stream}")
+
+        @root.get("/_sandbox/records/{record_type}/{key}")
+        def record(record_type: str, key: str, region: str = "default") -> dict:
+            service = self.services.get(("datahub", region))
+            if service is None:
+                raise HTTPException(404, f"no data hub region {region!r}")
+            found = service.current_record(record_type, key)
+            if found is None:
+                raise HTTPException(404, f"no {record_type} record {key!r} in {region}")
+            return found
+
+        @root.get("/_sandbox/faults")
+        def faults() -> dict:
+            return {"spec": self.faults.spec.as_dict(), "injected": self.faults.injected}
+
+        @root.put("/_sandbox/faults")
+        def set_faults(values: dict = Body(...)) -> dict:  # noqa: B008 (FastAPI's idiom)
+            try:
+                self.faults.spec = FaultSpec.from_dict(values)
+            except ValueError as exc:
+                raise HTTPException(400, str(exc)) from None
+            return {"spec": self.faults.spec.as_dict()}
+
+        @root.get("/_sandbox/clock")
+        def clock() -> dict:
+            return {"now": sandbox.clock.now().isoformat(), "frozen": sandbox.clock.frozen,
+                    "anchor": sandbox.clock.anchor.isoformat()}
+
+        @root.post("/_sandbox/clock/advance")
+        def advance(seconds: float) -> dict:
+            if seconds < 0:
+                raise HTTPException(400, "seconds must not be negative: time only moves forward")
+            sandbox.clock.advance(seconds)
+            return clock()
+
+        @root.get("/_sandbox/webhooks")
+        def webhooks(wait: float = 0.0) -> dict:
+            idle = sandbox.webhooks.wait_idle(wait) if wait else sandbox.webhooks.pending() == 0
+            return {"idle": idle, "deliveries": [d.summary() for d in sandbox.webhooks.deliveries]}
+
+
+def build_app(
+    config: SandboxConfig | None = None,
+    webhook_transport: httpx.AsyncBaseTransport | None = None,
+) -> SandboxApp:
+    return SandboxApp(config or SandboxConfig(), webhook_transport)

@@ -1,0 +1,46 @@
+"""What the app needs of each emulated service, and the two ways they authenticate."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from fastapi import APIRouter, FastAPI, Request
+
+from sandbox.context import APIKEYS, COMMENT_KEYS
+from sandbox.errors import ApiError
+
+
+class Service(Protocol):
+    service: str  # "comment", "conversation" or "datahub"
+    region: str  # "default" or "jp"; the comment automation service has one deployment
+    app: FastAPI  # mounted at its base path; serves its own /openapi.json
+    admin: APIRouter  # mounted at /_sandbox/{service}/{region}
+
+    def truth(self) -> dict[str, dict[str, int]]:
+        """Exact row count of every pulled stream, per scope (workspace id, or region)."""
+
+    def truth_ids(self, scope: str, stream: str) -> list:
+        """The ids of one stream's rows; KeyError for an unknown scope or stream."""
+
+
+def bearer_key(request: Request) -> tuple[str, str, str]:
+    """Comment automation auth (spec section 5): `Authorization: Bearer sa_live_…`.
+
+    Returns (key, workspace, scope). Missing or unknown key: 401 `unauthorized`.
+    """
+    header = request.headers.get("authorization", "")
+    scheme, _, key = header.partition(" ")
+    key = key.strip()
+    if scheme.lower() != "bearer" or not key.startswith("sa_live_") or key not in COMMENT_KEYS:
+        raise ApiError(401, "unauthorized", "missing or invalid API key",
+                       action_url="https://dashboard.example/api-keys")
+    workspace, scope = COMMENT_KEYS[key]
+    return key, workspace, scope
+
+
+def apikey(request: Request) -> str:
+    """Conversation service and data hub auth: the `apikey` header (section 5 of both)."""
+    key = request.headers.get("apikey", "")
+    if key not in APIKEYS:
+        raise ApiError(401, "unauthorized", "missing or invalid apikey header")
+    return key

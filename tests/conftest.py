@@ -1,0 +1,43 @@
+"""Shared fixtures: the sandbox mounted in-process, with a fixed anchor for exact answers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+
+import pytest
+from starlette.testclient import TestClient
+
+from sandbox.app import SandboxApp, build_app
+from sandbox.config import SandboxConfig
+
+ANCHOR = datetime(2026, 11, 1, 12, 0, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def make_sandbox() -> Iterator[Callable[..., SandboxApp]]:
+    """Build a fresh sandbox; keyword arguments override SandboxConfig fields."""
+    built: list[SandboxApp] = []
+
+    def make(**overrides) -> SandboxApp:
+        settings = {"frozen": True, "now": ANCHOR, "task_phase_seconds": 0.05} | overrides
+        app = build_app(SandboxConfig(**settings))
+        built.append(app)
+        return app
+
+    yield make
+    for app in built:
+        app.sandbox.webhooks.close()
+
+
+@pytest.fixture
+def sandbox_app(make_sandbox) -> SandboxApp:
+    """Frozen, small, seed 7, rate limits on (as the spec documents)."""
+    return make_sandbox()
+
+
+@pytest.fixture
+def http(sandbox_app) -> Iterator[TestClient]:
+    """A synchronous client on the in-process sandbox; app exceptions surface in the test."""
+    with TestClient(sandbox_app, base_url="http://sandbox") as client:
+        yield client
