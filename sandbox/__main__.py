@@ -34,18 +34,33 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--scale", choices=sorted(SCALES), default="small")
-    parser.add_argument("--frozen", action="store_true",
-                        help="stop the clock at start: no new traffic, exact comparisons")
+    parser.add_argument(
+        "--frozen",
+        action="store_true",
+        help="stop the clock at start: no new traffic, exact comparisons",
+    )
     parser.add_argument("--now", type=_aware, help="anchor the data before this moment")
-    parser.add_argument("--faults", type=_faults, default=FaultSpec(),
-                        help="e.g. error=0.05,rate=0.02,burst=3,slow=0.01,drop=0.01,truncate=0.01")
+    parser.add_argument(
+        "--faults",
+        type=_faults,
+        default=FaultSpec(),
+        help="e.g. error=0.05,rate=0.02,burst=3,slow=0.01,drop=0.01,truncate=0.01",
+    )
     parser.add_argument("--webhook-url")
     parser.add_argument("--webhook-secret", help="HMAC secret; WEBHOOK_SECRET is read if unset")
     parser.add_argument("--no-rate-limits", action="store_true")
-    parser.add_argument("--rate-window", type=float, default=60.0,
-                        help="seconds the documented per-minute limits apply to (benchmarks)")
-    parser.add_argument("--arrivals-per-minute", type=float, default=30.0,
-                        help="new rows per minute per live stream when not frozen")
+    parser.add_argument(
+        "--rate-window",
+        type=float,
+        default=60.0,
+        help="seconds the documented per-minute limits apply to (benchmarks)",
+    )
+    parser.add_argument(
+        "--arrivals-per-minute",
+        type=float,
+        default=30.0,
+        help="new rows per minute per live stream when not frozen",
+    )
     parser.add_argument("--task-phase-seconds", type=float, default=1.0)
     args = parser.parse_args(argv)
     if bool(args.webhook_url) != bool(args.webhook_secret or _env_secret()):
@@ -77,15 +92,22 @@ def main(argv: list[str] | None = None) -> None:
     )
     app = build_app(config)
     base = config.public_url
-    print(f"sandbox (seed {config.seed}, scale {config.scale}, "
-          f"{'frozen' if config.frozen else 'live'}) at {base}", file=sys.stderr)
+    print(
+        f"sandbox (seed {config.seed}, scale {config.scale}, "
+        f"{'frozen' if config.frozen else 'live'}) at {base}",
+        file=sys.stderr,
+    )
     for (service, region), mount in MOUNTS.items():
-        print(f"  {service:<13} {region:<8} {base}{mount}  (OpenAPI: {mount}/openapi.json)",
-              file=sys.stderr)
+        print(
+            f"  {service:<13} {region:<8} {base}{mount}  (OpenAPI: {mount}/openapi.json)",
+            file=sys.stderr,
+        )
     print(f"  ground truth           {base}/_sandbox/truth", file=sys.stderr)
     for key, (workspace, scope) in COMMENT_KEYS.items():
-        print(f"  comment automation key {key} (workspace {workspace}, scope {scope})",
-              file=sys.stderr)
+        print(
+            f"  comment automation key {key} (workspace {workspace}, scope {scope})",
+            file=sys.stderr,
+        )
     for key in sorted(APIKEYS):
         print(f"  conversation and data hub key {key}", file=sys.stderr)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")

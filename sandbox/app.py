@@ -36,8 +36,9 @@ class SandboxApp:
             ("datahub", "default"): build_datahub(self.sandbox, "default"),
             ("datahub", "jp"): build_datahub(self.sandbox, "jp"),
         }
-        root = FastAPI(title="sandbox", openapi_url="/_sandbox/openapi.json", docs_url=None,
-                       redoc_url=None)
+        root = FastAPI(
+            title="sandbox", openapi_url="/_sandbox/openapi.json", docs_url=None, redoc_url=None
+        )
         self._add_admin_routes(root)
         for key, service in self.services.items():
             root.include_router(service.admin, prefix=f"/_sandbox/{key[0]}/{key[1]}")
@@ -97,8 +98,11 @@ class SandboxApp:
 
         @root.get("/_sandbox/clock")
         def clock() -> dict:
-            return {"now": sandbox.clock.now().isoformat(), "frozen": sandbox.clock.frozen,
-                    "anchor": sandbox.clock.anchor.isoformat()}
+            return {
+                "now": sandbox.clock.now().isoformat(),
+                "frozen": sandbox.clock.frozen,
+                "anchor": sandbox.clock.anchor.isoformat(),
+            }
 
         @root.post("/_sandbox/clock/advance")
         def advance(seconds: float) -> dict:

@@ -93,11 +93,17 @@ def pools(seed: int, size: int = 3000) -> Pools:
         handle = latin.user_name()
         usernames.append(f"{handle}{i % 97}")
         emails.append(f"{handle}.{i}@{latin.free_email_domain()}")
-        mobiles.append(f"+{latin.random_element((1, 44, 81, 886, 34, 33, 55, 66))}"
-                       f"{latin.numerify('#########')}")
+        mobiles.append(
+            f"+{latin.random_element((1, 44, 81, 886, 34, 33, 55, 66))}"
+            f"{latin.numerify('#########')}"
+        )
         cities.append(faker.city())
         companies.append(faker.company())
         addresses.append(faker.address().replace("\n", ", "))
         countries.append(latin.country_code().lower())
-    return Pools(*(tuple(p) for p in (names, usernames, emails, mobiles, cities, companies,
-                                      addresses, countries)))
+    return Pools(
+        *(
+            tuple(p)
+            for p in (names, usernames, emails, mobiles, cities, companies, addresses, countries)
+        )
+    )

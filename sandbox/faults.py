@@ -28,7 +28,16 @@ from dataclasses import asdict, dataclass, fields
 
 import httpx
 
-SHARES = ("error", "rate", "slow", "drop", "truncate", "posts_502", "webhook_dup", "webhook_reorder")
+SHARES = (
+    "error",
+    "rate",
+    "slow",
+    "drop",
+    "truncate",
+    "posts_502",
+    "webhook_dup",
+    "webhook_reorder",
+)
 
 
 @dataclass
@@ -182,7 +191,8 @@ def _truncating(send):
         if message.get("more_body"):
             return
         body = state["buffer"]
-        await send({"type": "http.response.body", "body": body[: len(body) // 2], "more_body": True})
+        half = body[: len(body) // 2]
+        await send({"type": "http.response.body", "body": half, "more_body": True})
         raise ConnectionDropped("response body truncated (injected)")
 
     return wrapped

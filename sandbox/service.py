@@ -32,8 +32,12 @@ def bearer_key(request: Request) -> tuple[str, str, str]:
     scheme, _, key = header.partition(" ")
     key = key.strip()
     if scheme.lower() != "bearer" or not key.startswith("sa_live_") or key not in COMMENT_KEYS:
-        raise ApiError(401, "unauthorized", "missing or invalid API key",
-                       action_url="https://dashboard.example/api-keys")
+        raise ApiError(
+            401,
+            "unauthorized",
+            "missing or invalid API key",
+            action_url="https://dashboard.example/api-keys",
+        )
     workspace, scope = COMMENT_KEYS[key]
     return key, workspace, scope
 

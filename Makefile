@@ -1,0 +1,38 @@
+# Two commands do all set-up on a fresh machine with Python 3.11 and pip: `make demo`, `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+UV_VERSION := 0.13.8
+SANDBOX_PORT ?= 8765
+
+.PHONY: install test lint demo sandbox lock clean
+
+# Installs exactly what uv.lock pins. uv itself is pinned and lives in the venv, so nothing
+# outside the repository is needed; --inexact keeps it there.
+$(VENV)/.synced: pyproject.toml uv.lock
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet "uv==$(UV_VERSION)"
+	$(BIN)/uv sync --locked --inexact --quiet
+	touch $@
+
+install: $(VENV)/.synced
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+test: lint
+	$(BIN)/python -m pytest -n 2 --durations=10
+
+demo: install
+	$(BIN)/python -m pipelines.demo --port $(SANDBOX_PORT)
+
+# A sandbox that keeps running, for exploring the services by hand.
+sandbox: install
+	$(BIN)/python -m sandbox --port $(SANDBOX_PORT) --frozen
+
+lock:
+	$(BIN)/uv lock
+
+clean:
+	rm -rf $(VENV) data .pytest_cache .ruff_cache
