@@ -58,8 +58,56 @@ def _field_of(loc: tuple) -> str:
     return ".".join(parts) or "body"
 
 
+ERROR_SCHEMA = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {
+        "error": {
+            "type": "object",
+            "required": ["code", "message"],
+            "properties": {
+                "code": {"type": "string"},
+                "message": {"type": "string"},
+                "field": {"type": "string"},
+                "action_url": {"type": "string"},
+                "retry_after": {"type": "integer"},
+            },
+        }
+    },
+}
+
+
+def _document_errors(app: FastAPI) -> None:
+    """Say in the OpenAPI document what the handlers do: 400 (not FastAPI's 422) and errors
+    in the one error shape."""
+    generate = app.openapi
+
+    def openapi() -> dict:
+        if app.openapi_schema:
+            return app.openapi_schema
+        schema = generate()
+        error = {
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+        }
+        for methods in schema.get("paths", {}).values():
+            for operation in methods.values():
+                responses = operation.setdefault("responses", {})
+                responses.pop("422", None)
+                responses.setdefault("400", {"description": "Invalid request", **error})
+                responses.setdefault("default", {"description": "Error", **error})
+        schemas = schema.setdefault("components", {}).setdefault("schemas", {})
+        schemas.pop("HTTPValidationError", None)
+        schemas.pop("ValidationError", None)
+        schemas["Error"] = ERROR_SCHEMA
+        app.openapi_schema = schema
+        return schema
+
+    app.openapi = openapi
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """Every error of a service app leaves in the one error shape; no input yields a 500."""
+    _document_errors(app)
 
     @app.exception_handler(ApiError)
     async def _api_error(_: Request, exc: ApiError) -> JSONResponse:

@@ -14,7 +14,7 @@ from fastapi import APIRouter, Depends, FastAPI
 
 from sandbox.context import Sandbox
 from sandbox.datahub.contacts import ContactHub, contacts_admin, contacts_router
-from sandbox.datahub.records import RecordStore, records_router
+from sandbox.datahub.records import RecordStore, records_admin, records_router
 from sandbox.errors import install_error_handlers
 from sandbox.service import apikey
 
@@ -38,6 +38,7 @@ class DataHubService:
         self.app.include_router(contacts_router(self.hub), dependencies=[Depends(apikey)])
         self.admin = APIRouter(tags=["sandbox"])
         self.admin.include_router(contacts_admin(self.hub))
+        self.admin.include_router(records_admin(self.records))
 
     def truth(self) -> dict[str, dict[str, int]]:
         return {self.region: self.hub.truth()}
