@@ -8,9 +8,9 @@ from datetime import datetime
 
 import uvicorn
 
-from sandbox.app import MOUNTS, build_app
+from sandbox.app import build_app
 from sandbox.config import SCALES, SandboxConfig
-from sandbox.context import APIKEYS, COMMENT_KEYS
+from sandbox.context import APIKEYS, COMMENT_KEYS, MOUNTS
 from sandbox.faults import FaultSpec
 
 

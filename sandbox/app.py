@@ -7,19 +7,11 @@ from fastapi import Body, FastAPI, HTTPException
 
 from sandbox.comment import build as build_comment
 from sandbox.config import SandboxConfig
-from sandbox.context import Sandbox
+from sandbox.context import MOUNTS, Sandbox
 from sandbox.conversation import build as build_conversation
 from sandbox.datahub import build as build_datahub
 from sandbox.faults import FaultInjector, FaultSpec
 from sandbox.service import Service
-
-MOUNTS = {
-    ("comment", "default"): "/comment/api/v1",
-    ("conversation", "default"): "/conversation",
-    ("conversation", "jp"): "/conversation-jp",
-    ("datahub", "default"): "/datahub",
-    ("datahub", "jp"): "/datahub-jp",
-}
 
 
 class SandboxApp:

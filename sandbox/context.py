@@ -22,6 +22,15 @@ COMMENT_KEYS = {
 }
 APIKEYS = {"demo-apikey"}
 
+# Where each service and region is served; download URLs handed out by async jobs use it.
+MOUNTS = {
+    ("comment", "default"): "/comment/api/v1",
+    ("conversation", "default"): "/conversation",
+    ("conversation", "jp"): "/conversation-jp",
+    ("datahub", "default"): "/datahub",
+    ("datahub", "jp"): "/datahub-jp",
+}
+
 
 @dataclass
 class Sandbox:
