@@ -1,22 +1,100 @@
-"""PLACEHOLDER until the conversation service lands (being written now)."""
+"""The conversation service, one instance per region (conversation service spec).
 
-from fastapi import APIRouter, FastAPI
+Modules:
+- `paths`: method and path of each operation (not shown by the spec; written down once);
+- `models`: request and response models, each response form's exact fields;
+- `directory`: channels, teams and users (small; dicts);
+- `members`: members and their assignments (numpy columns);
+- `messages`: a year of messages plus live arrivals (numpy columns);
+- `backups`: message backup tasks and their CSV files;
+- `pages`: cursor pagination; `routes`: the operations; `table`: growable columns.
+
+The two regions hold different data: every generator is seeded with the region's name.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, FastAPI, HTTPException
+from fastapi.responses import JSONResponse
+
+from sandbox.context import MOUNTS, Sandbox
+from sandbox.conversation.backups import Backups
+from sandbox.conversation.directory import Directory
+from sandbox.conversation.members import Members
+from sandbox.conversation.messages import Messages
+from sandbox.conversation.paths import BACKUP_DOWNLOAD
+from sandbox.conversation.routes import conversation_router
+from sandbox.errors import install_error_handlers
+from sandbox.fakedata import pools
+from sandbox.service import apikey
+
+STREAMS = ("channels", "teams", "users", "messages", "members", "assignments", "members_total")
 
 
-class _Placeholder:
+class ConversationService:
     service = "conversation"
 
-    def __init__(self, region: str) -> None:
+    def __init__(self, sandbox: Sandbox, region: str, mount: str) -> None:
         self.region = region
-        self.app = FastAPI(openapi_url="/openapi.json")
-        self.admin = APIRouter()
+        shared = pools(sandbox.config.seed)
+        self.directory = Directory(sandbox, region, shared)
+        self.members = Members(sandbox, region, self.directory, shared)
+        self.messages = Messages(sandbox, region, self.directory, self.members)
+        download = f"{sandbox.config.public_url}{mount}{BACKUP_DOWNLOAD[1]}"
+        self.backups = Backups(sandbox, region, self.messages, download)
+        self.app = FastAPI(
+            title=f"Conversation service ({region})",
+            version="1.0.0",
+            openapi_url="/openapi.json",
+            docs_url=None,
+            redoc_url=None,
+        )
+        install_error_handlers(self.app)
+        # Live messages are derived when a request comes (no background thread).
+        live = Depends(lambda: self.messages.catch_up())
+        self.app.include_router(conversation_router(self), dependencies=[Depends(apikey), live])
+        self.admin = APIRouter(tags=["sandbox"])
+        self.admin.add_api_route("/teams/{team_id}/users", self._team_users, methods=["GET"])
 
-    def truth(self) -> dict:
-        return {}
+    def truth(self) -> dict[str, dict[str, int]]:
+        self.messages.catch_up()
+        lo, hi = self.messages.year()
+        seen = len(self.messages.member_rows(lo, hi))
+        return {
+            self.region: {
+                "channels": len(self.directory.channels),
+                "teams": len(self.directory.teams),
+                "users": len(self.directory.users),
+                "messages": hi - lo,
+                "members": seen,
+                "assignments": seen,
+                "members_total": self.members.size,
+            }
+        }
 
     def truth_ids(self, scope: str, stream: str) -> list:
-        raise KeyError(stream)
+        if scope != self.region or stream not in STREAMS:
+            raise KeyError(f"{scope}/{stream}")
+        return self._ids(stream)
+
+    def _ids(self, stream: str) -> list:
+        self.messages.catch_up()
+        if stream in ("channels", "teams", "users"):
+            return [record["id"] for record in getattr(self.directory, stream)]
+        if stream == "members_total":
+            return [self.members.member_id(row) for row in range(self.members.size)]
+        lo, hi = self.messages.year()
+        if stream == "messages":
+            return self.messages.uuids(lo, hi)
+        # Members (and their assignments) are pulled by id for the members seen in messages.
+        return (self.members.first_id + self.messages.member_rows(lo, hi)).tolist()
+
+    def _team_users(self, team_id: int) -> JSONResponse:
+        """Sandbox view of a team's users (the spec has no operation that shows them)."""
+        if team_id not in self.directory.team_users:
+            raise HTTPException(404, f"no team {team_id} in {self.region}")
+        return JSONResponse({"user_ids": self.directory.team_users[team_id]})
 
 
-def build(sandbox, region: str = "default"):
-    return _Placeholder(region)
+def build(sandbox: Sandbox, region: str) -> ConversationService:
+    return ConversationService(sandbox, region, MOUNTS[("conversation", region)])
