@@ -1,22 +1,37 @@
-"""PLACEHOLDER until the comment service lands (being written now)."""
+"""Comment automation service (spec: comment-automation-api.md), one deployment.
 
-from fastapi import APIRouter, FastAPI
+Each workspace of `sandbox.context.COMMENT_KEYS` ("demo", "agency") holds its own data;
+the ground truth is keyed by workspace id, as `GET /me` returns it.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from sandbox.comment.routes import create_app
+from sandbox.comment.workspace import Workspace
+from sandbox.context import COMMENT_KEYS, Sandbox
 
 
-class _Placeholder:
+class CommentService:
     service = "comment"
 
-    def __init__(self, region: str) -> None:
+    def __init__(self, sandbox: Sandbox, region: str = "default") -> None:
         self.region = region
-        self.app = FastAPI(openapi_url="/openapi.json")
+        names = dict.fromkeys(workspace for workspace, _ in COMMENT_KEYS.values())
+        self.workspaces = {name: Workspace(sandbox, name) for name in names}
+        self.app = create_app(sandbox, self.workspaces)
         self.admin = APIRouter()
 
-    def truth(self) -> dict:
-        return {}
+    def truth(self) -> dict[str, dict[str, int]]:
+        return {w.id: w.truth_counts() for w in self.workspaces.values()}
 
     def truth_ids(self, scope: str, stream: str) -> list:
-        raise KeyError(stream)
+        for workspace in self.workspaces.values():
+            if workspace.id == scope:
+                return workspace.truth_ids(stream)
+        raise KeyError(scope)
 
 
-def build(sandbox, region: str = "default"):
-    return _Placeholder(region)
+def build(sandbox: Sandbox, region: str = "default") -> CommentService:
+    return CommentService(sandbox, region)
