@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from fastapi import APIRouter, FastAPI, Request
+from fastapi import APIRouter, FastAPI, Request, Security
+from fastapi.security import APIKeyHeader
 
 from sandbox.context import APIKEYS, COMMENT_KEYS
 from sandbox.errors import ApiError
@@ -42,9 +43,12 @@ def bearer_key(request: Request) -> tuple[str, str, str]:
     return key, workspace, scope
 
 
-def apikey(request: Request) -> str:
+# Declared through FastAPI's security helper so the OpenAPI documents name the header.
+_APIKEY_HEADER = APIKeyHeader(name="apikey", auto_error=False)
+
+
+def apikey(key: str | None = Security(_APIKEY_HEADER)) -> str:
     """Conversation service and data hub auth: the `apikey` header (section 5 of both)."""
-    key = request.headers.get("apikey", "")
     if key not in APIKEYS:
         raise ApiError(401, "unauthorized", "missing or invalid apikey header")
     return key
