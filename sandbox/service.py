@@ -8,7 +8,7 @@ from fastapi import APIRouter, FastAPI, Request, Security
 from fastapi.security import APIKeyHeader
 
 from sandbox.context import APIKEYS, COMMENT_KEYS
-from sandbox.errors import ApiError
+from sandbox.errors import ApiError, install_error_handlers
 
 
 class Service(Protocol):
@@ -22,6 +22,16 @@ class Service(Protocol):
 
     def truth_ids(self, scope: str, stream: str) -> list:
         """The ids of one stream's rows; KeyError for an unknown scope or stream."""
+
+
+def service_app(title: str) -> FastAPI:
+    """A service's app: its OpenAPI document at `<base>/openapi.json`, no docs pages, and
+    every error in the one error shape."""
+    app = FastAPI(
+        title=title, version="1.0.0", openapi_url="/openapi.json", docs_url=None, redoc_url=None
+    )
+    install_error_handlers(app)
+    return app
 
 
 def bearer_key(request: Request) -> tuple[str, str, str]:

@@ -30,8 +30,8 @@ from sandbox.comment.models import (
 from sandbox.comment.workspace import Workspace as WorkspaceData
 from sandbox.comment.workspace import account_not_found
 from sandbox.context import Sandbox
-from sandbox.errors import ApiError, install_error_handlers, not_found
-from sandbox.service import bearer_key
+from sandbox.errors import ApiError, not_found
+from sandbox.service import bearer_key, service_app
 
 RATE_LIMIT = 120  # requests per minute per key (spec section 8)
 WRITE_SCOPE = "read+write"
@@ -53,14 +53,7 @@ class Caller:
 
 
 def create_app(sandbox: Sandbox, workspaces: dict[str, WorkspaceData]) -> FastAPI:
-    app = FastAPI(
-        title="Comment Automation Service API (sandbox)",
-        version="1.0.0",
-        openapi_url="/openapi.json",
-        docs_url=None,
-        redoc_url=None,
-    )
-    install_error_handlers(app)
+    app = service_app("Comment Automation Service API (sandbox)")
 
     async def caller(
         request: Request,

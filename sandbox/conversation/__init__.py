@@ -14,7 +14,7 @@ The two regions hold different data: every generator is seeded with the region's
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, FastAPI, HTTPException
+from fastapi import APIRouter, Depends, HTTPException
 from fastapi.responses import JSONResponse
 
 from sandbox.context import MOUNTS, Sandbox
@@ -24,9 +24,8 @@ from sandbox.conversation.members import Members
 from sandbox.conversation.messages import Messages
 from sandbox.conversation.paths import BACKUP_DOWNLOAD
 from sandbox.conversation.routes import conversation_router
-from sandbox.errors import install_error_handlers
 from sandbox.fakedata import pools
-from sandbox.service import apikey
+from sandbox.service import apikey, service_app
 
 STREAMS = ("channels", "teams", "users", "messages", "members", "assignments", "members_total")
 
@@ -42,14 +41,7 @@ class ConversationService:
         self.messages = Messages(sandbox, region, self.directory, self.members)
         download = f"{sandbox.config.public_url}{mount}{BACKUP_DOWNLOAD[1]}"
         self.backups = Backups(sandbox, region, self.messages, download)
-        self.app = FastAPI(
-            title=f"Conversation service ({region})",
-            version="1.0.0",
-            openapi_url="/openapi.json",
-            docs_url=None,
-            redoc_url=None,
-        )
-        install_error_handlers(self.app)
+        self.app = service_app(f"Conversation service ({region})")
         # Live messages are derived when a request comes (no background thread).
         live = Depends(lambda: self.messages.catch_up())
         self.app.include_router(conversation_router(self), dependencies=[Depends(apikey), live])

@@ -10,13 +10,12 @@ Two parts, each in its own modules:
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, FastAPI
+from fastapi import APIRouter, Depends
 
 from sandbox.context import Sandbox
 from sandbox.datahub.contacts import ContactHub, contacts_admin, contacts_router
 from sandbox.datahub.records import RecordStore, records_admin, records_router
-from sandbox.errors import install_error_handlers
-from sandbox.service import apikey
+from sandbox.service import apikey, service_app
 
 
 class DataHubService:
@@ -26,14 +25,7 @@ class DataHubService:
         self.region = region
         self.records = RecordStore(sandbox, region)
         self.hub = ContactHub(sandbox, region)
-        self.app = FastAPI(
-            title=f"Customer data hub ({region})",
-            version="1.0.0",
-            openapi_url="/openapi.json",
-            docs_url=None,
-            redoc_url=None,
-        )
-        install_error_handlers(self.app)
+        self.app = service_app(f"Customer data hub ({region})")
         self.app.include_router(records_router(self.records), dependencies=[Depends(apikey)])
         self.app.include_router(contacts_router(self.hub), dependencies=[Depends(apikey)])
         self.admin = APIRouter(tags=["sandbox"])
