@@ -1,0 +1,1 @@
+"""One client per service, all on `pipelines.transport.Transport`."""

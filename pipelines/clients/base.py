@@ -1,0 +1,77 @@
+"""What every service client shares: connections, models that tolerate new fields, and the
+Dagster resource shape (one `ConfigurableResource` per service, keys through `EnvVar`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import ClassVar
+
+import dagster as dg
+import pydantic
+
+from pipelines.lake import check_connection_name
+from pipelines.transport import CallStats, Rate, RetryPolicy, Transport, key_id
+
+
+class Model(pydantic.BaseModel):
+    """A response model: a field the service adds later is kept, never an error."""
+
+    model_config = pydantic.ConfigDict(extra="allow")
+
+
+class Connection(dg.Config):
+    """One account on one deployment: a workspace key, or a region's key."""
+
+    name: str = pydantic.Field(description="lowercase; lands in every row as `connection`")
+    base_url: str
+    api_key: str = pydantic.Field(description="from the environment through dg.EnvVar")
+
+    @pydantic.field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        return check_connection_name(value)
+
+
+class ServiceResource(dg.ConfigurableResource):
+    """Base of the per-service resources. Subclasses set `service`, `rates` and `auth`."""
+
+    service: ClassVar[str]
+    #: Documented limits per bucket of operations (spec section 8 of each service).
+    rates: ClassVar[dict[str, Rate]] = {}
+
+    connections: list[Connection]
+    #: The window the per-minute limits apply to (60 s; smaller for time-scaled benchmarks).
+    rate_window_seconds: float = 60.0
+    pace: bool = True
+    timeout_seconds: float = 60.0
+    retry_attempts: int = 8
+
+    def auth_headers(self, api_key: str) -> dict[str, str]:
+        return {"apikey": api_key}
+
+    def scaled_rates(self) -> dict[str, Rate]:
+        if not self.pace:
+            return {}
+        scale = self.rate_window_seconds / 60.0
+        return {bucket: Rate(r.requests, r.per_seconds * scale) for bucket, r in self.rates.items()}
+
+    def pool(self) -> str:
+        return f"{self.service}_api"
+
+    def key_ids(self) -> dict[str, str]:
+        """Connection name to a non-reversible key id, for logs and metadata."""
+        return {c.name: key_id(c.api_key) for c in self.connections}
+
+    @contextmanager
+    def transport(self, connection: Connection, stats: CallStats) -> Iterator[Transport]:
+        with Transport(
+            connection.base_url,
+            self.auth_headers(connection.api_key),
+            api_key=connection.api_key,
+            rates=self.scaled_rates(),
+            retry=RetryPolicy(attempts=self.retry_attempts),
+            timeout=self.timeout_seconds,
+            stats=stats,
+        ) as transport:
+            yield transport

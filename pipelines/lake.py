@@ -1,0 +1,182 @@
+"""The Parquet lake: one explicit Arrow schema per stream, files written whole or not at all.
+
+Layout (ARCHITECTURE.md, "Lake layout"):
+
+    <lake>/<service>/<stream>/<connection>.parquet                 snapshot streams
+    <lake>/<service>/<stream>/date=YYYY-MM-DD/<connection>.parquet  daily streams
+
+One file per connection, so a run for one connection (or one day) replaces exactly what it
+pulled. Every file is written under a temporary name in its own folder and renamed into
+place, so a reader or a crash never sees half a file and a re-run replaces, never adds.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+CONNECTION_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+TEMPORARY_SUFFIX = ".tmp"
+#: Rows buffered before a row group is written: bounds memory by a page batch.
+ROW_GROUP_ROWS = 50_000
+
+
+@dataclass(frozen=True)
+class Stream:
+    """What the lake needs to know about one stream."""
+
+    service: str
+    name: str
+    schema: pa.Schema
+    daily: bool = False
+    #: The column(s) that identify a row within one connection.
+    key: tuple[str, ...] = ("id",)
+    #: Daily streams: how many days up to today a sync of an empty lake pulls (what the
+    #: service still serves).
+    history_days: int = 1
+
+    @property
+    def relation(self) -> str:
+        return f"{self.service}.{self.name}"
+
+
+def check_connection_name(name: str) -> str:
+    if not CONNECTION_NAME.match(name):
+        raise ValueError(
+            f"connection name {name!r}: use 1-64 lowercase letters, digits, '_' or '-'"
+        )
+    return name
+
+
+class Lake:
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root)
+
+    def stream_dir(self, stream: Stream) -> Path:
+        return self.root / stream.service / stream.name
+
+    def path(self, stream: Stream, connection: str, day: date | None = None) -> Path:
+        folder = self.stream_dir(stream)
+        if stream.daily:
+            if day is None:
+                raise ValueError(f"{stream.relation} is daily: a day is needed")
+            folder = folder / f"date={day.isoformat()}"
+        return folder / f"{check_connection_name(connection)}.parquet"
+
+    def files(self, stream: Stream) -> list[Path]:
+        return sorted(self.stream_dir(stream).glob("**/*.parquet"))
+
+    def days(self, stream: Stream, connection: str) -> list[date]:
+        """The days already landed for one connection: the lake is the state."""
+        found = self.stream_dir(stream).glob(f"date=*/{connection}.parquet")
+        return sorted(date.fromisoformat(p.parent.name.removeprefix("date=")) for p in found)
+
+    @contextmanager
+    def writer(
+        self,
+        stream: Stream,
+        connection: str,
+        day: date | None = None,
+        metadata: dict[str, str] | None = None,
+    ) -> Iterator[PartitionWriter]:
+        """Write one file in batches; it appears under its name only if the block succeeds."""
+        target = self.path(stream, connection, day)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        temporary = target.with_name(f".{target.name}.{uuid.uuid4().hex}{TEMPORARY_SUFFIX}")
+        schema = stream.schema.with_metadata(
+            {
+                **(stream.schema.metadata or {}),
+                **{k.encode(): v.encode() for k, v in (metadata or {}).items()},
+            }
+        )
+        writer = PartitionWriter(pq.ParquetWriter(temporary, schema, compression="zstd"), schema)
+        try:
+            yield writer
+            writer.close()
+            os.replace(temporary, target)
+        finally:
+            writer.close()
+            temporary.unlink(missing_ok=True)
+
+    def write(
+        self,
+        stream: Stream,
+        connection: str,
+        rows: Iterable[dict],
+        day: date | None = None,
+        metadata: dict[str, str] | None = None,
+    ) -> int:
+        with self.writer(stream, connection, day, metadata) as out:
+            out.extend(rows)
+        return out.rows
+
+    def drop(self, stream: Stream, connection: str, day: date) -> None:
+        self.path(stream, connection, day).unlink(missing_ok=True)
+
+    def relation(self, stream: Stream) -> str | None:
+        """DuckDB SQL reading every file of the stream (daily ones with their `date`), or
+        None while it has none: DuckDB refuses a glob that matches nothing."""
+        if not self.files(stream):
+            return None
+        folder = str(self.stream_dir(stream).resolve()).replace("'", "''")
+        if stream.daily:
+            return (
+                f"read_parquet('{folder}/date=*/*.parquet', hive_partitioning = true, "
+                "hive_types = {'date': DATE})"
+            )
+        return f"read_parquet('{folder}/*.parquet', hive_partitioning = false)"
+
+    def read_metadata(self, path: Path) -> dict[str, str]:
+        raw = pq.read_schema(path).metadata or {}
+        return {k.decode(): v.decode() for k, v in raw.items() if not k.startswith(b"ARROW")}
+
+    def sweep_temporary(self) -> int:
+        """Remove the temporary files a killed run left behind; none of them is data."""
+        swept = 0
+        for leftover in self.root.glob(f"**/.*{TEMPORARY_SUFFIX}"):
+            leftover.unlink(missing_ok=True)
+            swept += 1
+        return swept
+
+
+class PartitionWriter:
+    """Buffers rows as Python dicts and writes them as row groups of the stream's schema."""
+
+    def __init__(self, writer: pq.ParquetWriter, schema: pa.Schema) -> None:
+        self._writer: pq.ParquetWriter | None = writer
+        self._schema = schema
+        self._buffer: list[dict] = []
+        self.rows = 0
+
+    def extend(self, rows: Iterable[dict]) -> None:
+        for row in rows:
+            self._buffer.append(row)
+            if len(self._buffer) >= ROW_GROUP_ROWS:
+                self._flush()
+
+    def write_table(self, table: pa.Table) -> None:
+        self._flush()
+        assert self._writer is not None
+        self._writer.write_table(table.select(self._schema.names).cast(self._schema))
+        self.rows += table.num_rows
+
+    def _flush(self) -> None:
+        if self._buffer and self._writer is not None:
+            self._writer.write_table(pa.Table.from_pylist(self._buffer, schema=self._schema))
+            self.rows += len(self._buffer)
+            self._buffer = []
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._flush()
+            self._writer.close()
+            self._writer = None

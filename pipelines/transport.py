@@ -1,0 +1,311 @@
+"""The one HTTP transport every client uses, for pull and push alike.
+
+It adds the key, paces requests under the documented rate limit before any 429 is met,
+retries what is safe to retry (with full-jitter exponential backoff that honours
+`retry_after` / `Retry-After`), and counts requests, 429s and retries for the metadata of
+each materialization. The API key only ever lives in the request headers: it is never part
+of a message, a log line or an exception.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
+from typing import Any, TypeVar
+
+import httpx
+import pydantic
+import tenacity
+
+T = TypeVar("T", bound=pydantic.BaseModel)
+
+RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+#: Never wait longer than this on one `Retry-After`, whatever the service announces.
+MAX_RETRY_AFTER = 120.0
+#: The shortest wait between two attempts: a `retry_after` of 0 must not become a tight loop.
+MIN_WAIT = 0.2
+
+
+@dataclass(frozen=True)
+class Rate:
+    """`requests` per `per_seconds` for one key and bucket of operations."""
+
+    requests: int
+    per_seconds: float = 60.0
+
+
+class Pacer:
+    """Spaces requests evenly so a sliding window of `rate` is never exceeded.
+
+    Even spacing (not a burst then a wait) keeps the service's own window, measured at
+    its side with network jitter, under the limit while still using ~all of it. Shared
+    by every thread that uses the same key and bucket (see `pacer_for`).
+    """
+
+    def __init__(self, rate: Rate, headroom: float = 0.02) -> None:
+        self.interval = rate.per_seconds / rate.requests * (1 + headroom)
+        self._next = 0.0
+        self._lock = threading.Lock()
+
+    def wait(self) -> None:
+        with self._lock:
+            now = time.monotonic()
+            start = max(now, self._next)
+            self._next = start + self.interval
+        if start > now:
+            time.sleep(start - now)
+
+    def hold(self, seconds: float) -> None:
+        """After a 429: nobody on this key sends again before `seconds` have passed."""
+        with self._lock:
+            self._next = max(self._next, time.monotonic() + seconds)
+
+
+_pacers: dict[tuple[str, str], Pacer] = {}
+_pacers_lock = threading.Lock()
+
+
+def key_id(api_key: str) -> str:
+    """A short, non-reversible name for a key: safe in pool names and metadata."""
+    return hashlib.sha256(api_key.encode()).hexdigest()[:12]
+
+
+def pacer_for(api_key: str, bucket: str, rate: Rate) -> Pacer:
+    """One pacer per key and bucket in this process, whichever client asks."""
+    with _pacers_lock:
+        return _pacers.setdefault((key_id(api_key), bucket), Pacer(rate))
+
+
+class ServiceError(Exception):
+    """An answer the service gave that retrying cannot change (or retries ran out)."""
+
+    def __init__(self, method: str, path: str, status: int, body: Any) -> None:
+        error = body.get("error", {}) if isinstance(body, dict) else {}
+        self.status = status
+        self.code = error.get("code")
+        self.field = error.get("field")
+        detail = error.get("message") or (str(body)[:200] if body else "")
+        where = f" (field {self.field})" if self.field else ""
+        super().__init__(f"{method} {path} answered {status} {self.code or ''}{where}: {detail}")
+
+
+class RetryableStatus(Exception):
+    def __init__(self, error: ServiceError, retry_after: float | None) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.retry_after = retry_after
+
+
+class TruncatedBody(Exception):
+    """The body ended before the document did (cut connection, short read)."""
+
+
+@dataclass
+class CallStats:
+    requests: int = 0
+    throttled: int = 0
+    retries: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, *, requests: int = 0, throttled: int = 0, retries: int = 0) -> None:
+        with self._lock:
+            self.requests += requests
+            self.throttled += throttled
+            self.retries += retries
+
+    def as_metadata(self) -> dict[str, int]:
+        return {"requests": self.requests, "429s": self.throttled, "retries": self.retries}
+
+
+def retry_after_seconds(response: httpx.Response) -> float | None:
+    """`Retry-After` as seconds or an HTTP date, else the body's `error.retry_after`."""
+    header = response.headers.get("Retry-After")
+    if header:
+        try:
+            return float(header)
+        except ValueError:
+            try:
+                return parsedate_to_datetime(header).timestamp() - time.time()
+            except (TypeError, ValueError):
+                pass
+    try:
+        value = response.json().get("error", {}).get("retry_after")
+        return float(value) if value is not None else None
+    except (ValueError, AttributeError, TypeError):
+        return None
+
+
+def _is_retryable(exc: BaseException) -> bool:
+    return isinstance(exc, RetryableStatus | TruncatedBody | httpx.TransportError)
+
+
+class _Wait(tenacity.wait.wait_base):
+    """Full-jitter exponential backoff, never shorter than the announced `retry_after`."""
+
+    def __init__(self, base: float, cap: float) -> None:
+        self.base, self.cap = base, cap
+
+    def __call__(self, state: tenacity.RetryCallState) -> float:
+        backoff = random.uniform(0, min(self.cap, self.base * 2 ** (state.attempt_number - 1)))
+        exc = state.outcome.exception() if state.outcome else None
+        announced = getattr(exc, "retry_after", None)
+        if announced is not None:
+            backoff = max(backoff, min(max(announced, 0.0), MAX_RETRY_AFTER))
+        return max(backoff, MIN_WAIT)
+
+
+@dataclass
+class RetryPolicy:
+    attempts: int = 8
+    base_seconds: float = 0.5
+    cap_seconds: float = 30.0
+    sleep: Callable[[float], None] = time.sleep
+
+
+class Transport:
+    """An `httpx.Client` for one connection (base address and key)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        auth_headers: Mapping[str, str],
+        *,
+        api_key: str,
+        rates: Mapping[str, Rate] | None = None,
+        retry: RetryPolicy | None = None,
+        timeout: float = 60.0,
+        stats: CallStats | None = None,
+        http_transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self._http = httpx.Client(
+            base_url=base_url.rstrip("/"),
+            headers=dict(auth_headers),
+            timeout=timeout,
+            transport=http_transport,
+        )
+        self._pacers = {
+            bucket: pacer_for(api_key, bucket, rate) for bucket, rate in (rates or {}).items()
+        }
+        self.retry = retry or RetryPolicy()
+        self.stats = stats or CallStats()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Transport:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the one request path -------------------------------------------------------------
+
+    def _retrying(self, idempotent: bool) -> tenacity.Retrying:
+        def retry_this(exc: BaseException) -> bool:
+            if not _is_retryable(exc):
+                return False
+            if idempotent:
+                return True
+            # A write is retried only when the service cannot have acted on it: refused
+            # by the rate limit, or the connection never opened.
+            return (isinstance(exc, RetryableStatus) and exc.error.status == 429) or isinstance(
+                exc, httpx.ConnectError | httpx.ConnectTimeout
+            )
+
+        def count_retry(state: tenacity.RetryCallState) -> None:
+            self.stats.add(retries=1)
+
+        return tenacity.Retrying(
+            retry=tenacity.retry_if_exception(retry_this),
+            wait=_Wait(self.retry.base_seconds, self.retry.cap_seconds),
+            stop=tenacity.stop_after_attempt(self.retry.attempts),
+            sleep=self.retry.sleep,
+            before_sleep=count_retry,
+            reraise=True,
+        )
+
+    def _send(self, method: str, path: str, bucket: str | None, **kwargs: Any) -> httpx.Response:
+        pacer = self._pacers.get(bucket or "default")
+        if pacer:
+            pacer.wait()
+        self.stats.add(requests=1)
+        request = self._http.build_request(method, path, **kwargs)
+        response = self._http.send(request, stream=True)
+        if response.status_code < 400:
+            return response
+        try:
+            response.read()
+        finally:
+            response.close()
+        try:
+            body = response.json()
+        except ValueError:
+            body = response.text
+        error = ServiceError(method, path, response.status_code, body)
+        if response.status_code in RETRY_STATUSES:
+            retry_after = retry_after_seconds(response)
+            if response.status_code == 429:
+                self.stats.add(throttled=1)
+                if pacer and retry_after:
+                    pacer.hold(min(retry_after, MAX_RETRY_AFTER))
+            raise RetryableStatus(error, retry_after)
+        raise error
+
+    def request_json(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        json_body: Any = None,
+        bucket: str | None = None,
+        idempotent: bool = True,
+    ) -> Any:
+        """Send one call and return its decoded JSON body, retrying what may be retried."""
+        kwargs: dict[str, Any] = {"params": params}
+        if json_body is not None:
+            kwargs["json"] = json_body
+        try:
+            for attempt in self._retrying(idempotent or method == "GET"):
+                with attempt:
+                    response = self._send(method, path, bucket, **kwargs)
+                    try:
+                        content = response.read()
+                    finally:
+                        response.close()
+                    try:
+                        return json.loads(content)
+                    except ValueError as exc:
+                        raise TruncatedBody(f"{method} {path}: body is not whole JSON") from exc
+        except RetryableStatus as exc:
+            raise exc.error from None
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def get(self, path: str, model: type[T], **kwargs: Any) -> T:
+        return model.model_validate(self.request_json("GET", path, **kwargs))
+
+    @contextmanager
+    def download(self, path: str, *, bucket: str | None = None) -> Iterator[Iterator[bytes]]:
+        """Stream a file. A cut stream raises, so the caller restarts the whole download
+        (see `download_with_retry`) rather than landing half a file."""
+        for attempt in self._retrying(True):
+            with attempt:
+                response = self._send("GET", path, bucket)
+        try:
+            yield response.iter_bytes()
+        finally:
+            response.close()
+
+    def download_with_retry(self, path: str, consume: Callable[[Iterator[bytes]], T]) -> T:
+        """Run `consume` over the file's bytes; a transport error mid-stream starts over."""
+        for attempt in self._retrying(True):
+            with attempt, self.download(path) as chunks:
+                return consume(chunks)
+        raise AssertionError("unreachable")  # pragma: no cover

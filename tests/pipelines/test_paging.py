@@ -1,0 +1,115 @@
+"""Pagination strategies against lists that shift while they are read."""
+
+import pytest
+
+from pipelines.paging import Page, PagingError, cursor_pages, first_page_holding, offset_pages
+
+
+class ShiftingList:
+    """A newest-first list served by page/limit; `on_fetch` mutates it between pages."""
+
+    def __init__(self, size: int, on_fetch=None) -> None:
+        self.rows = list(range(size, 0, -1))  # ids; bigger is newer
+        self.next_id = size + 1
+        self.on_fetch = on_fetch
+        self.fetches = 0
+
+    def insert_at_head(self, count: int) -> None:
+        self.rows[:0] = list(range(self.next_id + count - 1, self.next_id - 1, -1))
+        self.next_id += count
+
+    def fetch(self, limit: int):
+        def page(number: int) -> Page[int]:
+            if self.on_fetch and self.fetches:
+                self.on_fetch(self, self.fetches)
+            self.fetches += 1
+            return Page(self.rows[number * limit : (number + 1) * limit], len(self.rows))
+
+        return page
+
+
+def read_all(listing: ShiftingList, limit: int = 10) -> list[int]:
+    pages = offset_pages(listing.fetch(limit), limit=limit, row_id=lambda row: row)
+    return [row for page in pages for row in page]
+
+
+def test_a_still_list_is_read_once_in_order():
+    listing = ShiftingList(95)
+    assert read_all(listing) == list(range(95, 0, -1))
+    assert listing.fetches == 10
+
+
+def test_rows_inserted_at_the_head_while_paging_are_not_doubled():
+    listing = ShiftingList(100, on_fetch=lambda lst, n: lst.insert_at_head(3))
+    got = read_all(listing)
+    assert len(got) == len(set(got))
+    assert set(range(1, 101)) <= set(got)
+
+
+def test_rows_deleted_at_the_head_while_paging_lose_nothing_else():
+    deleted: set[int] = set()
+
+    def delete_newest(listing: ShiftingList, n: int) -> None:
+        for _ in range(4 if n % 3 == 0 else 0):
+            deleted.add(listing.rows.pop(0))
+
+    listing = ShiftingList(100, on_fetch=delete_newest)
+    got = read_all(listing)
+    assert len(got) == len(set(got))
+    assert set(range(1, 101)) - deleted <= set(got)
+
+
+def test_inserts_and_deletes_together_lose_and_double_nothing():
+    deleted: set[int] = set()
+
+    def churn(listing: ShiftingList, n: int) -> None:
+        if n % 3:
+            return
+        listing.insert_at_head(5)
+        for _ in range(7 if n % 2 else 2):
+            deleted.add(listing.rows.pop(0))
+
+    listing = ShiftingList(200, on_fetch=churn)
+    got = read_all(listing)
+    assert len(got) == len(set(got))
+    assert set(range(1, 201)) - deleted <= set(got)
+
+
+def test_a_list_that_shifts_on_every_fetch_fails_clearly_instead_of_spinning():
+    def churn(listing: ShiftingList, n: int) -> None:
+        listing.insert_at_head(5)
+        for _ in range(7 if n % 2 else 2):
+            listing.rows.pop(0)
+
+    with pytest.raises(PagingError, match="shifts faster"):
+        read_all(ShiftingList(200, on_fetch=churn))
+
+
+def test_stop_ends_at_the_first_row_outside_the_window():
+    listing = ShiftingList(100)
+    pages = offset_pages(
+        listing.fetch(10), limit=10, row_id=lambda row: row, stop=lambda row: row <= 55
+    )
+    assert [row for page in pages for row in page] == list(range(100, 55, -1))
+    assert listing.fetches == 5
+
+
+def test_first_page_holding_finds_the_window_by_binary_search():
+    rows = list(range(1000, 0, -1))
+    probes: list[int] = []
+
+    def first_row(page: int):
+        probes.append(page)
+        return rows[page * 10] if page * 10 < len(rows) else None
+
+    start = first_page_holding(first_row, pages=100, is_after_window=lambda row: row > 333)
+    assert rows[start * 10] > 333 >= rows[(start + 1) * 10]
+    assert len(probes) <= 8
+
+
+def test_cursor_pages_follow_tokens_and_stop_on_a_loop():
+    answers = {None: ([1, 2], "a"), "a": ([3], "b"), "b": ([4], "")}
+    assert list(cursor_pages(lambda token: answers[token])) == [[1, 2], [3], [4]]
+    looping = {None: ([1], "a"), "a": ([2], "b"), "b": ([3], "a")}
+    with pytest.raises(PagingError, match="second time"):
+        list(cursor_pages(lambda token: looping[token]))

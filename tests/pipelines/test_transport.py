@@ -1,0 +1,140 @@
+"""The shared transport: what is retried, how long it waits, what it never leaks."""
+
+import threading
+import time
+
+import httpx
+import pytest
+
+from pipelines.transport import MIN_WAIT, Pacer, Rate, RetryPolicy, ServiceError, Transport
+
+SECRET = "sa_live_CANARY_never_print_me"
+
+
+def scripted(*answers):
+    """An httpx transport answering from a list; each item a Response or an exception."""
+    calls: list[httpx.Request] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        calls.append(request)
+        answer = answers[min(len(calls), len(answers)) - 1]
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    return httpx.MockTransport(handle), calls
+
+
+def client(http_transport, sleeps: list[float] | None = None, **kwargs) -> Transport:
+    sleeps = [] if sleeps is None else sleeps
+    return Transport(
+        "http://service/api/v1",
+        {"Authorization": f"Bearer {SECRET}"},
+        api_key=SECRET,
+        retry=RetryPolicy(attempts=5, sleep=sleeps.append),
+        http_transport=http_transport,
+        **kwargs,
+    )
+
+
+def error(status: int, code: str = "x", headers=None, retry_after=None) -> httpx.Response:
+    body = {"error": {"code": code, "message": f"{code} happened"}}
+    if retry_after is not None:
+        body["error"]["retry_after"] = retry_after
+    return httpx.Response(status, json=body, headers=headers)
+
+
+OK = httpx.Response(200, json={"ok": True})
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        error(429, "rate_limited"),
+        error(500),
+        error(502),
+        error(503),
+        httpx.ReadTimeout("slow"),
+        httpx.RemoteProtocolError("dropped"),
+        httpx.Response(200, content=b'{"ok": tr'),  # truncated body
+    ],
+    ids=["429", "500", "502", "503", "timeout", "dropped", "truncated"],
+)
+def test_retries_transient_failures_then_succeeds(failure):
+    http, calls = scripted(failure, failure, OK)
+    with client(http) as transport:
+        assert transport.request_json("GET", "/logs") == {"ok": True}
+        assert len(calls) == 3
+        assert transport.stats.retries == 2 and transport.stats.requests == 3
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 404])
+def test_never_retries_client_errors(status):
+    http, calls = scripted(error(status, "nope"), OK)
+    with client(http) as transport, pytest.raises(ServiceError) as raised:
+        transport.request_json("GET", "/logs")
+    assert len(calls) == 1
+    assert raised.value.status == status and raised.value.code == "nope"
+
+
+def test_honours_retry_after_header_and_body_and_never_spins_on_zero():
+    sleeps: list[float] = []
+    http, _ = scripted(
+        error(429, headers={"Retry-After": "3"}),
+        error(429, retry_after=2),
+        error(429, headers={"Retry-After": "0"}),
+        OK,
+    )
+    with client(http, sleeps) as transport:
+        transport.request_json("GET", "/logs")
+        assert transport.stats.throttled == 3
+    assert sleeps[0] >= 3 and sleeps[1] >= 2
+    assert sleeps[2] >= MIN_WAIT
+
+
+def test_a_write_is_not_retried_after_the_service_may_have_acted():
+    http, calls = scripted(error(502), OK)
+    with client(http) as transport, pytest.raises(ServiceError):
+        transport.request_json("POST", "/records", json_body={}, idempotent=False)
+    assert len(calls) == 1
+    http, calls = scripted(error(429), OK)
+    with client(http) as transport:
+        transport.request_json("POST", "/records", json_body={}, idempotent=False)
+    assert len(calls) == 2
+
+
+def test_gives_up_after_the_attempts_with_the_service_error():
+    http, calls = scripted(error(503, "down"))
+    with client(http) as transport, pytest.raises(ServiceError, match="503 down"):
+        transport.request_json("GET", "/logs")
+    assert len(calls) == 5
+
+
+def test_the_key_is_in_no_error_message():
+    for answer in (error(401, "unauthorized"), error(500), httpx.ConnectError("refused")):
+        http, _ = scripted(answer)
+        with client(http) as transport, pytest.raises(Exception) as raised:
+            transport.request_json("GET", "/logs")
+        assert SECRET not in str(raised.value) and SECRET not in repr(raised.value)
+
+
+def test_pacer_spaces_requests_across_threads():
+    pacer = Pacer(Rate(20, per_seconds=1.0), headroom=0.0)
+    stamps: list[float] = []
+    lock = threading.Lock()
+
+    def worker():
+        for _ in range(5):
+            pacer.wait()
+            with lock:
+                stamps.append(time.monotonic())
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    stamps.sort()
+    gaps = [b - a for a, b in zip(stamps, stamps[1:], strict=False)]
+    assert len(stamps) == 20
+    assert min(gaps) >= 0.05 * 0.9  # 20 per second, evenly spaced, shared by all threads
