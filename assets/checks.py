@@ -1,0 +1,29 @@
+"""Asset checks that every stream shares, read from the lake with an in-memory DuckDB (never
+the warehouse file, so a check never waits on its lock)."""
+
+
+import dagster as dg
+import duckdb
+
+from assets.landing import LakeResource
+from pipelines.lake import Stream
+
+
+def unique_ids_check(stream: Stream, asset_key: dg.AssetKey) -> dg.AssetChecksDefinition:
+    """No key repeats within a connection (`stream.key` may include a daily stream's `date`)."""
+    key = ", ".join(["connection", *stream.key])
+
+    @dg.asset_check(asset=asset_key, name="ids_unique", blocking=False)
+    def ids_unique(lake: LakeResource) -> dg.AssetCheckResult:
+        relation = lake.lake().relation(stream)
+        if relation is None:
+            return dg.AssetCheckResult(passed=True, metadata={"rows": 0})
+        [(rows, distinct)] = duckdb.sql(
+            f"SELECT count(*), count(DISTINCT ({key})) FROM {relation}"
+        ).fetchall()
+        return dg.AssetCheckResult(
+            passed=rows == distinct,
+            metadata={"rows": rows, "distinct_keys": distinct, "repeated": rows - distinct},
+        )
+
+    return ids_unique

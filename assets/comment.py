@@ -1,0 +1,578 @@
+"""Comment automation streams (spec: comment-automation-api.md), one asset each.
+
+Connections are workspaces (one key each); every row carries its `connection`.
+"""
+
+
+import json
+import math
+from collections.abc import Iterator
+from datetime import UTC, date, datetime, timedelta
+
+import dagster as dg
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from assets.checks import unique_ids_check
+from assets.landing import LakeResource, land_days, land_snapshot, partition_days
+from assets.partitions import daily, single_run, today
+from pipelines.clients.base import Connection
+from pipelines.clients.comment import (
+    LOGS_MAX_DAYS,
+    LOGS_PAGE_LIMIT,
+    STATS_MAX_DAYS,
+    CommentAutomation,
+    CommentClient,
+    TriggerLog,
+)
+from pipelines.lake import Stream
+from pipelines.paging import Page, first_page_holding, offset_pages
+from pipelines.transport import CallStats, ServiceError, Transport
+
+SERVICE = "comment"
+POOL = "comment_api"
+KINDS = {"python", "parquet"}
+#: An account whose token expires within this many days is flagged (issue 3, checks).
+TOKEN_WARNING_DAYS = 7
+
+TIMESTAMP = pa.timestamp("s", tz="UTC")
+TEXTS = pa.list_(pa.string())
+
+
+def _stream(name: str, fields: list[tuple[str, pa.DataType]], **options) -> Stream:
+    schema = pa.schema([("connection", pa.string()), *fields])
+    return Stream(SERVICE, name, schema, **options)
+
+
+def _moment(text: str | None) -> datetime | None:
+    return datetime.fromisoformat(text) if text else None
+
+
+def _key(name: str) -> dg.AssetKey:
+    return dg.AssetKey([SERVICE, name])
+
+
+# -- workspace, accounts, posts --------------------------------------------------------------
+
+WORKSPACE = _stream(
+    "workspace",
+    [
+        ("id", pa.string()),
+        ("name", pa.string()),
+        ("plan", pa.string()),
+        ("trial_ends_at", TIMESTAMP),
+        ("service_status", pa.string()),
+        ("billing_url", pa.string()),
+        ("user", pa.string()),  # JSON: inner fields "not shown" (spec section 2)
+        ("usage", pa.string()),  # JSON
+        ("api_key_scope", pa.string()),  # the key itself is never landed
+    ],
+)
+
+
+def _workspace_rows(transport: Transport, connection: Connection) -> Iterator[dict]:
+    me = CommentClient(transport).me()
+    workspace = me.workspace
+    yield {
+        "id": workspace.id,
+        "name": workspace.name,
+        "plan": workspace.plan,
+        "trial_ends_at": _moment(workspace.trial_ends_at),
+        "service_status": workspace.service_status,
+        "billing_url": workspace.billing_url,
+        "user": json.dumps(me.user) if me.user is not None else None,
+        "usage": json.dumps(me.usage) if me.usage is not None else None,
+        "api_key_scope": (me.api_key or {}).get("scope"),
+    }
+
+
+@dg.asset(
+    key=_key("workspace"),
+    group_name=SERVICE,
+    kinds=KINDS,
+    pool=POOL,
+    description="The workspace of each key (`GET /me`): plan, trial end, service status.",
+)
+def workspace(context: dg.AssetExecutionContext, comment: CommentAutomation, lake: LakeResource):
+    return land_snapshot(context, comment, lake.lake(), WORKSPACE, _workspace_rows)
+
+
+ACCOUNTS = _stream(
+    "accounts",
+    [
+        ("id", pa.string()),
+        ("platform", pa.string()),
+        ("handle", pa.string()),
+        ("username", pa.string()),
+        ("page_name", pa.string()),
+        ("supported_triggers", TEXTS),
+        ("token_expires_at", TIMESTAMP),
+        ("connected_at", TIMESTAMP),
+    ],
+)
+
+
+def _account_rows(transport: Transport, connection: Connection) -> Iterator[dict]:
+    for account in CommentClient(transport).accounts().accounts:
+        yield {
+            **account.model_dump(include=set(ACCOUNTS.schema.names)),
+            "token_expires_at": _moment(account.token_expires_at),
+            "connected_at": _moment(account.connected_at),
+        }
+
+
+@dg.asset(
+    key=_key("accounts"),
+    group_name=SERVICE,
+    kinds=KINDS,
+    pool=POOL,
+    description="Connected Instagram, Facebook and Threads accounts and their token expiry.",
+)
+def accounts(context: dg.AssetExecutionContext, comment: CommentAutomation, lake: LakeResource):
+    return land_snapshot(context, comment, lake.lake(), ACCOUNTS, _account_rows)
+
+
+POSTS = _stream(
+    "posts",
+    [
+        ("account_id", pa.string()),
+        ("kind", pa.string()),
+        ("id", pa.string()),
+        ("caption", pa.string()),
+        ("media_type", pa.string()),
+        ("timestamp", TIMESTAMP),
+        ("permalink", pa.string()),
+    ],
+    key=("account_id", "kind", "id"),
+)
+POST_KINDS = ("posts", "story")
+
+
+@dg.asset(
+    key=_key("posts"),
+    group_name=SERVICE,
+    kinds=KINDS,
+    pool=POOL,
+    deps=[_key("accounts")],
+    description=(
+        "Recent posts and stories per account, read live from the platform. An account whose "
+        "platform keeps failing (502 after retries) is reported in `failed_accounts`; the "
+        "others still land."
+    ),
+)
+def posts(context: dg.AssetExecutionContext, comment: CommentAutomation, lake: LakeResource):
+    failed: list[str] = []
+
+    def rows(transport: Transport, connection: Connection) -> Iterator[dict]:
+        client = CommentClient(transport)
+        for account in client.accounts().accounts:
+            for kind in POST_KINDS:
+                try:
+                    listed = client.posts(account.id, kind).posts
+                except ServiceError as error:
+                    if error.status != 502:
+                        raise
+                    failed.append(f"{connection.name}/{account.id}/{kind}")
+                    context.log.warning(f"posts of account {account.id} ({kind}): {error}")
+                    continue
+                for post in listed:
+                    yield {
+                        **post.model_dump(include=set(POSTS.schema.names)),
+                        "account_id": account.id,
+                        "kind": kind,
+                        "timestamp": _moment(post.timestamp),
+                    }
+
+    return land_snapshot(
+        context,
+        comment,
+        lake.lake(),
+        POSTS,
+        rows,
+        extra_metadata=lambda: {"failed_accounts": failed},
+    )
+
+
+# -- activities -------------------------------------------------------------------------------
+
+ACTIVITIES = _stream(
+    "activities",
+    [
+        ("id", pa.string()),
+        ("name", pa.string()),
+        ("status", pa.string()),
+        ("account_id", pa.string()),
+        ("platform", pa.string()),
+        ("trigger", pa.string()),
+        ("keywords", TEXTS),
+        ("match", pa.string()),
+        ("public_replies", TEXTS),
+        ("dm", pa.string()),  # JSON: one DM in one of three shapes (spec section 2, DmBlock)
+        ("post_scope", pa.string()),
+        ("post_ids", TEXTS),
+        ("follow_gate", pa.string()),  # JSON
+        ("start_at", TIMESTAMP),
+        ("end_at", TIMESTAMP),
+        ("created_at", TIMESTAMP),
+        ("updated_at", TIMESTAMP),
+        ("dashboard_url", pa.string()),
+        ("public_replies_sent", pa.int64()),
+        ("dms_sent", pa.int64()),
+    ],
+)
+
+
+def _activity_rows(transport: Transport, connection: Connection) -> Iterator[dict]:
+    for activity in CommentClient(transport).activities().activities:
+        row = activity.model_dump(include=set(ACTIVITIES.schema.names))
+        row.update(
+            dm=json.dumps(activity.dm),
+            follow_gate=json.dumps(activity.follow_gate) if activity.follow_gate else None,
+            start_at=_moment(activity.start_at),
+            end_at=_moment(activity.end_at),
+            created_at=_moment(activity.created_at),
+            updated_at=_moment(activity.updated_at),
+            public_replies_sent=activity.stats.public_replies_sent if activity.stats else None,
+            dms_sent=activity.stats.dms_sent if activity.stats else None,
+        )
+        yield row
+
+
+@dg.asset(
+    key=_key("activities"),
+    group_name=SERVICE,
+    kinds=KINDS,
+    pool=POOL,
+    description="Every activity (comment automation) with its stats totals.",
+)
+def activities(context: dg.AssetExecutionContext, comment: CommentAutomation, lake: LakeResource):
+    return land_snapshot(context, comment, lake.lake(), ACTIVITIES, _activity_rows)
+
+
+ACTIVITY_DAILY = _stream(
+    "activity_daily",
+    [("activity_id", pa.string()), ("date", pa.date32()), ("successful_triggers", pa.int64())],
+    key=("activity_id", "date"),
+)
+
+
+def _activity_daily_rows(transport: Transport, connection: Connection) -> Iterator[dict]:
+    client = CommentClient(transport)
+    for activity in client.activities().activities:
+        for day in client.activity(activity.id).daily:
+            yield {
+                "activity_id": activity.id,
+                "date": date.fromisoformat(day.date),
+                "successful_triggers": day.successful_triggers,
+            }
+
+
+@dg.asset(
+    key=_key("activity_daily"),
+    group_name=SERVICE,
+    kinds=KINDS,
+    pool=POOL,
+    deps=[_key("activities")],
+    description="The 14-day trend of successful triggers per activity (`GET /activities/{id}`).",
+)
+def activity_daily(
+    context: dg.AssetExecutionContext, comment: CommentAutomation, lake: LakeResource
+):
+    return land_snapshot(context, comment, lake.lake(), ACTIVITY_DAILY, _activity_daily_rows)
+
+
+# -- trigger logs -----------------------------------------------------------------------------
+
+TRIGGER_LOGS = _stream(
+    "trigger_logs",
+    [
+        ("id", pa.string()),
+        ("activity_id", pa.string()),
+        ("activity_name", pa.string()),
+        ("account_id", pa.string()),
+        ("trigger", pa.string()),
+        ("username", pa.string()),
+        ("comment_text", pa.string()),
+        ("post_id", pa.string()),
+        ("action", pa.string()),
+        ("status", pa.string()),
+        ("error", pa.string()),
+        ("created_at", TIMESTAMP),
+    ],
+    daily=True,
+    history_days=LOGS_MAX_DAYS,
+)
+
+
+def _served_since(days: list[date], served_days: int, what: str) -> int:
+    """The `days` parameter reaching back to the first day, or a clear refusal."""
+    oldest = today() - timedelta(days=served_days - 1)
+    if days[0] < oldest:
+        raise dg.Failure(
+            f"{what} for {days[0]} cannot be pulled: the service serves the last {served_days} "
+            f"days only (spec section 8), so the oldest day it serves is {oldest}."
+        )
+    return (today() - days[0]).days + 1
+
+
+def _log_row(log: TriggerLog) -> dict:
+    row = log.model_dump(include=set(TRIGGER_LOGS.schema.names))
+    row["created_at"] = _moment(log.created_at)
+    return row
+
+
+def _landed_fingerprint(lake: LakeResource, connection: str, days: list[date]) -> tuple | None:
+    """(rows, newest id) of the landed days, or None if one of them was never landed. The
+    files keep the service's newest-first order, so the newest id is a file's first row."""
+    store = lake.lake()
+    rows, newest = 0, None
+    for day in sorted(days, reverse=True):
+        path = store.path(TRIGGER_LOGS, connection, day)
+        if not path.exists():
+            return None
+        landed = pq.ParquetFile(path)
+        rows += landed.metadata.num_rows
+        if newest is None and landed.metadata.num_rows:
+            newest = landed.read_row_group(0, columns=["id"]).column("id")[0].as_py()
+    return rows, newest
+
+
+def _trigger_log_days(
+    transport: Transport, connection: Connection, days: list[date], lake: LakeResource, log
+) -> Iterator[tuple[date, list[dict]]]:
+    """Page the newest-first log list once for the whole range, yielding each day whole."""
+    client = CommentClient(transport)
+    window_days = _served_since(days, LOGS_MAX_DAYS, "Trigger logs")
+    start = datetime.combine(days[0], datetime.min.time(), UTC)
+    end = datetime.combine(days[-1] + timedelta(days=1), datetime.min.time(), UTC)
+    first = client.logs(days=window_days, page=0)
+    if days[-1] == today():
+        landed = _landed_fingerprint(lake, connection.name, days)
+        newest = first.logs[0].id if first.logs else None
+        if landed == (first.total, newest):
+            log.info(f"trigger logs [{connection.name}]: nothing new since the last pull")
+            for day in days:
+                yield day, None
+            return
+    pages = math.ceil(first.total / LOGS_PAGE_LIMIT)
+    start_page = 0
+    if end < datetime.now(UTC) and pages > 1:
+        # A backfill of older days skips the newer pages by binary search.
+        def first_row(page: int):
+            listed = client.logs(days=window_days, page=page * LOGS_PAGE_LIMIT, limit=1).logs
+            return listed[0] if listed else None
+
+        start_page = first_page_holding(
+            first_row, pages=pages, is_after_window=lambda row: _moment(row.created_at) >= end
+        )
+
+    unused_first = [first]
+
+    def fetch(page: int) -> Page[TriggerLog]:
+        # The first page is already here; a later look at page 0 (after a shift) asks again.
+        answer = unused_first.pop() if page == 0 and unused_first else None
+        answer = answer or client.logs(days=window_days, page=page)
+        return Page(answer.logs, answer.total)
+
+    current: date | None = None
+    rows: list[dict] = []
+    for batch in offset_pages(
+        fetch,
+        limit=LOGS_PAGE_LIMIT,
+        row_id=lambda row: row.id,
+        start_page=start_page,
+        stop=lambda row: _moment(row.created_at) < start,
+    ):
+        for log_entry in batch:
+            moment = _moment(log_entry.created_at)
+            if moment >= end:
+                continue
+            if current is not None and moment.date() > current:
+                # Arrived at the head after its day was landed (seen again after a step
+                # back): the next run re-pulls that day; yielding it would replace the day.
+                continue
+            if moment.date() != current:
+                if current is not None:
+                    yield current, rows
+                current, rows = moment.date(), []
+            rows.append(_log_row(log_entry))
+    if current is not None:
+        yield current, rows
+
+
+@dg.asset(
+    key=_key("trigger_logs"),
+    group_name=SERVICE,
+    kinds=KINDS,
+    pool=POOL,
+    partitions_def=daily,
+    backfill_policy=single_run,
+    description=(
+        "Every trigger log (one row per public reply or DM attempt), by UTC day of "
+        "`created_at`. A range is paged once, newest first, deduplicated by id and repaired "
+        "when the list shifts; the service keeps 365 days."
+    ),
+)
+def trigger_logs(context: dg.AssetExecutionContext, comment: CommentAutomation, lake: LakeResource):
+    def rows_by_day(transport: Transport, connection: Connection, days: list[date]):
+        return _trigger_log_days(transport, connection, days, lake, context.log)
+
+    return land_days(
+        context, comment, lake.lake(), TRIGGER_LOGS, partition_days(context), rows_by_day
+    )
+
+
+# -- daily stats ------------------------------------------------------------------------------
+
+DAILY_STATS = _stream(
+    "daily_stats",
+    [("public_replies", pa.int64()), ("dms", pa.int64()), ("failed", pa.int64())],
+    daily=True,
+    key=("date",),
+    history_days=STATS_MAX_DAYS,
+)
+
+
+def _stats_days(
+    transport: Transport, connection: Connection, days: list[date]
+) -> Iterator[tuple[date, list[dict]]]:
+    window = _served_since(days, STATS_MAX_DAYS, "Daily stats")
+    for entry in CommentClient(transport).stats(window).daily:
+        day = date.fromisoformat(entry.date)
+        yield (
+            day,
+            [{"public_replies": entry.public_replies, "dms": entry.dms, "failed": entry.failed}],
+        )
+
+
+@dg.asset(
+    key=_key("daily_stats"),
+    group_name=SERVICE,
+    kinds=KINDS,
+    pool=POOL,
+    partitions_def=daily,
+    backfill_policy=single_run,
+    description="Public replies, DMs and failures per UTC day (`GET /stats`; 90 days served).",
+)
+def daily_stats(context: dg.AssetExecutionContext, comment: CommentAutomation, lake: LakeResource):
+    days = partition_days(context)
+    return land_days(context, comment, lake.lake(), DAILY_STATS, days, _stats_days)
+
+
+# -- checks ------------------------------------------------------------------------------------
+
+
+@dg.asset_check(asset=_key("trigger_logs"), name="logs_match_daily_stats", blocking=False)
+def logs_match_daily_stats(lake: LakeResource) -> dg.AssetCheckResult:
+    """Each landed day's trigger logs equal that day's stats (public replies + DMs + failed):
+    the two are separate endpoints of the service, so this reconciles them."""
+    store = lake.lake()
+    logs, stats = store.relation(TRIGGER_LOGS), store.relation(DAILY_STATS)
+    if logs is None or stats is None:
+        return dg.AssetCheckResult(passed=True, metadata={"days_compared": 0})
+    # Days landed with no logs have no rows, so the landed days come from the files.
+    landed = {
+        (path.stem, path.parent.name.removeprefix("date=")) for path in store.files(TRIGGER_LOGS)
+    }
+    counted = {
+        (c, str(d)): n
+        for c, d, n in duckdb.sql(
+            f"SELECT connection, date, count(*) FROM {logs} GROUP BY ALL"
+        ).fetchall()
+    }
+    expected = {
+        (c, str(d)): n
+        for c, d, n in duckdb.sql(
+            f"SELECT connection, date, public_replies + dms + failed FROM {stats}"
+        ).fetchall()
+    }
+    compared = sorted(landed & expected.keys())
+    mismatched = [
+        {"connection": c, "date": d, "logs": counted.get((c, d), 0), "stats": expected[(c, d)]}
+        for c, d in compared
+        if counted.get((c, d), 0) != expected[(c, d)]
+    ]
+    return dg.AssetCheckResult(
+        passed=not mismatched,
+        metadata={"days_compared": len(compared), "days_mismatched": mismatched[:20]},
+    )
+
+
+@dg.asset_check(asset=_key("trigger_logs"), name="rows_equal_service_total", blocking=False)
+def rows_equal_service_total(comment: CommentAutomation, lake: LakeResource) -> dg.AssetCheckResult:
+    """The landed rows of the served window equal the service's `total` (one request per
+    connection). Only meaningful once every served day is landed; until then it warns."""
+    store = lake.lake()
+    oldest = today() - timedelta(days=LOGS_MAX_DAYS - 1)
+    stats = CallStats()
+    per_connection: dict[str, dict] = {}
+    for connection in comment.connections:
+        with comment.transport(connection, stats) as transport:
+            total = CommentClient(transport).logs(days=LOGS_MAX_DAYS, page=0, limit=1).total
+        landed_days = [d for d in store.days(TRIGGER_LOGS, connection.name) if d >= oldest]
+        rows = sum(
+            pq.ParquetFile(store.path(TRIGGER_LOGS, connection.name, d)).metadata.num_rows
+            for d in landed_days
+        )
+        per_connection[connection.name] = {
+            "service_total": total,
+            "landed": rows,
+            "days_landed": len(landed_days),
+        }
+    complete = all(c["days_landed"] == LOGS_MAX_DAYS for c in per_connection.values())
+    equal = all(c["service_total"] == c["landed"] for c in per_connection.values())
+    return dg.AssetCheckResult(
+        passed=equal,
+        severity=dg.AssetCheckSeverity.ERROR if complete else dg.AssetCheckSeverity.WARN,
+        metadata={
+            "connections": per_connection,
+            "all_days_landed": complete,
+            **stats.as_metadata(),
+        },
+    )
+
+
+@dg.asset_check(asset=_key("accounts"), name="tokens_not_expiring", blocking=False)
+def tokens_not_expiring(lake: LakeResource) -> dg.AssetCheckResult:
+    """Warn when an account's token expires within 7 days: its automations stop then, and
+    reconnecting takes a person at a browser (spec section 1)."""
+    relation = lake.lake().relation(ACCOUNTS)
+    expiring = []
+    if relation is not None:
+        expiring = duckdb.sql(
+            f"""
+            SELECT connection, id, handle, token_expires_at::VARCHAR
+            FROM {relation}
+            WHERE token_expires_at < now() + INTERVAL {TOKEN_WARNING_DAYS} DAY
+            ORDER BY token_expires_at
+            """
+        ).fetchall()
+    return dg.AssetCheckResult(
+        passed=not expiring,
+        severity=dg.AssetCheckSeverity.WARN,
+        metadata={
+            "expiring_accounts": [
+                {"connection": c, "account_id": i, "handle": h, "token_expires_at": t}
+                for c, i, h, t in expiring
+            ]
+        },
+    )
+
+
+STREAMS = [
+    WORKSPACE,
+    ACCOUNTS,
+    POSTS,
+    ACTIVITIES,
+    ACTIVITY_DAILY,
+    TRIGGER_LOGS,
+    DAILY_STATS,
+]
+ASSETS = [workspace, accounts, posts, activities, activity_daily, trigger_logs, daily_stats]
+CHECKS = [
+    *(unique_ids_check(stream, _key(stream.name)) for stream in STREAMS),
+    logs_match_daily_stats,
+    rows_equal_service_total,
+    tokens_not_expiring,
+]

@@ -1,0 +1,173 @@
+"""Comment automation service client (spec: comment-automation-api.md)."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+from pipelines.clients.base import Model, ServiceResource
+from pipelines.transport import Rate, Transport
+
+#: Spec section 8: 120 requests per minute per key, every operation.
+REQUESTS_PER_MINUTE = 120
+#: Spec section 4: `limit` 1..200 on /logs; `days` 1..365 on /logs and 1..90 on /stats.
+LOGS_PAGE_LIMIT = 200
+LOGS_MAX_DAYS = 365
+STATS_MAX_DAYS = 90
+ACTIVITY_TREND_DAYS = 14
+
+
+class WorkspaceInfo(Model):
+    id: str
+    name: str | None = None
+    plan: str | None = None
+    trial_ends_at: str | None = None
+    service_status: str
+    billing_url: str
+
+
+class Me(Model):
+    user: dict[str, Any] | None = None
+    workspace: WorkspaceInfo
+    usage: dict[str, Any] | None = None
+    api_key: dict[str, Any] | None = None
+
+
+class Account(Model):
+    id: str
+    platform: str
+    handle: str
+    username: str | None = None
+    page_name: str | None = None
+    supported_triggers: list[str]
+    token_expires_at: str | None = None
+    connected_at: str
+
+
+class Accounts(Model):
+    accounts: list[Account]
+    connect_url: str
+
+
+class Post(Model):
+    id: str
+    caption: str | None = None
+    media_type: str | None = None
+    timestamp: str | None = None
+    permalink: str | None = None
+
+
+class Posts(Model):
+    posts: list[Post]
+
+
+class ActivityStats(Model):
+    public_replies_sent: int
+    dms_sent: int
+
+
+class Activity(Model):
+    id: str
+    name: str
+    status: str
+    account_id: str
+    platform: str
+    trigger: str
+    keywords: list[str]
+    match: str
+    public_replies: list[str]
+    dm: list[dict[str, Any]]
+    post_scope: str
+    post_ids: list[str] | None = None
+    follow_gate: dict[str, Any] | None = None
+    start_at: str | None = None
+    end_at: str | None = None
+    created_at: str
+    updated_at: str
+    dashboard_url: str
+    stats: ActivityStats | None = None
+
+
+class Activities(Model):
+    activities: list[Activity]
+
+
+class TrendDay(Model):
+    date: str
+    successful_triggers: int
+
+
+class ActivityDetail(Model):
+    activity: Activity
+    daily: list[TrendDay]
+
+
+class TriggerLog(Model):
+    id: str
+    activity_id: str | None = None
+    activity_name: str | None = None
+    account_id: str
+    trigger: str
+    username: str | None = None
+    comment_text: str | None = None
+    post_id: str | None = None
+    action: str
+    status: str
+    error: str | None = None
+    created_at: str
+
+
+class LogsPage(Model):
+    logs: list[TriggerLog]
+    total: int
+    page: int
+    limit: int
+
+
+class StatsDay(Model):
+    date: str
+    public_replies: int
+    dms: int
+    failed: int
+
+
+class Stats(Model):
+    days: int
+    daily: list[StatsDay]
+    totals: dict[str, int]
+
+
+class CommentClient:
+    def __init__(self, transport: Transport) -> None:
+        self.transport = transport
+
+    def me(self) -> Me:
+        return self.transport.get("/me", Me)
+
+    def accounts(self) -> Accounts:
+        return self.transport.get("/accounts", Accounts)
+
+    def posts(self, account_id: str, kind: Literal["posts", "story"]) -> Posts:
+        return self.transport.get(f"/accounts/{account_id}/posts", Posts, params={"kind": kind})
+
+    def activities(self) -> Activities:
+        return self.transport.get("/activities", Activities)
+
+    def activity(self, activity_id: str) -> ActivityDetail:
+        return self.transport.get(f"/activities/{activity_id}", ActivityDetail)
+
+    def logs(self, *, days: int, page: int, limit: int = LOGS_PAGE_LIMIT) -> LogsPage:
+        params = {"days": days, "page": page, "limit": limit}
+        return self.transport.get("/logs", LogsPage, params=params)
+
+    def stats(self, days: int) -> Stats:
+        return self.transport.get("/stats", Stats, params={"days": days})
+
+
+class CommentAutomation(ServiceResource):
+    """Connections are workspaces: one key each."""
+
+    service: ClassVar[str] = "comment"
+    rates: ClassVar[dict[str, Rate]] = {"default": Rate(REQUESTS_PER_MINUTE)}
+
+    def auth_headers(self, api_key: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {api_key}"}

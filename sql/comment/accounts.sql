@@ -1,0 +1,2 @@
+CREATE OR REPLACE VIEW comment.accounts AS
+SELECT * FROM {{ source('comment', 'accounts') }};

@@ -1,0 +1,2 @@
+CREATE OR REPLACE VIEW comment.activities AS
+SELECT * FROM {{ source('comment', 'activities') }};

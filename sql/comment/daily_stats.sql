@@ -1,0 +1,2 @@
+CREATE OR REPLACE VIEW comment.daily_stats AS
+SELECT * FROM {{ source('comment', 'daily_stats') }};

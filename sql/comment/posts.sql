@@ -1,0 +1,2 @@
+CREATE OR REPLACE VIEW comment.posts AS
+SELECT * FROM {{ source('comment', 'posts') }};

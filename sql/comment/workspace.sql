@@ -1,0 +1,2 @@
+CREATE OR REPLACE VIEW comment.workspace AS
+SELECT * FROM {{ source('comment', 'workspace') }};

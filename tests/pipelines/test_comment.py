@@ -1,0 +1,223 @@
+"""Comment automation pull against the sandbox: exact, idempotent, incremental, paced."""
+
+import math
+from datetime import timedelta
+
+import dagster as dg
+import duckdb
+import httpx
+import pytest
+
+from assets import comment
+from assets.partitions import today
+from pipelines.clients.comment import CommentClient
+from sandbox.faults import FaultSpec
+
+RANGE_START = "dagster/asset_partition_range_start"
+RANGE_END = "dagster/asset_partition_range_end"
+DIMENSIONS = [a for a in comment.ASSETS if a.partitions_def is None]
+
+
+def materialize(resources, assets, first=None, last=None, instance=None, check=True):
+    tags = {}
+    if first is not None:
+        tags = {RANGE_START: first.isoformat(), RANGE_END: last.isoformat()}
+    keys = {a.key for a in assets}
+    checks = [c for c in comment.CHECKS if {k.asset_key for k in c.check_keys} & keys]
+    result = dg.materialize(
+        [*assets, *checks],
+        resources=resources,
+        tags=tags,
+        instance=instance or dg.DagsterInstance.ephemeral(),
+        raise_on_error=check,
+    )
+    return result
+
+
+def metadata(result, key: str) -> dict:
+    event = result.get_asset_materialization_events()[-1]
+    return {k: v.value for k, v in event.materialization.metadata.items()}
+
+
+def landed(resources, stream) -> duckdb.DuckDBPyRelation:
+    relation = resources["lake"].lake().relation(stream)
+    return duckdb.sql(f"SELECT * FROM {relation}")
+
+
+def workspace_id(sandbox) -> str:
+    answer = httpx.get(
+        f"{sandbox.url}/comment/api/v1/me",
+        headers={"Authorization": "Bearer sa_live_demo_readonly"},
+    )
+    return answer.json()["workspace"]["id"]
+
+
+def full_history(resources) -> list:
+    """Stats before logs, so the logs' reconciliation check has both sides."""
+    last = today()
+    return [
+        materialize(resources, [comment.daily_stats], last - timedelta(days=89), last),
+        materialize(resources, [comment.trigger_logs], last - timedelta(days=364), last),
+        materialize(resources, DIMENSIONS),
+    ]
+
+
+def test_everything_lands_equal_to_the_truth(frozen_sandbox, sync_env):
+    resources = sync_env(frozen_sandbox)
+    results = full_history(resources)
+    scope = workspace_id(frozen_sandbox)
+    truth = frozen_sandbox.truth()["comment"][scope]
+    for stream in comment.STREAMS:
+        rows = landed(resources, stream)
+        assert len(rows) == truth[stream.name], stream.name
+        assert set(rows.fetchnumpy()["connection"]) == {"default"}
+    for stream in ("trigger_logs", "activities", "accounts"):
+        ids = {
+            row[0]
+            for row in landed(resources, getattr(comment, stream.upper())).select("id").fetchall()
+        }
+        assert ids == set(frozen_sandbox.truth_ids("comment", scope, stream)), stream
+    checks = [e for r in results for e in r.get_asset_check_evaluations()]
+    assert {e.check_name for e in checks} >= {"ids_unique", "logs_match_daily_stats"}
+    assert all(e.passed for e in checks if e.check_name != "tokens_not_expiring")
+    reconciled = next(e for e in checks if e.check_name == "logs_match_daily_stats")
+    assert reconciled.metadata["days_compared"].value == 90
+
+
+def test_a_second_run_duplicates_nothing_and_asks_once_when_nothing_is_new(
+    frozen_sandbox, sync_env
+):
+    resources = sync_env(frozen_sandbox)
+    full_history(resources)
+    before = len(landed(resources, comment.TRIGGER_LOGS))
+    again = materialize(resources, [comment.trigger_logs], today() - timedelta(days=1), today())
+    assert metadata(again, "requests")["requests"] == 1
+    assert metadata(again, "requests")["unchanged_days"] == 2
+    full_history(resources)
+    assert len(landed(resources, comment.TRIGGER_LOGS)) == before
+    ids = landed(resources, comment.TRIGGER_LOGS).select("id")
+    assert len(ids) == len(ids.distinct())
+
+
+def test_a_backfill_of_old_days_costs_its_rows_not_the_history(frozen_sandbox, sync_env):
+    resources = sync_env(frozen_sandbox)
+    first, last = today() - timedelta(days=300), today() - timedelta(days=200)
+    result = materialize(resources, [comment.trigger_logs], first, last)
+    rows = metadata(result, "rows")["rows"]
+    pages = math.ceil(6000 / 200)
+    assert rows > 0
+    # one first page, a binary search over the pages, then the range's own pages
+    assert (
+        metadata(result, "requests")["requests"]
+        <= 1 + math.ceil(math.log2(pages)) + math.ceil(rows / 200) + 1
+    )
+    days = {row[0] for row in landed(resources, comment.TRIGGER_LOGS).select("date").fetchall()}
+    assert min(days) == first and max(days) == last
+
+
+def test_a_day_older_than_the_service_keeps_fails_saying_so(frozen_sandbox, sync_env):
+    resources = sync_env(frozen_sandbox)
+    old = today() - timedelta(days=400)
+    result = materialize(resources, [comment.trigger_logs], old, old, check=False)
+    assert not result.success
+    failure = next(e for e in result.all_events if e.is_step_failure)
+    assert "serves the last 365 days" in failure.step_failure_data.error.message
+
+
+def test_faults_do_not_change_the_result(start_sandbox, sync_env):
+    sandbox = start_sandbox(
+        faults=FaultSpec(
+            error=0.1,
+            rate=0.05,
+            slow=0.02,
+            delay=0.3,
+            drop=0.05,
+            truncate=0.05,
+            posts_502=0.2,
+            retry_after=0,
+        )
+    )
+    resources = sync_env(sandbox)
+    full_history(resources)
+    truth = sandbox.truth()["comment"][workspace_id(sandbox)]
+    for stream in comment.STREAMS:
+        assert len(landed(resources, stream)) == truth[stream.name], stream.name
+    injected = sandbox.app.sandbox.faults.injected
+    assert {"rate", "drop", "truncate"} <= set(injected)  # faults really happened
+    assert any(kind.startswith("error_") for kind in injected)
+
+
+def test_paging_drift_loses_and_doubles_nothing(start_sandbox, sync_env, monkeypatch):
+    """Rows arrive at the head and an activity's logs (the newest among them) vanish while
+    the range is paged: every row that existed throughout lands once, and a landed row that
+    is gone now belonged to the deleted activity."""
+    sandbox = start_sandbox(frozen=False, arrivals_per_minute=600)
+    resources = sync_env(sandbox)
+    scope = workspace_id(sandbox)
+    before = set(sandbox.truth_ids("comment", scope, "trigger_logs"))
+    writer = {"Authorization": "Bearer sa_live_demo_readwrite"}
+    original = CommentClient.logs
+    calls = {"n": 0}
+    deleted: set[str] = set()
+
+    def shifting_logs(self, **kwargs):
+        calls["n"] += 1
+        if calls["n"] % 4 == 0:
+            sandbox.app.sandbox.clock.advance(30)  # 300 new logs at the head
+        if calls["n"] == 6:
+            newest = original(self, days=1, page=0).logs[0]
+            deleted.add(newest.activity_id)
+            httpx.delete(
+                f"{sandbox.url}/comment/api/v1/activities/{newest.activity_id}", headers=writer
+            ).raise_for_status()
+        return original(self, **kwargs)
+
+    monkeypatch.setattr(CommentClient, "logs", shifting_logs)
+    materialize(resources, [comment.trigger_logs], today() - timedelta(days=364), today())
+    after = set(sandbox.truth_ids("comment", scope, "trigger_logs"))
+    rows = landed(resources, comment.TRIGGER_LOGS).select("id, activity_id").fetchall()
+    ids = [row_id for row_id, _ in rows]
+    assert len(ids) == len(set(ids)), "a row landed twice"
+    assert (before & after) <= set(ids), "a row that existed throughout was lost"
+    gone = {row_id for row_id, activity in rows if row_id not in after}
+    assert {activity for row_id, activity in rows if row_id in gone} <= deleted
+
+
+def test_steps_sharing_a_key_stay_under_its_rate_limit(start_sandbox, sync_env):
+    """Two runs at once on one key (the limit is 120 per 3 s here) meet no 429."""
+    import threading
+
+    sandbox = start_sandbox(rate_limits=True, rate_window_seconds=3)
+    resources = sync_env(
+        sandbox, pace=True, sync_toml="[service.comment]\nrate_window_seconds = 3\n"
+    )
+    results = []
+
+    def run(assets, *window):
+        results.append(materialize(resources, assets, *window))
+
+    threads = [
+        threading.Thread(
+            target=run, args=([comment.trigger_logs], today() - timedelta(days=364), today())
+        ),
+        threading.Thread(target=run, args=(DIMENSIONS,)),
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert all(r.success for r in results)
+    assert sandbox.app.sandbox.limiter.refused == 0
+    assert all(metadata(r, "429s")["429s"] == 0 for r in results)
+
+
+@pytest.mark.parametrize("stream", ["workspace", "accounts"])
+def test_account_token_warning_and_workspace_fields(frozen_sandbox, sync_env, stream):
+    resources = sync_env(frozen_sandbox)
+    result = materialize(resources, [comment.workspace, comment.accounts])
+    checks = {e.check_name: e for e in result.get_asset_check_evaluations()}
+    # the sandbox's first Instagram account expires within 7 days (sandbox/README.md)
+    assert not checks["tokens_not_expiring"].passed
+    assert checks["tokens_not_expiring"].severity == dg.AssetCheckSeverity.WARN
+    row = landed(resources, getattr(comment, stream.upper())).fetchall()
+    assert row
