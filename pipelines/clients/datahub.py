@@ -1,0 +1,214 @@
+"""Customer data hub client, both regions (spec: customer-data-hub-api.md).
+
+The spec shows two paths (`get_task_status`, `list_custom_fields`); every other path is the
+choice written in `PATHS` (the sandbox's, sandbox/README.md), which `[paths.datahub]` in
+sync.toml overrides per operation.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from datetime import date, datetime
+from typing import Any, ClassVar, TypeVar
+
+import pydantic
+
+from pipelines.clients.base import Model, ServiceResource
+from pipelines.transport import Rate, Transport
+
+T = TypeVar("T")
+
+#: operationId -> path template. Only `get_task_status` and `list_custom_fields` come from the
+#: spec (section 4); the others are "not shown" there.
+PATHS: dict[str, str] = {
+    "list_custom_fields": "/cdh/v1/custom-fields/",
+    "list_broadcasts": "/v1/broadcasts",
+    "get_broadcast_report": "/v1/broadcasts/{broadcast_id}/report",
+    "export_members": "/v1/members/export",
+    "get_task_status": "/task/{task_id}",
+    "download_member_export": "/v1/members/export/{task_id}/file",
+    "update_channel_contact_profile": "/v1/contacts/profile",
+    "import_members": "/v1/members/import",
+}
+#: Spec section 8: a report's date range spans at most 60 days, both ends included.
+REPORT_MAX_DAYS = 60
+#: Spec section 3 names `success`; it also says a completed import is shown as `done`.
+TASK_DONE = frozenset({"success", "done"})
+TASK_FAILED = "failed"
+#: Polling of async tasks: 0.2 s, doubling, at most 5 s between two looks.
+POLL_FIRST_SECONDS = 0.2
+POLL_MAX_SECONDS = 5.0
+
+
+class CustomFieldOption(Model):
+    id: int
+    key: str
+    name: str | None = None
+    description: str | None = None
+    position: int | None = None
+    active: bool | None = None
+
+
+class CustomField(Model):
+    id: int
+    name: str | None = None
+    key: str
+    type: str
+    description: str | None = None
+    slot_number: int | None = None
+    active: bool
+    #: Only `single_select` fields carry options; others answer null (spec section 2).
+    options: list[CustomFieldOption] | None = None
+
+
+class Broadcast(Model):
+    id: int
+    source: str | None = None
+    name: str | None = None
+    sent_date: datetime | None = None
+    status: str | None = None
+    created_at: datetime | None = None
+
+
+class BroadcastReport(Model):
+    """Figures over the asked range; further fields are "not shown" (spec section 4) and
+    kept in `model_extra`."""
+
+    name: str | None = None
+    source: str | None = None
+    sent_date: datetime | None = None
+    segment_name: str | None = None
+    sent: int
+    open_count: int
+    clicks: int
+
+
+class Task(Model):
+    id: int
+    category: str
+    status: str
+    result: dict[str, Any] | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+
+
+class ExportResult(Model):
+    """An export task's `result` ("not shown" in the spec; the sandbox's choice)."""
+
+    download_url: str | None = None
+    row_count: int
+
+
+class TaskFailed(Exception):
+    pass
+
+
+class TaskDeadlineExceeded(TimeoutError):
+    pass
+
+
+_custom_fields = pydantic.TypeAdapter(list[CustomField])
+_broadcasts = pydantic.TypeAdapter(list[Broadcast])
+
+
+class DataHubClient:
+    def __init__(self, transport: Transport, paths: dict[str, str]) -> None:
+        self.transport = transport
+        self.paths = paths
+
+    def _path(self, operation: str, **values: object) -> str:
+        return self.paths[operation].format(**values)
+
+    def list_custom_fields(self, active: bool | None = None) -> list[CustomField]:
+        """`active` None lists every field, archived ones included (spec section 4)."""
+        params = {} if active is None else {"active": str(active).lower()}
+        body = self.transport.request_json("GET", self._path("list_custom_fields"), params=params)
+        return _custom_fields.validate_python(body)
+
+    def list_broadcasts(self) -> list[Broadcast]:
+        return _broadcasts.validate_python(
+            self.transport.request_json("GET", self._path("list_broadcasts"))
+        )
+
+    def get_broadcast_report(self, broadcast_id: int, start: date, end: date) -> BroadcastReport:
+        if (end - start).days + 1 > REPORT_MAX_DAYS:
+            raise ValueError(f"a report spans at most {REPORT_MAX_DAYS} days: {start}..{end}")
+        return self.transport.get(
+            self._path("get_broadcast_report", broadcast_id=broadcast_id),
+            BroadcastReport,
+            params={"start_date": start.isoformat(), "end_date": end.isoformat()},
+        )
+
+    def export_members(self) -> Task:
+        # Starting an export changes nothing on the service, so retrying a start whose answer
+        # was lost is safe: at worst an unused export task is left behind.
+        body = self.transport.request_json(
+            "POST", self._path("export_members"), json_body={}, idempotent=True
+        )
+        return Task.model_validate(body)
+
+    def get_task_status(self, task_id: int) -> Task:
+        return self.transport.get(self._path("get_task_status", task_id=task_id), Task)
+
+    def wait_for_task(
+        self,
+        task: Task,
+        *,
+        deadline_seconds: float,
+        what: str,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> Task:
+        """Poll `task` with backoff until it is done; fail when it fails or the deadline
+        (counted from now) passes, saying which task timed out."""
+        deadline = time.monotonic() + deadline_seconds
+        wait = POLL_FIRST_SECONDS
+        while task.status not in TASK_DONE:
+            if task.status == TASK_FAILED:
+                raise TaskFailed(f"{what}: task {task.id} failed on the service")
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TaskDeadlineExceeded(
+                    f"{what}: task {task.id} was still {task.status!r} when the deadline of "
+                    f"{deadline_seconds:g} s passed"
+                )
+            sleep(min(wait, left))
+            wait = min(wait * 2, POLL_MAX_SECONDS)
+            task = self.get_task_status(task.id)
+        return task
+
+    def download_member_export(self, task_id: int, consume: Callable[[Iterator[bytes]], T]) -> T:
+        """Stream the export file into `consume`; a cut stream runs `consume` again from the
+        start. The path comes from `PATHS`, not the task's `download_url`, so the key is only
+        ever sent to the connection's own base address."""
+        path = self._path("download_member_export", task_id=task_id)
+        return self.transport.download_with_retry(path, consume)
+
+
+class DataHub(ServiceResource):
+    """Connections are regions (`default`, `jp`), one key each."""
+
+    service: ClassVar[str] = "datahub"
+    #: Spec section 8; every read is "not shown", so unpaced. The push pipeline sends profile
+    #: updates and imports through these buckets.
+    rates: ClassVar[dict[str, Rate]] = {
+        "profile_update": Rate(6_000),
+        "import": Rate(15),
+    }
+
+    paths: dict[str, str] = {}
+    #: How long a members export may take, from its start to `success`.
+    export_deadline_seconds: float = 30 * 60
+
+    @pydantic.field_validator("paths")
+    @classmethod
+    def _known_operations(cls, value: dict[str, str]) -> dict[str, str]:
+        unknown = sorted(set(value) - set(PATHS))
+        if unknown:
+            raise ValueError(
+                f"[paths.datahub]: unknown operations {unknown}; known: {sorted(PATHS)}"
+            )
+        return value
+
+    def client(self, transport: Transport) -> DataHubClient:
+        return DataHubClient(transport, PATHS | self.paths)
