@@ -1,0 +1,285 @@
+"""Conversation service client (spec: conversation-api.md), one region per connection.
+
+The spec names operations but shows no method or path (section 4): `PATHS` is the one table
+of the paths this client uses (the sandbox's choice, sandbox/README.md), and
+`[paths.conversation]` in sync.toml overrides any entry.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from typing import ClassVar, TypeVar
+from urllib.parse import quote
+
+import pydantic
+
+from pipelines.clients.base import Model, ServiceResource
+from pipelines.transport import Rate, Transport
+
+T = TypeVar("T")
+
+#: operationId -> path template, relative to the connection's base address.
+PATHS: dict[str, str] = {
+    "trigger_messages_backup": "/v1/backups/messages",
+    "get_backup_detail": "/v1/backups/{backup_id}",
+    # Where a completed backup's file is served; not an operation of the spec.
+    "download_backup": "/v1/backups/{backup_id}/download",
+    "list_channels": "/v1/channels",
+    "get_member_by_id": "/v1/channels/{channel_id}/members/{member_id}",
+    "get_member_assignment": "/v1/channels/{channel_id}/members/{member_id}/assignment",
+    "list_teams": "/v2/teams",
+    "list_users": "/v2/users",
+}
+#: Spec section 4: `limit` max 1000.
+PAGE_LIMIT = 1000
+#: Only `initiated` is shown (spec section 3); the finished state is the sandbox's name.
+BACKUP_COMPLETED = "completed"
+FIRST_POLL_SECONDS = 0.2
+MAX_POLL_SECONDS = 5.0
+
+
+class Cursor(Model):
+    after: str | None = None
+    before: str | None = None
+
+
+class Channel(Model):
+    """The full record of `list_channels` (spec section 2)."""
+
+    id: int
+    uuid: str | None = None
+    name: str | None = None
+    type: str | None = None
+    status: str | None = None
+    language_code: str | None = None
+    timezone: str | None = None
+    external_channel_id: str | None = None
+    external_access_token_expired_at: str | None = None
+    broadcast_enabled: bool | None = None
+    user_recognition_enabled: bool | None = None
+    created_at: str | None = None
+    updated_at: str | None = None
+
+
+class Channels(Model):
+    channels: list[Channel]
+
+
+class Team(Model):
+    """The list form: no `editable` (spec section 2)."""
+
+    id: int
+    name: str | None = None
+    description: str | None = None
+    category: str | None = None
+    external_team_id: str | None = None
+    routing_rule: str | None = None
+
+
+class TeamsPage(Model):
+    teams: list[Team]
+    cursor: Cursor
+
+
+class User(Model):
+    """The list form: no `email`, `org_id`, `role_id`, `inviter_id` (spec section 2)."""
+
+    id: int
+    name: str | None = None
+    chat_name: str | None = None
+    avatar: str | None = None
+    external_user_id: str | None = None
+    created_at: str | None = None
+    role_name: str | None = None
+    role_type: str | None = None
+    on_duty_status: str | None = None
+    status: str | None = None
+    type: str | None = None
+    is_internal_user: bool | None = None
+
+
+class UsersPage(Model):
+    users: list[User]
+    cursor: Cursor
+
+
+class Member(Model):
+    """A member looked up by id (spec section 2); strings unless stated."""
+
+    id: int
+    account_manager: str | None = None
+    assign_type: str | None = None
+    avatar: str | None = None
+    birthday: str | None = None
+    city: str | None = None
+    company: str | None = None
+    connect_id: str | None = None
+    country: str | None = None
+    created_at: str | None = None
+    custom_id: str | None = None
+    display_name: str | None = None
+    email: str | None = None
+    engagement_level: str | None = None
+    external_channel_id: str | None = None
+    external_member_id: str | None = None
+    gender: str | None = None
+    last_member_message_send: str | None = None
+    last_message_at: str | None = None
+    location: str | None = None
+    member_level: str | None = None
+    mobile: str | None = None
+    name: str | None = None
+    note: str | None = None
+    original_email: str | None = None
+    original_mobile: str | None = None
+    original_name: str | None = None
+    processing_state: str | None = None
+    star_mark: bool | None = None
+    status: str | None = None
+    type: str | None = None
+    updated_at: str | None = None
+
+
+class AssignmentRelationship(Model):
+    team_id: int | None = None
+    user_id: int | None = None
+
+
+class Assignment(Model):
+    assign_type: str
+    assignment_relationship: AssignmentRelationship | None = None
+
+
+class BackupCreated(Model):
+    backup_id: int
+
+
+class Backup(Model):
+    backup_id: int
+    created_at: str | None = None
+    download_url: str | None = None
+    state: str
+
+
+class BackupTimeout(Exception):
+    """A messages backup did not reach its completed state before the deadline."""
+
+
+class ConversationClient:
+    def __init__(
+        self,
+        transport: Transport,
+        paths: dict[str, str],
+        *,
+        backup_deadline_seconds: float,
+        backup_completed_state: str = BACKUP_COMPLETED,
+    ) -> None:
+        self.transport = transport
+        self.paths = paths
+        self.backup_deadline_seconds = backup_deadline_seconds
+        self.backup_completed_state = backup_completed_state
+
+    def _path(self, operation: str, **values: object) -> str:
+        return self.paths[operation].format(
+            **{name: quote(str(value), safe="") for name, value in values.items()}
+        )
+
+    # -- directory ----------------------------------------------------------------------------
+
+    def list_channels(self) -> Channels:
+        return self.transport.get(self._path("list_channels"), Channels)
+
+    def list_teams(self, cursor: str | None, limit: int = PAGE_LIMIT) -> TeamsPage:
+        return self.transport.get(self._path("list_teams"), TeamsPage, params=_page(cursor, limit))
+
+    def list_users(self, cursor: str | None, limit: int = PAGE_LIMIT) -> UsersPage:
+        return self.transport.get(self._path("list_users"), UsersPage, params=_page(cursor, limit))
+
+    # -- members ------------------------------------------------------------------------------
+
+    def get_member_by_id(self, channel_id: int, member_id: int) -> Member:
+        path = self._path("get_member_by_id", channel_id=channel_id, member_id=member_id)
+        return self.transport.get(path, Member)
+
+    def get_member_assignment(self, channel_id: int, member_id: int) -> Assignment:
+        path = self._path("get_member_assignment", channel_id=channel_id, member_id=member_id)
+        return self.transport.get(path, Assignment)
+
+    # -- message backups (an asynchronous job) ------------------------------------------------
+
+    def trigger_messages_backup(self, started_at: datetime, ended_at: datetime) -> BackupCreated:
+        body = {"started_at": started_at.isoformat(), "ended_at": ended_at.isoformat()}
+        # Safe to retry: a second trigger only leaves an extra backup nobody downloads, while a
+        # lost answer would otherwise fail the whole run.
+        answer = self.transport.request_json(
+            "POST", self._path("trigger_messages_backup"), json_body=body, idempotent=True
+        )
+        return BackupCreated.model_validate(answer)
+
+    def get_backup_detail(self, backup_id: int) -> Backup:
+        return self.transport.get(self._path("get_backup_detail", backup_id=backup_id), Backup)
+
+    def wait_for_backup(self, backup_id: int) -> Backup:
+        """Poll with doubling waits (0.2 s up to 5 s) until completed or the deadline."""
+        deadline = time.monotonic() + self.backup_deadline_seconds
+        wait = FIRST_POLL_SECONDS
+        while True:
+            backup = self.get_backup_detail(backup_id)
+            if backup.state == self.backup_completed_state:
+                return backup
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                expected, limit = self.backup_completed_state, self.backup_deadline_seconds
+                raise BackupTimeout(
+                    f"messages backup {backup_id} was still {backup.state!r}, not {expected!r}, "
+                    f"after the {limit:g} s deadline (raise backup_deadline_seconds under "
+                    "[service.conversation])"
+                )
+            time.sleep(min(wait, remaining))
+            wait = min(wait * 2, MAX_POLL_SECONDS)
+
+    def download_backup(self, backup_id: int, consume: Callable[[Iterator[bytes]], T]) -> T:
+        """Stream the backup's CSV file into `consume`, from the start again if it is cut.
+
+        Fetched through the path table rather than the detail's `download_url`: that URL is
+        absolute, and the key must only ever go to the connection's own base address.
+        """
+        path = self._path("download_backup", backup_id=backup_id)
+        return self.transport.download_with_retry(path, consume)
+
+
+def _page(cursor: str | None, limit: int) -> dict[str, object]:
+    return {"limit": limit} | ({"cursor": cursor} if cursor else {})
+
+
+class ConversationService(ServiceResource):
+    """Connections are regions (`default`, `jp`), each with its own base address and key."""
+
+    service: ClassVar[str] = "conversation"
+    #: Spec section 8: rate limits not shown, so no pacing.
+    rates: ClassVar[dict[str, Rate]] = {}
+
+    #: Overrides of `PATHS`, by operationId (`[paths.conversation]` in sync.toml).
+    paths: dict[str, str] = {}
+    backup_deadline_seconds: float = 30 * 60.0
+    backup_completed_state: str = BACKUP_COMPLETED
+    #: Parallel member lookups over one connection's transport.
+    member_workers: int = 8
+
+    @pydantic.field_validator("paths")
+    @classmethod
+    def _known_operations(cls, value: dict[str, str]) -> dict[str, str]:
+        unknown = sorted(set(value) - set(PATHS))
+        if unknown:
+            raise ValueError(f"unknown conversation operations {unknown}; known: {sorted(PATHS)}")
+        return value
+
+    def client(self, transport: Transport) -> ConversationClient:
+        return ConversationClient(
+            transport,
+            {**PATHS, **self.paths},
+            backup_deadline_seconds=self.backup_deadline_seconds,
+            backup_completed_state=self.backup_completed_state,
+        )

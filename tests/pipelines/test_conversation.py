@@ -1,0 +1,338 @@
+"""The conversation pipeline against the real sandbox: both regions land exactly its truth."""
+
+from __future__ import annotations
+
+import csv
+import io
+import time
+from datetime import date, timedelta
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+import httpx
+import pytest
+
+import assets.conversation as conversation_assets
+from assets.conversation import (
+    ASSETS,
+    CHECKS,
+    MESSAGES,
+    STREAMS,
+    _land_backup,
+    assignments,
+    members,
+    messages,
+    teams,
+)
+from assets.partitions import today
+from pipelines.clients.conversation import ConversationService
+from pipelines.lake import Lake
+from pipelines.warehouse import SQL_DIR, Warehouse
+from sandbox.faults import FaultSpec
+from tests.pipelines.conftest import APIKEY
+
+REGIONS = ("default", "jp")
+#: The column each stream's truth ids are compared with.
+ID_COLUMNS = {
+    "channels": "id",
+    "teams": "id",
+    "users": "id",
+    "messages": "message_uuid",
+    "members": "id",
+    "assignments": "member_id",
+}
+DIRECTORY = ("channels", "teams", "users")
+#: The sandbox holds the 365 days before its anchor, which the frozen fixtures set to now.
+FIRST_DAY = today() - timedelta(days=365)
+
+
+def _materialize(resources: dict, selection=(*ASSETS, *CHECKS), first=FIRST_DAY, last=None):
+    return dg.materialize(
+        list(selection),
+        resources=resources,
+        tags={
+            "dagster/asset_partition_range_start": first.isoformat(),
+            "dagster/asset_partition_range_end": (last or today()).isoformat(),
+        },
+        instance=dg.DagsterInstance.ephemeral(),
+        raise_on_error=False,
+    )
+
+
+def _failure_text(result: dg.ExecuteInProcessResult) -> str:
+    return "\n".join(
+        event.step_failure_data.error.to_string()
+        for event in result.all_events
+        if event.is_step_failure
+    )
+
+
+def _warehouse(resources: dict, tmp_path: Path) -> duckdb.DuckDBPyConnection:
+    """The conversation views over the lake, opened read-only as an analyst would."""
+    sql_dir = tmp_path / "sql"
+    sql_dir.mkdir(exist_ok=True)
+    if not (sql_dir / "conversation").exists():
+        (sql_dir / "conversation").symlink_to(SQL_DIR / "conversation")
+    lake = resources["lake"]
+    warehouse = Warehouse(lake.warehouse_path, lake.lake(), STREAMS, sql_dir=sql_dir)
+    warehouse.refresh()
+    return duckdb.connect(lake.warehouse_path, read_only=True)
+
+
+def _landed(con: duckdb.DuckDBPyConnection) -> dict:
+    """{region: {stream: sorted ids}}: sorted lists, so a duplicate shows."""
+    landed: dict = {region: {} for region in REGIONS}
+    for stream, column in ID_COLUMNS.items():
+        for region in REGIONS:
+            rows = con.execute(
+                f"SELECT {column} FROM conversation.{stream} WHERE connection = ?", [region]
+            ).fetchall()
+            landed[region][stream] = sorted(row[0] for row in rows)
+    return landed
+
+
+def _truth(sandbox) -> dict:
+    counts = sandbox.truth()["conversation"]
+    truth: dict = {region: {} for region in REGIONS}
+    for region in REGIONS:
+        for stream in ID_COLUMNS:
+            ids = sorted(sandbox.truth_ids("conversation", region, stream))
+            assert len(ids) == counts[region][stream]
+            truth[region][stream] = ids
+    return truth
+
+
+def _checks_passed(result: dg.ExecuteInProcessResult) -> dict[str, bool]:
+    return {
+        f"{'/'.join(e.asset_key.path)}:{e.check_name}": e.passed
+        for e in result.get_asset_check_evaluations()
+    }
+
+
+def _backup_metadata(result: dg.ExecuteInProcessResult) -> dict:
+    materialization = result.asset_materializations_for_node("conversation__messages")[0]
+    return {name: value.value for name, value in materialization.metadata.items()}
+
+
+def _direct_backup(sandbox, region: str, first: date) -> list[dict]:
+    """The backup of `first` to the end of today, fetched by hand and read by `csv`."""
+    tomorrow = today() + timedelta(days=1)
+    window = {"started_at": f"{first}T00:00:00+00:00", "ended_at": f"{tomorrow}T00:00:00Z"}
+    base = f"{sandbox.url}/conversation-jp" if region == "jp" else f"{sandbox.url}/conversation"
+    with httpx.Client(base_url=base, headers={"apikey": APIKEY}, timeout=30) as http:
+        backup_id = http.post("/v1/backups/messages", json=window).json()["backup_id"]
+        while http.get(f"/v1/backups/{backup_id}").json()["state"] != "completed":
+            time.sleep(0.05)
+        file = http.get(f"/v1/backups/{backup_id}/download").content.decode("utf-8")
+    return list(csv.DictReader(io.StringIO(file, newline="")))
+
+
+def _assert_messages_equal_a_direct_backup(sandbox, con, region: str) -> None:
+    """Commas, quotes, line breaks and Japanese survive the CSV: the landed messages equal,
+    field by field, the same window's backup read by Python's csv module; each sits in the
+    partition of its UTC day."""
+    columns = ["message_uuid", "conversation_id", "sender_type", "sender_id", "text", "url"]
+    expected = sorted(
+        (
+            row["message_uuid"],
+            int(row["conversation_id"]),
+            row["sender_type"],
+            int(row["sender_id"]),
+            row["text"],
+            row["url"] or None,
+        )
+        for row in _direct_backup(sandbox, region, FIRST_DAY)
+    )
+    landed = con.execute(
+        f"SELECT {', '.join(columns)} FROM conversation.messages WHERE connection = ? ORDER BY 1",
+        [region],
+    ).fetchall()
+    assert landed == expected
+    assert any("\n" in text and '"' in text for *_, text, _ in landed)
+    assert any("\u3040" <= ch <= "\u30ff" for *_, text, _ in landed for ch in text)
+    [(elsewhere,)] = con.execute(
+        "SELECT count(*) FROM conversation.messages WHERE timezone('UTC', timestamp)::DATE <> date"
+    ).fetchall()
+    assert elsewhere == 0
+
+
+def test_a_year_lands_exactly_in_one_backup_per_region_and_reruns_replace(
+    frozen_sandbox, sync_env, tmp_path
+):
+    resources = sync_env(frozen_sandbox)
+    truth = _truth(frozen_sandbox)
+
+    first = _materialize(resources)
+    assert first.success, _failure_text(first)
+    checks = _checks_passed(first)
+    assert len(checks) == len(CHECKS) and all(checks.values()), checks
+    metadata = _backup_metadata(first)
+    assert metadata["days"] == 366
+    assert len(metadata["backup_ids"]) == 2  # the whole range in one backup per region
+    assert metadata["rows_per_connection"] == metadata["backup_rows_per_connection"]
+    assert metadata["rows"] == sum(len(truth[r]["messages"]) for r in REGIONS)
+    with _warehouse(resources, tmp_path) as con:
+        assert _landed(con) == truth
+        _assert_messages_equal_a_direct_backup(frozen_sandbox, con, "jp")
+    lake = Lake(resources["lake"].lake_root)
+    files = lake.files(MESSAGES)
+    assert len(files) == 2 * 366  # every day of the range, per region, empty ones included
+
+    again = _materialize(resources)
+    assert again.success, _failure_text(again)
+    assert all(_checks_passed(again).values())
+    assert lake.files(MESSAGES) == files
+    with _warehouse(resources, tmp_path) as con:
+        assert _landed(con) == truth
+
+
+def test_a_backup_past_its_deadline_fails_saying_so(start_sandbox, sync_env):
+    sandbox = start_sandbox(task_phase_seconds=600)  # the backup stays `initiated`
+    resources = sync_env(
+        sandbox, pace=True, sync_toml="[service.conversation]\nbackup_deadline_seconds = 0.5\n"
+    )
+    result = _materialize(resources, selection=[messages], first=today())
+    assert not result.success
+    error = _failure_text(result)
+    assert "BackupTimeout" in error
+    assert "still 'initiated', not 'completed', after the 0.5 s deadline" in error
+    assert "backup_deadline_seconds" in error
+    assert APIKEY not in error
+
+
+def test_faults_leave_the_result_exact(start_sandbox, sync_env, tmp_path):
+    """A month under 10% 5xx, 5% 429, 5% truncated and 5% dropped answers lands exactly what
+    the service held before the faults were turned on. (A month, not the year, keeps the
+    file's runtime: retries of ~1000 member lookups per region would dominate it.)"""
+    sandbox = start_sandbox()
+    first = today() - timedelta(days=29)
+    expected: dict = {}
+    for region in REGIONS:
+        backup = _direct_backup(sandbox, region, first)
+        seen = sorted({int(row["member_id"]) for row in backup})
+        expected[region] = {
+            **{s: sorted(sandbox.truth_ids("conversation", region, s)) for s in DIRECTORY},
+            "messages": sorted(row["message_uuid"] for row in backup),
+            "members": seen,
+            "assignments": seen,
+        }
+    faults = FaultSpec(error=0.1, rate=0.05, truncate=0.05, drop=0.05)
+    httpx.put(f"{sandbox.url}/_sandbox/faults", json=faults.as_dict()).raise_for_status()
+    # Lookups spend most of their time waiting out backoffs: more of them in flight.
+    resources = sync_env(
+        sandbox, pace=True, sync_toml="[service.conversation]\nmember_workers = 32\n"
+    )
+
+    result = _materialize(resources, first=first)
+    assert result.success, _failure_text(result)
+    assert all(_checks_passed(result).values())
+    [looked_up] = result.asset_materializations_for_node("conversation__members")
+    assert looked_up.metadata["retries"].value > 0  # the faults did reach the pipeline
+    with _warehouse(resources, tmp_path) as con:
+        assert _landed(con) == expected
+
+
+def test_a_path_from_sync_toml_is_the_one_called(frozen_sandbox, sync_env):
+    resources = sync_env(
+        frozen_sandbox, sync_toml='[paths.conversation]\nlist_teams = "/v9/teams"\n'
+    )
+    result = _materialize(resources, selection=[teams])
+    assert not result.success
+    assert "GET /v9/teams answered 404" in _failure_text(result)
+
+
+def test_an_unknown_operation_in_the_path_table_is_refused():
+    with pytest.raises(ValueError, match="unknown conversation operations \\['list_team'\\]"):
+        ConversationService(connections=[], paths={"list_team": "/v2/teams"})
+
+
+def test_a_member_the_service_no_longer_knows_is_skipped_and_flagged(frozen_sandbox, sync_env):
+    resources = sync_env(frozen_sandbox)
+    day = today() - timedelta(days=1)
+    landed = _materialize(resources, selection=[messages], first=day, last=day)
+    assert landed.success, _failure_text(landed)
+    lake = Lake(resources["lake"].lake_root)
+    [(seen,)] = duckdb.sql(
+        f"SELECT count(DISTINCT member_id) FROM read_parquet('{lake.path(MESSAGES, 'jp', day)}')"
+    ).fetchall()
+    assert seen > 0
+    ghost = {
+        "message_uuid": "00000000-0000-4000-8000-000000000000",
+        "channel_id": 1,
+        "member_id": 1,
+        "sender_type": "member",
+        "message_type": "text",
+        "text": "hello",
+    }
+    lake.write(MESSAGES, "jp", [ghost], day=day - timedelta(days=1))
+
+    member_checks = [
+        check
+        for check in CHECKS
+        if {key.asset_key for key in check.check_keys} & {members.key, assignments.key}
+    ]
+    result = _materialize(resources, selection=[members, assignments, *member_checks])
+    assert result.success, _failure_text(result)
+    for node in ("conversation__members", "conversation__assignments"):
+        metadata = result.asset_materializations_for_node(node)[0].metadata
+        assert metadata["rows_per_connection"].value["jp"] == seen
+        assert metadata["not_found"].value == {"jp": 1}
+    checks = _checks_passed(result)
+    assert checks["conversation/members:matches_members_in_messages"] is False
+    assert checks["conversation/assignments:matches_members_in_messages"] is False
+
+
+def _csv(rows: list[list[str]]) -> bytes:
+    buffer = io.StringIO()
+    csv.writer(buffer).writerows(rows)
+    return buffer.getvalue().encode()
+
+
+HEADER = [name for name in MESSAGES.schema.names if name != "connection"]
+
+
+def _message(uuid: str, text: str, stamp: str, url: str = "") -> list[str]:
+    return [uuid, "7", "3", "11", "member", "11", "text", text, url, "", stamp]
+
+
+def test_the_csv_is_read_across_any_chunk_boundaries(tmp_path):
+    """Quotes, CRLF inside a text and multi-byte characters cut between chunks; days split."""
+    body = _csv(
+        [
+            HEADER,
+            _message("a", 'say "hi",\r\nthen\nbye', "2026-01-01T23:59:59+00:00"),
+            _message("b", "返品したい", "2026-01-02T00:00:00+00:00", url="https://x/y.png"),
+            _message("c", "", "2026-01-02T10:00:00+00:00"),
+        ]
+    )
+    chunks = [body[i : i + 3] for i in range(0, len(body), 3)]
+    lake = Lake(tmp_path)
+    days = [date(2026, 1, 1), date(2026, 1, 2), date(2026, 1, 3)]
+    landed = _land_backup(lake, "default", days, chunks)
+    assert landed.file_rows == 3 and landed.rows == 3
+    assert landed.rows_per_day == {days[0]: 1, days[1]: 2, days[2]: 0}
+    rows = duckdb.sql(
+        f"SELECT message_uuid, text, url, connection FROM read_parquet('{tmp_path}/**/*.parquet') "
+        "ORDER BY 1"
+    ).fetchall()
+    assert rows == [
+        ("a", 'say "hi",\r\nthen\nbye', None, "default"),
+        ("b", "返品したい", "https://x/y.png", "default"),
+        ("c", "", None, "default"),
+    ]
+
+
+def test_a_backup_file_out_of_order_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(conversation_assets, "CSV_BLOCK_BYTES", 200)  # one row per block
+    text = "x" * 120
+    body = _csv(
+        [
+            HEADER,
+            _message("a", text, "2026-01-02T00:00:00+00:00"),
+            _message("b", text, "2026-01-01T00:00:00+00:00"),
+            _message("c", text, "2026-01-02T00:00:01+00:00"),
+        ]
+    )
+    with pytest.raises(ValueError, match="not oldest first: 2026-01-02 came back"):
+        _land_backup(Lake(tmp_path), "default", [date(2026, 1, 1), date(2026, 1, 2)], [body])
