@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 UV_VERSION := 0.13.8
 SANDBOX_PORT ?= 8765
 
-.PHONY: install test lint demo sandbox lock clean
+.PHONY: install test lint demo dev sync sandbox lock clean
 
 # Installs exactly what uv.lock pins. uv itself is pinned and lives in the venv, so nothing
 # outside the repository is needed; --inexact keeps it there.
@@ -26,6 +26,11 @@ test: lint
 
 demo: install
 	$(BIN)/python -m pipelines.demo --port $(SANDBOX_PORT)
+
+# The Dagster UI on the demo's setup; instance settings (pools) from dagster.yaml.
+dev: install
+	mkdir -p data/dagster && cp dagster.yaml data/dagster/dagster.yaml
+	DAGSTER_HOME=$(CURDIR)/data/dagster $(BIN)/python -m pipelines.dev --port $(SANDBOX_PORT)
 
 # A sandbox that keeps running, for exploring the services by hand.
 sandbox: install

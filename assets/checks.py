@@ -1,7 +1,6 @@
 """Asset checks that every stream shares, read from the lake with an in-memory DuckDB (never
 the warehouse file, so a check never waits on its lock)."""
 
-
 import dagster as dg
 import duckdb
 

@@ -3,7 +3,6 @@
 Connections are workspaces (one key each); every row carries its `connection`.
 """
 
-
 import json
 import math
 from collections.abc import Iterator

@@ -22,7 +22,7 @@ from assets.landing import (
     partition_days,
     pulled_at,
 )
-from assets.partitions import daily, single_run
+from assets.partitions import daily, single_run, today
 from pipelines.clients.base import Connection
 from pipelines.clients.datahub import (
     REPORT_MAX_DAYS,
@@ -304,7 +304,10 @@ MEMBERS = Stream(
             ("connection", pa.string()),
         ]
     ),
-    key=("member_id",),
+    # One export per connection and day, kept: the latest is `datahub.members`, the
+    # sequence is the profiles' change history (`marts.member_profile_history`).
+    daily=True,
+    key=("date", "member_id"),
 )
 #: The columns read from the export file, by header name.
 EXPORT_COLUMNS = ("member_id", *MEMBER_TEXT_COLUMNS)
@@ -400,7 +403,7 @@ def land_member_export(
     }
 
     def land(chunks: Iterator[bytes]) -> int:
-        with lake.writer(MEMBERS, connection, metadata=metadata) as out:
+        with lake.writer(MEMBERS, connection, today(), metadata) as out:
             for table in member_batches(chunks, connection):
                 out.write_table(table)
             if out.rows != row_count:
@@ -418,7 +421,10 @@ def land_member_export(
     group_name=SERVICE,
     kinds=KINDS | {"csv"},
     pool=POOL,
-    description="Member profiles, through the export task (a CSV file streamed in batches).",
+    description=(
+        "Member profiles through the export task (a CSV file streamed in batches), one "
+        "export per connection and day, kept as the profiles' history."
+    ),
 )
 def members(
     context: dg.AssetExecutionContext, lake: LakeResource, datahub: DataHub
@@ -449,11 +455,11 @@ def members(
 
 @dg.asset_check(asset=asset_key(MEMBERS), name="rows_equal_export_row_count", blocking=False)
 def members_equal_export_row_count(lake: LakeResource) -> dg.AssetCheckResult:
-    """Each connection's file holds the rows its export task announced."""
+    """Each connection's latest export holds the rows its task announced."""
     the_lake = lake.lake()
     landed: dict[str, int] = {}
     announced: dict[str, int] = {}
-    for path in the_lake.files(MEMBERS):
+    for path in the_lake.files(MEMBERS):  # sorted by day: the latest file of each wins
         landed[path.stem] = pq.read_metadata(path).num_rows
         announced[path.stem] = int(the_lake.read_metadata(path).get(EXPORT_ROW_COUNT, -1))
     return dg.AssetCheckResult(

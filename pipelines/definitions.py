@@ -1,9 +1,157 @@
-"""Dagster definitions, merged from the per-service asset modules.
+"""The Dagster code location: every service's assets and checks merged, the warehouse views,
+jobs per service, hourly and daily schedules, freshness checks (STYLE.md, "Layout")."""
 
-The pull assets arrive with the pull pipeline (issue 3); until then the code location loads
-and holds nothing, so `workspace.yaml` and `make dev` have something valid to point at.
-"""
+from datetime import timedelta
 
 import dagster as dg
+from dagster._core.storage.tags import (
+    ASSET_PARTITION_RANGE_END_TAG,
+    ASSET_PARTITION_RANGE_START_TAG,
+)
 
-defs = dg.Definitions()
+from assets import comment, conversation, datahub
+from assets.landing import LakeResource
+from assets.partitions import daily, today
+from pipelines.resources import build_resources
+from pipelines.settings import load_settings
+from pipelines.warehouse import Warehouse, WarehouseBusy
+
+SERVICES = {"comment": comment, "conversation": conversation, "datahub": datahub}
+STREAMS = [stream for module in SERVICES.values() for stream in module.STREAMS]
+STREAM_ASSETS = [asset for module in SERVICES.values() for asset in module.ASSETS]
+#: Streams pulled every hour (issue 3: logs, stats and messages); the rest daily.
+HOURLY = {"trigger_logs", "daily_stats", "messages"}
+
+
+@dg.asset(
+    key=["warehouse", "views"],
+    group_name="warehouse",
+    kinds={"duckdb"},
+    deps=STREAM_ASSETS,
+    description=(
+        "`warehouse.duckdb`: a view per stream and the marts, from `sql/`. Rewritten only when "
+        "a definition changes; if another process holds the file, the lake still has the data "
+        "and this reports it instead of failing."
+    ),
+)
+def warehouse_views(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
+    warehouse = Warehouse(lake.warehouse_path, lake.lake(), STREAMS)
+    try:
+        rewritten = warehouse.refresh()
+    except WarehouseBusy as busy:
+        context.log.warning(str(busy))
+        return dg.MaterializeResult(metadata={"rewritten": False, "busy": str(busy)})
+    return dg.MaterializeResult(metadata={"rewritten": rewritten, "path": lake.warehouse_path})
+
+
+def _keys(module, partitioned: bool) -> list[dg.AssetKey]:
+    return [a.key for a in module.ASSETS if (a.partitions_def is not None) == partitioned]
+
+
+def _jobs() -> dict:
+    jobs = []
+    for service, module in SERVICES.items():
+        jobs.append(
+            dg.define_asset_job(
+                f"{service}_dimensions",
+                selection=dg.AssetSelection.assets(*_keys(module, partitioned=False)),
+                description=f"Snapshot streams of {service}.",
+            )
+        )
+        jobs.append(
+            dg.define_asset_job(
+                f"{service}_daily",
+                selection=dg.AssetSelection.assets(*_keys(module, partitioned=True)),
+                partitions_def=daily,
+                description=f"Day-partitioned streams of {service}; a range is one run.",
+            )
+        )
+    jobs.append(
+        dg.define_asset_job(
+            "all_dimensions",
+            selection=dg.AssetSelection.assets(
+                *(k for m in SERVICES.values() for k in _keys(m, partitioned=False)),
+                warehouse_views.key,
+            ),
+            description="Every snapshot stream of every service, then the warehouse views.",
+        )
+    )
+    jobs.append(
+        dg.define_asset_job(
+            "all_daily",
+            selection=dg.AssetSelection.assets(
+                *(k for m in SERVICES.values() for k in _keys(m, partitioned=True))
+            ),
+            partitions_def=daily,
+            description="Every day-partitioned stream of every service.",
+        )
+    )
+    return {job.name: job for job in jobs}
+
+
+JOBS = _jobs()
+
+
+def _recent_days_schedule(job_name: str, cron: str) -> dg.ScheduleDefinition:
+    """Yesterday and today in one run: what can still change (issue 3, increments)."""
+
+    @dg.schedule(name=f"{job_name}_hourly", cron_schedule=cron, job_name=job_name)
+    def recent_days(context: dg.ScheduleEvaluationContext) -> dg.RunRequest:
+        last = today()
+        first = last - timedelta(days=1)
+        return dg.RunRequest(
+            run_key=context.scheduled_execution_time.isoformat(),
+            tags={
+                ASSET_PARTITION_RANGE_START_TAG: first.isoformat(),
+                ASSET_PARTITION_RANGE_END_TAG: last.isoformat(),
+            },
+        )
+
+    return recent_days
+
+
+def _schedules() -> list[dg.ScheduleDefinition]:
+    schedules = [
+        _recent_days_schedule("comment_daily", "5 * * * *"),
+        _recent_days_schedule("conversation_daily", "10 * * * *"),
+        # Broadcast reports are a daily snapshot: late in the day, once.
+        dg.build_schedule_from_partitioned_job(
+            JOBS["datahub_daily"], hour_of_day=23, minute_of_hour=30
+        ),
+        dg.ScheduleDefinition(
+            name="all_dimensions_daily", cron_schedule="30 2 * * *", job_name="all_dimensions"
+        ),
+    ]
+    return schedules
+
+
+def _freshness_checks() -> list[dg.AssetChecksDefinition]:
+    dimension_keys = [k for m in SERVICES.values() for k in _keys(m, partitioned=False)]
+    hourly_keys = [a.key for a in STREAM_ASSETS if a.key.path[-1] in HOURLY]
+    return [
+        *dg.build_last_update_freshness_checks(
+            assets=dimension_keys, lower_bound_delta=timedelta(hours=26)
+        ),
+        *dg.build_last_update_freshness_checks(
+            assets=hourly_keys, lower_bound_delta=timedelta(hours=2)
+        ),
+    ]
+
+
+FRESHNESS_CHECKS = _freshness_checks()
+
+defs = dg.Definitions(
+    assets=[*STREAM_ASSETS, warehouse_views],
+    asset_checks=[
+        *(check for module in SERVICES.values() for check in module.CHECKS),
+        *FRESHNESS_CHECKS,
+    ],
+    jobs=list(JOBS.values()),
+    schedules=_schedules(),
+    sensors=[
+        dg.build_sensor_for_freshness_checks(
+            freshness_checks=FRESHNESS_CHECKS, name="freshness_checks_sensor"
+        )
+    ],
+    resources=build_resources(load_settings()),
+)

@@ -1,4 +1,5 @@
-"""Start a sandbox in a child process and wait until it answers (demo, benchmarks, tests)."""
+"""Start a sandbox in a child process and wait until it answers, and point the pipeline at it
+(demo, `make dev`, benchmarks)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import httpx
 
@@ -41,3 +43,41 @@ def running_sandbox(port: int, *args: str, startup_seconds: float = 60.0) -> Ite
             process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             process.kill()
+
+
+#: The per-minute limits of the sandbox apply to this many seconds, and the pipeline paces
+#: itself to match: the demo shows real pacing without waiting minutes for it.
+RATE_WINDOW_SECONDS = 6
+DEMO_CONFIG = """\
+# Written by `make demo` / `make dev`: a second comment automation workspace and the
+# time-scaled rate window. Keys are named here by variable, never written.
+[[connections.comment]]
+name = "agency"
+base_url = "{base}/comment/api/v1"
+api_key_env = "AGENCY_COMMENT_AUTOMATION_API_KEY"
+
+[service.comment]
+rate_window_seconds = {window}
+"""
+
+
+def point_at_sandbox(base: str, data: Path) -> dict[str, str]:
+    """The environment (and the sync.toml it names) that points the pipeline at a sandbox
+    with two comment automation workspaces and both regions of the other services."""
+    (data / "demo-sync.toml").write_text(DEMO_CONFIG.format(base=base, window=RATE_WINDOW_SECONDS))
+    return {
+        "COMMENT_AUTOMATION_URL": f"{base}/comment/api/v1",
+        "COMMENT_AUTOMATION_API_KEY": "sa_live_demo_readonly",
+        "AGENCY_COMMENT_AUTOMATION_API_KEY": "sa_live_agency_readwrite",
+        "CONVERSATION_URL": f"{base}/conversation",
+        "CONVERSATION_JP_URL": f"{base}/conversation-jp",
+        "CONVERSATION_API_KEY": "demo-apikey",
+        "CONVERSATION_JP_API_KEY": "demo-apikey",
+        "DATAHUB_URL": f"{base}/datahub",
+        "DATAHUB_JP_URL": f"{base}/datahub-jp",
+        "DATAHUB_API_KEY": "demo-apikey",
+        "DATAHUB_JP_API_KEY": "demo-apikey",
+        "LAKE_ROOT": str(data / "lake"),
+        "WAREHOUSE_PATH": str(data / "warehouse.duckdb"),
+        "SYNC_CONFIG": str(data / "demo-sync.toml"),
+    }

@@ -80,7 +80,7 @@ class Warehouse:
         except duckdb.Error:
             return None
 
-    def refresh(self, wait_seconds: float = 10.0) -> bool:
+    def refresh(self, wait_seconds: float = 3.0) -> bool:
         """Bring the views up to date; True if the file had to be rewritten."""
         statements = self.statements()
         fingerprint = hashlib.sha256("\n;\n".join(statements).encode()).hexdigest()

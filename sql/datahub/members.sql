@@ -1,6 +1,8 @@
--- Member profiles as of the latest export; NULL where the export had an empty value.
+-- Member profiles as of each connection's latest export; NULL where the export had an empty
+-- value. Every export is kept: marts.member_profile_history shows what changed.
 CREATE OR REPLACE VIEW datahub.members AS
 SELECT
+    date,             -- the day of the export
     member_id,
     customer_id,
     connect_id,
@@ -21,4 +23,5 @@ SELECT
     external_member_id,
     account_manager,
     connection
-FROM {{ source('datahub', 'members') }};
+FROM {{ source('datahub', 'members') }}
+QUALIFY date = max(date) OVER (PARTITION BY connection);

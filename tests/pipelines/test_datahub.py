@@ -326,7 +326,7 @@ def test_checks_fail_on_a_lake_that_disagrees(tmp_path):
     lake = Lake(tmp_path)
     resource = LakeResource(lake_root=str(tmp_path))
     member = dict.fromkeys(MEMBERS.schema.names) | {"member_id": 1, "connection": "default"}
-    lake.write(MEMBERS, "default", [member], metadata={"export_row_count": "2"})
+    lake.write(MEMBERS, "default", [member], day=DAY, metadata={"export_row_count": "2"})
     assert not members_equal_export_row_count(lake=resource).passed
 
     broadcast = dict.fromkeys(BROADCASTS.schema.names) | {"id": 7, "connection": "default"}

@@ -1,0 +1,132 @@
+"""Pipeline fixtures: a real sandbox server on a free port (in this process, so the test can
+reach its ground truth and faults) and the environment a user would set."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import httpx
+import pytest
+import uvicorn
+
+from pipelines.resources import build_resources
+from pipelines.settings import load_settings
+from sandbox.app import SandboxApp, build_app
+from sandbox.config import SandboxConfig
+
+COMMENT_KEY = "sa_live_demo_readonly"
+APIKEY = "demo-apikey"
+
+
+@dataclass
+class LiveSandbox:
+    url: str
+    app: SandboxApp
+
+    def truth(self) -> dict:
+        return httpx.get(f"{self.url}/_sandbox/truth", timeout=30).json()
+
+    def truth_ids(self, service: str, scope: str, stream: str) -> list:
+        answer = httpx.get(f"{self.url}/_sandbox/truth/{service}/{scope}/{stream}/ids", timeout=30)
+        return answer.json()["ids"]
+
+    def environment(self, lake: Path) -> dict[str, str]:
+        """The variables `python -m pipelines sync` reads, pointed at this sandbox."""
+        return {
+            "COMMENT_AUTOMATION_URL": f"{self.url}/comment/api/v1",
+            "COMMENT_AUTOMATION_API_KEY": COMMENT_KEY,
+            "CONVERSATION_URL": f"{self.url}/conversation",
+            "CONVERSATION_API_KEY": APIKEY,
+            "CONVERSATION_JP_URL": f"{self.url}/conversation-jp",
+            "CONVERSATION_JP_API_KEY": APIKEY,
+            "DATAHUB_URL": f"{self.url}/datahub",
+            "DATAHUB_API_KEY": APIKEY,
+            "DATAHUB_JP_URL": f"{self.url}/datahub-jp",
+            "DATAHUB_JP_API_KEY": APIKEY,
+            "LAKE_ROOT": str(lake / "lake"),
+            "WAREHOUSE_PATH": str(lake / "warehouse.duckdb"),
+            "SYNC_CONFIG": str(lake / "sync.toml"),
+        }
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _clear_of_midnight() -> datetime:
+    """The pipeline's 'today' is the wall clock's; a frozen sandbox anchored a minute before
+    midnight would disagree with it a minute later, so start after the turn instead."""
+    now = datetime.now(UTC)
+    to_midnight = (now + timedelta(days=1)).replace(hour=0, minute=0, second=0) - now
+    if to_midnight < timedelta(minutes=2):
+        time.sleep(to_midnight.total_seconds() + 1)
+    return datetime.now(UTC).replace(microsecond=0)
+
+
+@pytest.fixture(scope="session")
+def start_sandbox() -> Iterator[Callable[..., LiveSandbox]]:
+    """Start sandboxes served by uvicorn in threads; all stop at the end of the session."""
+    servers: list[tuple[uvicorn.Server, threading.Thread, SandboxApp]] = []
+
+    def start(**overrides) -> LiveSandbox:
+        settings = {
+            "frozen": True,
+            "now": _clear_of_midnight(),
+            "task_phase_seconds": 0.05,
+            "rate_limits": False,
+        } | overrides
+        app = build_app(SandboxConfig(**settings))
+        port = _free_port()
+        server = uvicorn.Server(
+            uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
+        )
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        deadline = time.monotonic() + 30
+        while not server.started:
+            if time.monotonic() > deadline or not thread.is_alive():
+                raise RuntimeError("the sandbox server did not start")
+            time.sleep(0.02)
+        servers.append((server, thread, app))
+        return LiveSandbox(f"http://127.0.0.1:{port}", app)
+
+    yield start
+    for server, thread, app in servers:
+        server.should_exit = True
+        thread.join(timeout=10)
+        app.sandbox.webhooks.close()
+
+
+@pytest.fixture(scope="session")
+def frozen_sandbox(start_sandbox) -> LiveSandbox:
+    """One read-only sandbox shared by the tests that only read (never fault or mutate it)."""
+    return start_sandbox()
+
+
+@pytest.fixture
+def sync_env(tmp_path, monkeypatch) -> Callable[[LiveSandbox], dict]:
+    """Point the environment at a sandbox, as a user would; returns the Dagster resources.
+    Pacing is off unless a test turns it on: these sandboxes run without rate limits."""
+
+    def point(sandbox: LiveSandbox, pace: bool = False, sync_toml: str = "") -> dict:
+        for name, value in sandbox.environment(tmp_path).items():
+            monkeypatch.setenv(name, value)
+        options = (
+            ""
+            if pace
+            else "".join(
+                f"[service.{s}]\npace = false\n" for s in ("comment", "conversation", "datahub")
+            )
+        )
+        (tmp_path / "sync.toml").write_text(options + sync_toml)
+        return build_resources(load_settings())
+
+    return point
