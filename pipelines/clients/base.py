@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import ClassVar
+from urllib.parse import quote
 
 import dagster as dg
 import pydantic
@@ -18,6 +19,19 @@ class Model(pydantic.BaseModel):
     """A response model: a field the service adds later is kept, never an error."""
 
     model_config = pydantic.ConfigDict(extra="allow")
+
+
+def fill_path(template: str, **values: object) -> str:
+    """A path template of a `PATHS` table with its parameters, each quoted as one segment."""
+    return template.format(**{name: quote(str(value), safe="") for name, value in values.items()})
+
+
+def check_path_overrides(service: str, overrides: dict[str, str], known: dict[str, str]):
+    """A path override names an operation of the table; a misspelt one is refused."""
+    unknown = sorted(set(overrides) - set(known))
+    if unknown:
+        raise ValueError(f"[paths.{service}]: unknown operations {unknown}; known: {sorted(known)}")
+    return overrides
 
 
 class Connection(dg.Config):

@@ -7,15 +7,14 @@ of the paths this client uses (the sandbox's choice, sandbox/README.md), and
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import ClassVar, TypeVar
-from urllib.parse import quote
 
 import pydantic
 
-from pipelines.clients.base import Model, ServiceResource
+from pipelines.clients.base import Model, ServiceResource, check_path_overrides, fill_path
+from pipelines.jobs import wait_for_job
 from pipelines.transport import Rate, Transport
 
 T = TypeVar("T")
@@ -36,8 +35,6 @@ PATHS: dict[str, str] = {
 PAGE_LIMIT = 1000
 #: Only `initiated` is shown (spec section 3); the finished state is the sandbox's name.
 BACKUP_COMPLETED = "completed"
-FIRST_POLL_SECONDS = 0.2
-MAX_POLL_SECONDS = 5.0
 
 
 class Cursor(Model):
@@ -163,10 +160,6 @@ class Backup(Model):
     state: str
 
 
-class BackupTimeout(Exception):
-    """A messages backup did not reach its completed state before the deadline."""
-
-
 class ConversationClient:
     def __init__(
         self,
@@ -182,9 +175,7 @@ class ConversationClient:
         self.backup_completed_state = backup_completed_state
 
     def _path(self, operation: str, **values: object) -> str:
-        return self.paths[operation].format(
-            **{name: quote(str(value), safe="") for name, value in values.items()}
-        )
+        return fill_path(self.paths[operation], **values)
 
     # -- directory ----------------------------------------------------------------------------
 
@@ -222,23 +213,18 @@ class ConversationClient:
         return self.transport.get(self._path("get_backup_detail", backup_id=backup_id), Backup)
 
     def wait_for_backup(self, backup_id: int) -> Backup:
-        """Poll with doubling waits (0.2 s up to 5 s) until completed or the deadline."""
-        deadline = time.monotonic() + self.backup_deadline_seconds
-        wait = FIRST_POLL_SECONDS
-        while True:
-            backup = self.get_backup_detail(backup_id)
-            if backup.state == self.backup_completed_state:
-                return backup
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                expected, limit = self.backup_completed_state, self.backup_deadline_seconds
-                raise BackupTimeout(
-                    f"messages backup {backup_id} was still {backup.state!r}, not {expected!r}, "
-                    f"after the {limit:g} s deadline (raise backup_deadline_seconds under "
-                    "[service.conversation])"
-                )
-            time.sleep(min(wait, remaining))
-            wait = min(wait * 2, MAX_POLL_SECONDS)
+        """Poll until completed or the deadline (raise backup_deadline_seconds under
+        [service.conversation] for very large backups)."""
+        completed = self.backup_completed_state
+        return wait_for_job(
+            lambda: self.get_backup_detail(backup_id),
+            finished=lambda backup: backup.state == completed,
+            deadline_seconds=self.backup_deadline_seconds,
+            describe=lambda backup: (
+                f"messages backup {backup_id} (state {backup.state!r}, waiting for "
+                f"{completed!r}; raise backup_deadline_seconds under [service.conversation])"
+            ),
+        )
 
     def download_backup(self, backup_id: int, consume: Callable[[Iterator[bytes]], T]) -> T:
         """Stream the backup's CSV file into `consume`, from the start again if it is cut.
@@ -271,10 +257,7 @@ class ConversationService(ServiceResource):
     @pydantic.field_validator("paths")
     @classmethod
     def _known_operations(cls, value: dict[str, str]) -> dict[str, str]:
-        unknown = sorted(set(value) - set(PATHS))
-        if unknown:
-            raise ValueError(f"unknown conversation operations {unknown}; known: {sorted(PATHS)}")
-        return value
+        return check_path_overrides("conversation", value, PATHS)
 
     def client(self, transport: Transport) -> ConversationClient:
         return ConversationClient(

@@ -7,14 +7,14 @@ sync.toml overrides per operation.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from datetime import date, datetime
 from typing import Any, ClassVar, TypeVar
 
 import pydantic
 
-from pipelines.clients.base import Model, ServiceResource
+from pipelines.clients.base import Model, ServiceResource, check_path_overrides, fill_path
+from pipelines.jobs import wait_for_job
 from pipelines.transport import Rate, Transport
 
 T = TypeVar("T")
@@ -36,9 +36,6 @@ REPORT_MAX_DAYS = 60
 #: Spec section 3 names `success`; it also says a completed import is shown as `done`.
 TASK_DONE = frozenset({"success", "done"})
 TASK_FAILED = "failed"
-#: Polling of async tasks: 0.2 s, doubling, at most 5 s between two looks.
-POLL_FIRST_SECONDS = 0.2
-POLL_MAX_SECONDS = 5.0
 
 
 class CustomFieldOption(Model):
@@ -100,14 +97,6 @@ class ExportResult(Model):
     row_count: int
 
 
-class TaskFailed(Exception):
-    pass
-
-
-class TaskDeadlineExceeded(TimeoutError):
-    pass
-
-
 _custom_fields = pydantic.TypeAdapter(list[CustomField])
 _broadcasts = pydantic.TypeAdapter(list[Broadcast])
 
@@ -118,7 +107,7 @@ class DataHubClient:
         self.paths = paths
 
     def _path(self, operation: str, **values: object) -> str:
-        return self.paths[operation].format(**values)
+        return fill_path(self.paths[operation], **values)
 
     def list_custom_fields(self, active: bool | None = None) -> list[CustomField]:
         """`active` None lists every field, archived ones included (spec section 4)."""
@@ -151,31 +140,15 @@ class DataHubClient:
     def get_task_status(self, task_id: int) -> Task:
         return self.transport.get(self._path("get_task_status", task_id=task_id), Task)
 
-    def wait_for_task(
-        self,
-        task: Task,
-        *,
-        deadline_seconds: float,
-        what: str,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> Task:
-        """Poll `task` with backoff until it is done; fail when it fails or the deadline
-        (counted from now) passes, saying which task timed out."""
-        deadline = time.monotonic() + deadline_seconds
-        wait = POLL_FIRST_SECONDS
-        while task.status not in TASK_DONE:
-            if task.status == TASK_FAILED:
-                raise TaskFailed(f"{what}: task {task.id} failed on the service")
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TaskDeadlineExceeded(
-                    f"{what}: task {task.id} was still {task.status!r} when the deadline of "
-                    f"{deadline_seconds:g} s passed"
-                )
-            sleep(min(wait, left))
-            wait = min(wait * 2, POLL_MAX_SECONDS)
-            task = self.get_task_status(task.id)
-        return task
+    def wait_for_task(self, task: Task, *, deadline_seconds: float, what: str) -> Task:
+        """Poll `task` until it is done; fail when it fails or the deadline passes."""
+        return wait_for_job(
+            lambda: task if task.status in TASK_DONE else self.get_task_status(task.id),
+            finished=lambda state: state.status in TASK_DONE,
+            failed=lambda state: state.status == TASK_FAILED,
+            deadline_seconds=deadline_seconds,
+            describe=lambda state: f"{what}: task {state.id} (status {state.status!r})",
+        )
 
     def download_member_export(self, task_id: int, consume: Callable[[Iterator[bytes]], T]) -> T:
         """Stream the export file into `consume`; a cut stream runs `consume` again from the
@@ -203,12 +176,7 @@ class DataHub(ServiceResource):
     @pydantic.field_validator("paths")
     @classmethod
     def _known_operations(cls, value: dict[str, str]) -> dict[str, str]:
-        unknown = sorted(set(value) - set(PATHS))
-        if unknown:
-            raise ValueError(
-                f"[paths.datahub]: unknown operations {unknown}; known: {sorted(PATHS)}"
-            )
-        return value
+        return check_path_overrides("datahub", value, PATHS)
 
     def client(self, transport: Transport) -> DataHubClient:
         return DataHubClient(transport, PATHS | self.paths)

@@ -32,7 +32,8 @@ from assets.datahub import (
 )
 from assets.landing import LakeResource
 from assets.partitions import today
-from pipelines.clients.datahub import Broadcast, DataHub, TaskDeadlineExceeded
+from pipelines.clients.datahub import Broadcast, DataHub
+from pipelines.jobs import JobDeadlineExceeded
 from pipelines.lake import Lake
 from pipelines.transport import ServiceError
 from pipelines.warehouse import SQL_DIR, Warehouse
@@ -187,14 +188,14 @@ def test_export_deadline_says_which_task_timed_out(start_sandbox, sync_env):
     resources = sync_env(sandbox, pace=True, sync_toml=toml)
 
     started = time.monotonic()
-    with pytest.raises(TaskDeadlineExceeded) as failure:
+    with pytest.raises(JobDeadlineExceeded) as failure:
         materialize(resources, [members])
 
     assert time.monotonic() - started < 10
     message = str(failure.value)
     assert "members export of connection 'default'" in message
     assert "export_deadline_seconds" in message
-    assert "was still 'pending'" in message and "0.5 s" in message
+    assert "(status 'pending')" in message and "deadline of 0.5 s" in message
     assert APIKEY not in message
     assert resources["lake"].lake().files(MEMBERS) == []
 
