@@ -2,7 +2,6 @@
 the warehouse file, so a check never waits on its lock)."""
 
 import dagster as dg
-import duckdb
 
 from assets.landing import LakeResource
 from pipelines.lake import Stream
@@ -14,12 +13,13 @@ def unique_ids_check(stream: Stream, asset_key: dg.AssetKey) -> dg.AssetChecksDe
 
     @dg.asset_check(asset=asset_key, name="ids_unique", blocking=False)
     def ids_unique(lake: LakeResource) -> dg.AssetCheckResult:
-        relation = lake.lake().relation(stream)
+        store = lake.lake()
+        relation = store.relation(stream)
         if relation is None:
             return dg.AssetCheckResult(passed=True, metadata={"rows": 0})
-        [(rows, distinct)] = duckdb.sql(
+        [(rows, distinct)] = store.query(
             f"SELECT count(*), count(DISTINCT ({key})) FROM {relation}"
-        ).fetchall()
+        )
         return dg.AssetCheckResult(
             passed=rows == distinct,
             metadata={"rows": rows, "distinct_keys": distinct, "repeated": rows - distinct},

@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
 
 import dagster as dg
-import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -476,15 +475,13 @@ def logs_match_daily_stats(lake: LakeResource) -> dg.AssetCheckResult:
     }
     counted = {
         (c, str(d)): n
-        for c, d, n in duckdb.sql(
-            f"SELECT connection, date, count(*) FROM {logs} GROUP BY ALL"
-        ).fetchall()
+        for c, d, n in store.query(f"SELECT connection, date, count(*) FROM {logs} GROUP BY ALL")
     }
     expected = {
         (c, str(d)): n
-        for c, d, n in duckdb.sql(
+        for c, d, n in store.query(
             f"SELECT connection, date, public_replies + dms + failed FROM {stats}"
-        ).fetchall()
+        )
     }
     compared = sorted(landed & expected.keys())
     mismatched = [
@@ -536,17 +533,18 @@ def rows_equal_service_total(comment: CommentAutomation, lake: LakeResource) -> 
 def tokens_not_expiring(lake: LakeResource) -> dg.AssetCheckResult:
     """Warn when an account's token expires within 7 days: its automations stop then, and
     reconnecting takes a person at a browser (spec section 1)."""
-    relation = lake.lake().relation(ACCOUNTS)
+    store = lake.lake()
+    relation = store.relation(ACCOUNTS)
     expiring = []
     if relation is not None:
-        expiring = duckdb.sql(
+        expiring = store.query(
             f"""
             SELECT connection, id, handle, token_expires_at::VARCHAR
             FROM {relation}
             WHERE token_expires_at < now() + INTERVAL {TOKEN_WARNING_DAYS} DAY
             ORDER BY token_expires_at
             """
-        ).fetchall()
+        )
     return dg.AssetCheckResult(
         passed=not expiring,
         severity=dg.AssetCheckSeverity.WARN,

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
+import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -134,6 +135,12 @@ class Lake:
                 "hive_types = {'date': DATE})"
             )
         return f"read_parquet('{folder}/*.parquet', hive_partitioning = false)"
+
+    def query(self, sql: str) -> list[tuple]:
+        """Run SQL over `relation()`s in a DuckDB of its own: the module-level default
+        connection is shared by every thread of the process, and checks run side by side."""
+        with duckdb.connect() as con:
+            return con.execute(sql).fetchall()
 
     def read_metadata(self, path: Path) -> dict[str, str]:
         raw = pq.read_schema(path).metadata or {}

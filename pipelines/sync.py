@@ -74,6 +74,13 @@ def _checks_of(assets: list[dg.AssetsDefinition]) -> list[dg.AssetChecksDefiniti
     return [c for c in checks if {k.asset_key for k in c.check_keys} & keys]
 
 
+def _reason(error) -> str:
+    """The innermost cause: Dagster wraps it in 'Error occurred while executing op …'."""
+    while error.cause is not None:
+        error = error.cause
+    return f"{error.cls_name}: {error.message.strip()}"
+
+
 def _run(assets, resources, instance, report: SyncReport, label: str, tags=None) -> None:
     result = dg.materialize(
         [*assets, *_checks_of(assets)],
@@ -84,7 +91,7 @@ def _run(assets, resources, instance, report: SyncReport, label: str, tags=None)
     )
     for event in result.all_events:
         if event.is_step_failure:
-            report.failed[event.step_key] = event.step_failure_data.error.message.strip()
+            report.failed[event.step_key] = _reason(event.step_failure_data.error)
     if result.success:
         report.succeeded.append(label)
     elif not report.failed:

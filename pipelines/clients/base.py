@@ -12,7 +12,7 @@ import dagster as dg
 import pydantic
 
 from pipelines.lake import check_connection_name
-from pipelines.transport import CallStats, Rate, RetryPolicy, Transport, key_id
+from pipelines.transport import CallStats, Rate, RetryPolicy, Transport
 
 
 class Model(pydantic.BaseModel):
@@ -72,10 +72,6 @@ class ServiceResource(dg.ConfigurableResource):
 
     def pool(self) -> str:
         return f"{self.service}_api"
-
-    def key_ids(self) -> dict[str, str]:
-        """Connection name to a non-reversible key id, for logs and metadata."""
-        return {c.name: key_id(c.api_key) for c in self.connections}
 
     @contextmanager
     def transport(self, connection: Connection, stats: CallStats) -> Iterator[Transport]:

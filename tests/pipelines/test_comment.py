@@ -1,6 +1,7 @@
 """Comment automation pull against the sandbox: exact, idempotent, incremental, paced."""
 
 import math
+import threading
 from datetime import timedelta
 
 import dagster as dg
@@ -37,6 +38,15 @@ def materialize(resources, assets, first=None, last=None, instance=None, check=T
 def metadata(result, key: str) -> dict:
     event = result.get_asset_materialization_events()[-1]
     return {k: v.value for k, v in event.materialization.metadata.items()}
+
+
+def requests_made(result) -> int:
+    """Requests of every asset of a run (a range run repeats its metadata per partition)."""
+    per_asset = {
+        e.asset_key: e.materialization.metadata["requests"].value
+        for e in result.get_asset_materialization_events()
+    }
+    return sum(per_asset.values())
 
 
 def landed(resources, stream) -> duckdb.DuckDBPyRelation:
@@ -184,29 +194,26 @@ def test_paging_drift_loses_and_doubles_nothing(start_sandbox, sync_env, monkeyp
 
 
 def test_steps_sharing_a_key_stay_under_its_rate_limit(start_sandbox, sync_env):
-    """Two runs at once on one key (the limit is 120 per 3 s here) meet no 429."""
-    import threading
-
-    sandbox = start_sandbox(rate_limits=True, rate_window_seconds=3)
+    """Five runs at once on one key make more requests than the limit allows in a window
+    (120 per 4 s here); the shared pacer keeps every window under it: no 429."""
+    sandbox = start_sandbox(rate_limits=True, rate_window_seconds=4)
     resources = sync_env(
-        sandbox, pace=True, sync_toml="[service.comment]\nrate_window_seconds = 3\n"
+        sandbox, pace=True, sync_toml="[service.comment]\nrate_window_seconds = 4\n"
     )
+    runs = [([comment.trigger_logs], today() - timedelta(days=364), today())]
+    runs += [(DIMENSIONS,)] * 4
     results = []
-
-    def run(assets, *window):
-        results.append(materialize(resources, assets, *window))
-
     threads = [
-        threading.Thread(
-            target=run, args=([comment.trigger_logs], today() - timedelta(days=364), today())
-        ),
-        threading.Thread(target=run, args=(DIMENSIONS,)),
+        threading.Thread(target=lambda r=r: results.append(materialize(resources, *r)))
+        for r in runs
     ]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    assert all(r.success for r in results)
+    assert len(results) == 5 and all(r.success for r in results)
+    requests = sum(requests_made(r) for r in results)
+    assert requests > 120  # unpaced, these would overrun one window
     assert sandbox.app.sandbox.limiter.refused == 0
     assert all(metadata(r, "429s")["429s"] == 0 for r in results)
 

@@ -1,0 +1,272 @@
+"""The Dagster code location: everything loads, in-process and through the real webserver's
+GraphQL API on `workspace.yaml` (issue 3, Tests: "loads `workspace.yaml` through the Dagster
+webserver's GraphQL API and checks that all assets, checks, jobs and schedules load")."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import dagster as dg
+import httpx
+
+from assets.partitions import daily
+from pipelines import definitions
+from pipelines.definitions import defs
+
+ROOT = Path(__file__).resolve().parents[2]
+SERVICES = ("comment", "conversation", "datahub")
+STREAMS = {
+    "comment": [
+        "workspace",
+        "accounts",
+        "posts",
+        "activities",
+        "activity_daily",
+        "trigger_logs",
+        "daily_stats",
+    ],
+    "conversation": ["channels", "teams", "users", "messages", "members", "assignments"],
+    "datahub": ["custom_fields", "broadcasts", "broadcast_reports", "members"],
+}
+DAILY = {"comment/trigger_logs", "comment/daily_stats", "conversation/messages"}
+DAILY |= {"datahub/broadcast_reports"}
+JOBS = {
+    *(f"{service}_{kind}" for service in SERVICES for kind in ("dimensions", "daily")),
+    "all_dimensions",
+    "all_daily",
+}
+SCHEDULES = {
+    "comment_daily_hourly",
+    "conversation_daily_hourly",
+    "datahub_daily_schedule",
+    "all_dimensions_daily",
+}
+STARTUP_SECONDS = 90
+
+
+def key_strings(keys) -> set[str]:
+    return {key.to_user_string() for key in keys}
+
+
+def check_strings(keys) -> set[str]:
+    return {f"{key.asset_key.to_user_string()}:{key.name}" for key in keys}
+
+
+def defs_view() -> dict[str, set[str]]:
+    """What `defs` holds, in the shape the GraphQL answer is reduced to below."""
+    graph = defs.resolve_asset_graph()
+    repository = defs.get_repository_def()
+    return {
+        "assets": key_strings(graph.get_all_asset_keys()),
+        "checks": check_strings(graph.asset_check_keys),
+        # `__ASSET_JOB` is Dagster's implicit job, on both sides; compare only ours.
+        "jobs": {j.name for j in repository.get_all_jobs() if not j.name.startswith("__")},
+        "schedules": {s.name for s in repository.schedule_defs},
+        "sensors": {s.name for s in repository.sensor_defs},
+    }
+
+
+# -- in process ----------------------------------------------------------------------------
+
+
+def test_the_definitions_load_with_every_stream_check_job_and_schedule():
+    dg.Definitions.validate_loadable(defs)
+    view = defs_view()
+    streams = {f"{service}/{name}" for service, names in STREAMS.items() for name in names}
+    assert len(streams) == 17
+    assert view["assets"] == streams | {"warehouse/views"}
+    assert view["jobs"] == JOBS
+    assert view["schedules"] == SCHEDULES
+    assert view["sensors"] == {"freshness_checks_sensor"}
+    # issue 3, Checks: ids unique on every stream; the reconciliations of the streams that
+    # have a total to reconcile against; token expiry; freshness.
+    assert {f"{stream}:ids_unique" for stream in streams} <= view["checks"]
+    assert {
+        "comment/trigger_logs:logs_match_daily_stats",
+        "comment/trigger_logs:rows_equal_service_total",
+        "comment/accounts:tokens_not_expiring",
+        "datahub/members:rows_equal_export_row_count",
+        "conversation/messages:rows_match_backup",
+    } <= view["checks"]
+    fresh = {c.split(":")[0] for c in view["checks"] if c.endswith(":freshness_check")}
+    # Freshness: 26 h for the snapshot streams, 2 h for the hourly ones. The broadcast report
+    # snapshot (daily, partitioned) has none today; it is not required here.
+    assert streams - {"datahub/broadcast_reports"} <= fresh <= streams
+    # Jobs select what their name says.
+    repository = defs.get_repository_def()
+    graph = defs.resolve_asset_graph()
+    for service in SERVICES:
+        for kind, partitioned in (("dimensions", False), ("daily", True)):
+            job = repository.get_job(f"{service}_{kind}")
+            selected = key_strings(job.asset_layer.selected_asset_keys)
+            expected = {
+                f"{service}/{name}"
+                for name in STREAMS[service]
+                if (f"{service}/{name}" in DAILY) == partitioned
+            }
+            assert selected == expected, job.name
+    all_daily = repository.get_job("all_daily").asset_layer.selected_asset_keys
+    assert key_strings(all_daily) == DAILY
+    all_dimensions = repository.get_job("all_dimensions").asset_layer.selected_asset_keys
+    assert key_strings(all_dimensions) == (streams - DAILY) | {"warehouse/views"}
+    assert graph.get(dg.AssetKey(["warehouse", "views"])).parent_keys == {
+        dg.AssetKey(key.split("/")) for key in streams
+    }
+
+
+def test_every_stream_asset_has_its_service_pool_kinds_group_and_partitions():
+    assert len(definitions.STREAM_ASSETS) == 17
+    for asset in definitions.STREAM_ASSETS:
+        service = asset.key.path[0]
+        name = asset.key.to_user_string()
+        spec = asset.specs_by_key[asset.key]
+        assert asset.node_def.pool == f"{service}_api", name
+        assert {"python", "parquet"} <= set(spec.kinds), name
+        assert spec.group_name == service, name
+        if name in DAILY:
+            assert asset.partitions_def == daily, name
+            assert asset.backfill_policy == dg.BackfillPolicy.single_run(), name
+        else:
+            assert asset.partitions_def is None, name
+    assert daily.timezone == "UTC"
+
+
+# -- through the webserver -----------------------------------------------------------------
+
+QUERY = """
+{
+  workspaceOrError {
+    __typename
+    ... on PythonError { message }
+    ... on Workspace {
+      locationEntries {
+        name
+        loadStatus
+        locationOrLoadError {
+          __typename
+          ... on PythonError { message }
+          ... on RepositoryLocation {
+            repositories {
+              name
+              jobs { name }
+              schedules { name }
+              sensors { name }
+              assetNodes {
+                assetKey { path }
+                groupName
+                assetChecksOrError {
+                  __typename
+                  ... on AssetChecks { checks { name } }
+                }
+              }
+              allTopLevelResourceDetails {
+                name
+                configuredValues { key value type }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _wait_until_loaded(url: str, server: subprocess.Popen, log: Path) -> dict:
+    """The GraphQL answer once the location has finished loading (or failed to)."""
+    deadline = time.monotonic() + STARTUP_SECONDS
+    while True:
+        if server.poll() is not None:
+            raise AssertionError(f"the webserver exited:\n{log.read_text()[-3000:]}")
+        try:
+            answer = httpx.post(f"{url}/graphql", json={"query": QUERY}, timeout=30)
+            if answer.status_code == 200:
+                workspace = answer.json()["data"]["workspaceOrError"]
+                entries = workspace.get("locationEntries", [])
+                if entries and all(e["loadStatus"] == "LOADED" for e in entries):
+                    return answer.json()
+        except httpx.TransportError:
+            pass
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the webserver did not load in time:\n{log.read_text()[-3000:]}")
+        time.sleep(0.25)
+
+
+def test_the_webserver_loads_workspace_yaml_with_everything(
+    frozen_sandbox, sync_env, tmp_path, monkeypatch
+):
+    # The environment a user of `make dev` has: every URL and key variable set.
+    sync_env(frozen_sandbox)
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))
+    (tmp_path / "dagster").mkdir()
+    port = _free_port()
+    log = tmp_path / "webserver.log"
+    with log.open("wb") as output:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "dagster_webserver", "-w", "workspace.yaml"]
+            + ["-p", str(port), "-h", "127.0.0.1"],
+            cwd=ROOT,
+            env=os.environ.copy(),
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its code server child stops with it (killpg below)
+        )
+    try:
+        answer = _wait_until_loaded(f"http://127.0.0.1:{port}", server, log)
+        info = httpx.get(f"http://127.0.0.1:{port}/server_info", timeout=10).json()
+    finally:
+        try:
+            os.killpg(server.pid, signal.SIGTERM)
+            server.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait(timeout=5)
+        except ProcessLookupError:
+            pass
+    assert info["dagster_version"] == dg.__version__
+    assert "errors" not in answer, answer.get("errors")
+    workspace = answer["data"]["workspaceOrError"]
+    assert workspace["__typename"] == "Workspace", workspace
+    (entry,) = workspace["locationEntries"]
+    assert entry["name"] == "pipelines.definitions"
+    location = entry["locationOrLoadError"]
+    assert location["__typename"] == "RepositoryLocation", location.get("message")
+    (repository,) = location["repositories"]
+    nodes = repository["assetNodes"]
+    for node in nodes:
+        assert node["assetChecksOrError"]["__typename"] == "AssetChecks", node
+    served = {
+        "assets": {"/".join(n["assetKey"]["path"]) for n in nodes},
+        "checks": {
+            f"{'/'.join(n['assetKey']['path'])}:{c['name']}"
+            for n in nodes
+            for c in n["assetChecksOrError"]["checks"]
+        },
+        "jobs": {j["name"] for j in repository["jobs"] if not j["name"].startswith("__")},
+        "schedules": {s["name"] for s in repository["schedules"]},
+        "sensors": {s["name"] for s in repository["sensors"]},
+    }
+    expected = defs_view()
+    assert served == expected
+    assert len(served["assets"]) == 18 and served["jobs"] == JOBS
+    assert served["schedules"] == SCHEDULES
+    assert {n["groupName"] for n in nodes} == {*SERVICES, "warehouse"}
+    # The UI shows each resource's configuration: keys appear as the variable that holds
+    # them, never as their value.
+    resources = {r["name"]: r for r in repository["allTopLevelResourceDetails"]}
+    assert {"lake", *SERVICES} <= set(resources)
+    shown = str(resources)
+    for variable in ("COMMENT_AUTOMATION_API_KEY", "CONVERSATION_API_KEY", "DATAHUB_API_KEY"):
+        assert os.environ[variable] not in shown, variable
+        assert f'{{"env": "{variable}"}}' in shown, variable
