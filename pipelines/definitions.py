@@ -11,7 +11,7 @@ from dagster._core.storage.tags import (
 
 from assets import comment, conversation, datahub
 from assets.landing import LakeResource
-from assets.partitions import daily, today
+from assets.partitions import today
 from pipelines.resources import build_resources
 from pipelines.settings import load_settings
 from pipelines.warehouse import Warehouse, WarehouseBusy
@@ -62,7 +62,6 @@ def _jobs() -> dict:
             dg.define_asset_job(
                 f"{service}_daily",
                 selection=dg.AssetSelection.assets(*_keys(module, partitioned=True)),
-                partitions_def=daily,
                 description=f"Day-partitioned streams of {service}; a range is one run.",
             )
         )
@@ -82,7 +81,6 @@ def _jobs() -> dict:
             selection=dg.AssetSelection.assets(
                 *(k for m in SERVICES.values() for k in _keys(m, partitioned=True))
             ),
-            partitions_def=daily,
             description="Every day-partitioned stream of every service.",
         )
     )

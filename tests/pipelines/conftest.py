@@ -119,14 +119,14 @@ def sync_env(tmp_path, monkeypatch) -> Callable[[LiveSandbox], dict]:
     def point(sandbox: LiveSandbox, pace: bool = False, sync_toml: str = "") -> dict:
         for name, value in sandbox.environment(tmp_path).items():
             monkeypatch.setenv(name, value)
-        options = (
-            ""
-            if pace
-            else "".join(
-                f"[service.{s}]\npace = false\n" for s in ("comment", "conversation", "datahub")
-            )
-        )
-        (tmp_path / "sync.toml").write_text(options + sync_toml)
+        if not pace:
+            for service in ("comment", "conversation", "datahub"):
+                header = f"[service.{service}]\n"
+                if header in sync_toml:
+                    sync_toml = sync_toml.replace(header, header + "pace = false\n")
+                else:
+                    sync_toml += header + "pace = false\n"
+        (tmp_path / "sync.toml").write_text(sync_toml)
         return build_resources(load_settings())
 
     return point

@@ -228,3 +228,19 @@ def test_account_token_warning_and_workspace_fields(frozen_sandbox, sync_env, st
     assert checks["tokens_not_expiring"].severity == dg.AssetCheckSeverity.WARN
     row = landed(resources, getattr(comment, stream.upper())).fetchall()
     assert row
+
+
+def test_a_platform_that_keeps_failing_reports_the_account_not_the_run(start_sandbox, sync_env):
+    """Every recent-posts call answers 502: retried, then each account is reported in the
+    metadata and the run (and the other streams) still succeed."""
+    sandbox = start_sandbox(faults=FaultSpec(posts_502=1.0))
+    resources = sync_env(sandbox, sync_toml="[service.comment]\nretry_attempts = 2\n")
+    result = materialize(resources, [comment.accounts, comment.posts])
+    assert result.success
+    posts = next(
+        e for e in result.get_asset_materialization_events() if e.asset_key == comment.posts.key
+    )
+    failed = posts.materialization.metadata["failed_accounts"].value
+    accounts = len(landed(resources, comment.ACCOUNTS))
+    assert len(failed) == accounts * 2  # posts and stories of every account
+    assert len(landed(resources, comment.POSTS)) == 0
