@@ -23,6 +23,9 @@ from pipelines.resources import build_resources
 from pipelines.settings import Settings, load_settings
 from pipelines.warehouse import Warehouse, WarehouseBusy
 
+#: The console log level of sync runs (SYNC_LOG_LEVEL: DEBUG, INFO, WARNING, ERROR).
+LOG_LEVEL = os.environ.get("SYNC_LOG_LEVEL", "INFO")
+
 
 @dataclass
 class SyncReport:
@@ -88,6 +91,9 @@ def _run(assets, resources, instance, report: SyncReport, label: str, tags=None)
         instance=instance,
         tags=tags,
         raise_on_error=False,
+        # Dagster's console logger speaks at DEBUG (every step event); scripts and cron want
+        # what each stream landed and what failed.
+        run_config={"loggers": {"console": {"config": {"log_level": LOG_LEVEL}}}},
     )
     for event in result.all_events:
         if event.is_step_failure:
