@@ -7,11 +7,12 @@ from datetime import date
 
 import duckdb
 
+from assets import push
 from pipelines import definitions
-from pipelines.lake import Lake
+from pipelines.catalog import refresh_warehouse
+from pipelines.resources import build_resources
 from pipelines.settings import load_settings
-from pipelines.sync import run_sync
-from pipelines.warehouse import Warehouse
+from pipelines.sync import LOG_LEVEL, dagster_instance, failure_reason, run_sync
 
 
 def row_counts(warehouse_path: str) -> list[tuple[str, int]]:
@@ -34,6 +35,34 @@ def print_counts(warehouse_path: str) -> None:
         print(f"{name:<{width}}  {rows:>10,}")
 
 
+def run_push_command(dry_run: bool, record_types: list[str]) -> int:
+    """The `push` job in this process; prints the plan's figures per record type."""
+    job = push.push_dry_run if dry_run else push.push
+    config = {"dry_run": dry_run, "record_types": record_types}
+    with dagster_instance() as instance:
+        result = job.execute_in_process(
+            run_config={
+                "ops": {"push_to_datahub": {"config": config}},
+                "loggers": {"console": {"config": {"log_level": LOG_LEVEL}}},
+            },
+            resources=build_resources(load_settings()),
+            instance=instance,
+            raise_on_error=False,
+        )
+    if not result.success:
+        for event in result.all_events:
+            if event.is_step_failure:
+                print(f"FAILED {event.step_key}: {failure_reason(event)}", file=sys.stderr)
+        return 1
+    figures = result.output_for_node("push_to_datahub")
+    columns = ["new", "changed", "unchanged", "stale", "rejected"] + ([] if dry_run else ["sent"])
+    print(f"\n{'record type':<18}" + "".join(f"{c:>10}" for c in columns))
+    for record_type, counts in figures.items():
+        print(f"{record_type:<18}" + "".join(f"{counts.get(c, 0):>10,}" for c in columns))
+    print("\nrejected rows, with the field and the reason: SELECT * FROM sync.rejected")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pipelines", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -46,14 +75,19 @@ def main(argv: list[str] | None = None) -> int:
     )
     sync.add_argument("--start", type=date.fromisoformat, help="first day, YYYY-MM-DD (UTC)")
     sync.add_argument("--end", type=date.fromisoformat, help="last day, YYYY-MM-DD (UTC)")
+    push = commands.add_parser("push", help="send what changed in the outbound views")
+    push.add_argument("--dry-run", action="store_true", help="plan and report; send nothing")
+    push.add_argument("--types", nargs="+", metavar="TYPE", help="record types (default all)")
     commands.add_parser("warehouse", help="rebuild the warehouse views from sql/")
     args = parser.parse_args(argv)
 
     settings = load_settings()
     if args.command == "warehouse":
-        Warehouse(settings.warehouse_path, Lake(settings.lake_root), definitions.STREAMS).refresh()
+        print(f"warehouse: {refresh_warehouse(settings.lake_root, settings.warehouse_path)}")
         print_counts(str(settings.warehouse_path))
         return 0
+    if args.command == "push":
+        return run_push_command(args.dry_run, args.types or [])
     if args.start and args.end and args.start > args.end:
         parser.error("--start is after --end")
     report = run_sync(args.streams, args.start, args.end, settings)

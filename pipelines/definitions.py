@@ -9,15 +9,15 @@ from dagster._core.storage.tags import (
     ASSET_PARTITION_RANGE_START_TAG,
 )
 
-from assets import comment, conversation, datahub
+from assets import comment, conversation, datahub, push
 from assets.landing import LakeResource
 from assets.partitions import today
+from pipelines.catalog import PULLED, refresh_warehouse
 from pipelines.resources import build_resources
 from pipelines.settings import load_settings
-from pipelines.warehouse import Warehouse, WarehouseBusy
 
 SERVICES = {"comment": comment, "conversation": conversation, "datahub": datahub}
-STREAMS = [stream for module in SERVICES.values() for stream in module.STREAMS]
+STREAMS = PULLED
 STREAM_ASSETS = [asset for module in SERVICES.values() for asset in module.ASSETS]
 #: Streams pulled every hour (issue 3: logs, stats and messages); the rest daily.
 HOURLY = {"trigger_logs", "daily_stats", "messages"}
@@ -35,13 +35,9 @@ HOURLY = {"trigger_logs", "daily_stats", "messages"}
     ),
 )
 def warehouse_views(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
-    warehouse = Warehouse(lake.warehouse_path, lake.lake(), STREAMS)
-    try:
-        rewritten = warehouse.refresh()
-    except WarehouseBusy as busy:
-        context.log.warning(str(busy))
-        return dg.MaterializeResult(metadata={"rewritten": False, "busy": str(busy)})
-    return dg.MaterializeResult(metadata={"rewritten": rewritten, "path": lake.warehouse_path})
+    outcome = refresh_warehouse(lake.lake_root, lake.warehouse_path)
+    context.log.info(f"warehouse: {outcome}")
+    return dg.MaterializeResult(metadata={"warehouse": outcome})
 
 
 def _keys(module, partitioned: bool) -> list[dg.AssetKey]:
@@ -144,7 +140,7 @@ defs = dg.Definitions(
         *(check for module in SERVICES.values() for check in module.CHECKS),
         *FRESHNESS_CHECKS,
     ],
-    jobs=list(JOBS.values()),
+    jobs=[*JOBS.values(), *push.JOBS],
     schedules=_schedules(),
     sensors=[
         dg.build_sensor_for_freshness_checks(

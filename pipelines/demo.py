@@ -1,4 +1,5 @@
-"""`make demo`: start a sandbox, run the full sync against it, and show the warehouse.
+"""`make demo`: start a sandbox, run the full sync against it, show the warehouse, then push
+a demo shop's records to the data hub, twice (the second run sends nothing).
 
 The sandbox runs frozen (its data stops at start), so the warehouse must equal its ground
 truth exactly; the table says so per relation. Two comment automation workspaces and both
@@ -13,6 +14,9 @@ from pathlib import Path
 import httpx
 
 from pipelines import definitions
+from pipelines.__main__ import run_push_command
+from pipelines.lake import Lake
+from pipelines.push.shop import generate_shop
 from pipelines.reconcile import reconcile
 from pipelines.sandbox_process import RATE_WINDOW_SECONDS, point_at_sandbox, running_sandbox
 from pipelines.settings import load_settings
@@ -35,6 +39,12 @@ def main() -> int:
         for step, message in report.failed.items():
             print(f"FAILED {step}: {message}", file=sys.stderr)
         truth = httpx.get(f"{base}/_sandbox/truth", timeout=60).json()
+        shop = generate_shop(Lake(settings.lake_root))
+        print(f"\ndemo shop (the brand's own system): {sum(shop.values()):,} rows in shop.*")
+        print("push: the outbound views (sql/outbound) to the data hub …")
+        pushed = run_push_command(dry_run=False, record_types=[])
+        print("push again: nothing changed, so nothing is sent …")
+        again = run_push_command(dry_run=False, record_types=[])
     rows = reconcile(str(settings.warehouse_path), definitions.STREAMS, truth)
     width = max(len(r.relation) for r in rows)
     print(f"\n{'relation':<{width}}  {'rows':>9}  {'truth':>9}")
@@ -49,7 +59,7 @@ def main() -> int:
         "read_only=True); print(con.sql('SELECT * FROM marts.activity_performance LIMIT 5'))\"\n"
         "Open the Dagster UI on the same setup: make dev"
     )
-    return 0 if report.ok and all(r.equal for r in rows) else 1
+    return 0 if report.ok and all(r.equal for r in rows) and pushed == again == 0 else 1
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -120,6 +121,12 @@ class Lake:
             out.extend(rows)
         return out.rows
 
+    def append(self, stream: Stream, rows: Iterable[dict], prefix: str) -> int:
+        """Add one more file to an append-only stream (the push ledger): each batch is its own
+        file, named by time so the files sort in the order they were written."""
+        name = f"{prefix}-{time.time_ns()}-{uuid.uuid4().hex[:8]}"
+        return self.write(stream, name, rows)
+
     def drop(self, stream: Stream, connection: str, day: date) -> None:
         self.path(stream, connection, day).unlink(missing_ok=True)
 
@@ -136,11 +143,11 @@ class Lake:
             )
         return f"read_parquet('{folder}/*.parquet', hive_partitioning = false)"
 
-    def query(self, sql: str) -> list[tuple]:
+    def query(self, sql: str, parameters: list | None = None) -> list[tuple]:
         """Run SQL over `relation()`s in a DuckDB of its own: the module-level default
         connection is shared by every thread of the process, and checks run side by side."""
         with duckdb.connect() as con:
-            return con.execute(sql).fetchall()
+            return con.execute(sql, parameters).fetchall()
 
     def read_metadata(self, path: Path) -> dict[str, str]:
         raw = pq.read_schema(path).metadata or {}

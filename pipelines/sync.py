@@ -18,10 +18,10 @@ from dagster._core.storage.tags import (
 
 from assets.partitions import today
 from pipelines import definitions
+from pipelines.catalog import refresh_warehouse
 from pipelines.lake import Lake, Stream
 from pipelines.resources import build_resources
 from pipelines.settings import Settings, load_settings
-from pipelines.warehouse import Warehouse, WarehouseBusy
 
 #: The console log level of sync runs (SYNC_LOG_LEVEL: DEBUG, INFO, WARNING, ERROR).
 LOG_LEVEL = os.environ.get("SYNC_LOG_LEVEL", "INFO")
@@ -63,7 +63,8 @@ def default_range(stream: Stream, lake: Lake, connections: list[str]) -> tuple[d
     return min([*missing, last - timedelta(days=1)]), last
 
 
-def _instance() -> dg.DagsterInstance:
+def dagster_instance() -> dg.DagsterInstance:
+    """The instance of DAGSTER_HOME when set (runs show in the UI), else a throwaway one."""
     return (
         dg.DagsterInstance.get()
         if os.environ.get("DAGSTER_HOME")
@@ -77,8 +78,9 @@ def _checks_of(assets: list[dg.AssetsDefinition]) -> list[dg.AssetChecksDefiniti
     return [c for c in checks if {k.asset_key for k in c.check_keys} & keys]
 
 
-def _reason(error) -> str:
-    """The innermost cause: Dagster wraps it in 'Error occurred while executing op …'."""
+def failure_reason(event: dg.DagsterEvent) -> str:
+    """A step failure's innermost cause: Dagster wraps it in 'Error occurred while …'."""
+    error = event.step_failure_data.error
     while error.cause is not None:
         error = error.cause
     return f"{error.cls_name}: {error.message.strip()}"
@@ -97,7 +99,7 @@ def _run(assets, resources, instance, report: SyncReport, label: str, tags=None)
     )
     for event in result.all_events:
         if event.is_step_failure:
-            report.failed[event.step_key] = _reason(event.step_failure_data.error)
+            report.failed[event.step_key] = failure_reason(event)
     if result.success:
         report.succeeded.append(label)
     elif not report.failed:
@@ -114,29 +116,27 @@ def run_sync(
     resources = build_resources(settings)
     lake = Lake(settings.lake_root)
     lake.sweep_temporary()
-    instance = _instance()
-    report = SyncReport()
-    chosen = select_streams(streams)
-    # Daily streams first: some snapshots are derived from them (conversation members are
-    # the members seen in messages).
-    chosen = [s for s in chosen if settings.connections[s.service]]
-    partitioned = [s for s in chosen if _asset_for(s).partitions_def is not None]
-    for stream in partitioned:
-        names = [c.name for c in settings.connections[stream.service]]
-        first, last = default_range(stream, lake, names)
-        first, last = start or first, end or last
-        report.ranges[stream.relation] = (first, last)
-        tags = {
-            ASSET_PARTITION_RANGE_START_TAG: first.isoformat(),
-            ASSET_PARTITION_RANGE_END_TAG: last.isoformat(),
-        }
-        _run([_asset_for(stream)], resources, instance, report, stream.relation, tags)
-    snapshots = [_asset_for(s) for s in chosen if s not in partitioned]
-    if snapshots:
-        _run(snapshots, resources, instance, report, "snapshots")
-    try:
-        Warehouse(settings.warehouse_path, lake, definitions.STREAMS).refresh()
-        report.warehouse = str(settings.warehouse_path)
-    except WarehouseBusy as busy:
-        report.warehouse = str(busy)
+    # Disposed at the end: an instance left to the garbage collector closes its SQLite
+    # connections from whatever thread collects it, which SQLite refuses noisily.
+    with dagster_instance() as instance:
+        report = SyncReport()
+        chosen = select_streams(streams)
+        # Daily streams first: some snapshots are derived from them (conversation members are
+        # the members seen in messages).
+        chosen = [s for s in chosen if settings.connections[s.service]]
+        partitioned = [s for s in chosen if _asset_for(s).partitions_def is not None]
+        for stream in partitioned:
+            names = [c.name for c in settings.connections[stream.service]]
+            first, last = default_range(stream, lake, names)
+            first, last = start or first, end or last
+            report.ranges[stream.relation] = (first, last)
+            tags = {
+                ASSET_PARTITION_RANGE_START_TAG: first.isoformat(),
+                ASSET_PARTITION_RANGE_END_TAG: last.isoformat(),
+            }
+            _run([_asset_for(stream)], resources, instance, report, stream.relation, tags)
+        snapshots = [_asset_for(s) for s in chosen if s not in partitioned]
+        if snapshots:
+            _run(snapshots, resources, instance, report, "snapshots")
+    report.warehouse = refresh_warehouse(settings.lake_root, settings.warehouse_path)
     return report

@@ -23,8 +23,9 @@ import pyarrow as pa
 from pipelines.lake import Lake, Stream
 
 SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
-#: Schemas in the order they are built; `marts` reads the others.
-SCHEMAS = ("comment", "conversation", "datahub", "sync", "marts")
+#: Schemas in the order they are built: `outbound` reads the services' and `shop`, `marts`
+#: reads them all.
+SCHEMAS = ("comment", "conversation", "datahub", "shop", "sync", "outbound", "marts")
 SOURCE = re.compile(r"\{\{\s*source\('(\w+)',\s*'(\w+)'\)\s*\}\}")
 
 

@@ -30,6 +30,28 @@ PATHS: dict[str, str] = {
     "download_member_export": "/v1/members/export/{task_id}/file",
     "update_channel_contact_profile": "/v1/contacts/profile",
     "import_members": "/v1/members/import",
+    "submit_behavior_event": "/v1/events/behavior",
+    "submit_coupon_record": "/v1/records/coupon",
+    "submit_order_record": "/v1/records/order",
+    "submit_order_fulfillment_record": "/v1/records/order-fulfillment",
+    "submit_membership_tier_record": "/v1/records/membership-tier",
+    "submit_point_record": "/v1/records/point",
+    "submit_reservation_record": "/v1/records/reservation",
+}
+#: The operation that submits each pushed record type (spec section 4).
+SUBMIT_OPERATIONS = {
+    "behavior_event": "submit_behavior_event",
+    **{
+        kind: f"submit_{kind}_record"
+        for kind in (
+            "coupon",
+            "order",
+            "order_fulfillment",
+            "membership_tier",
+            "point",
+            "reservation",
+        )
+    },
 }
 #: Spec section 8: a report's date range spans at most 60 days, both ends included.
 REPORT_MAX_DAYS = 60
@@ -149,6 +171,32 @@ class DataHubClient:
             deadline_seconds=deadline_seconds,
             describe=lambda state: f"{what}: task {state.id} (status {state.status!r})",
         )
+
+    # -- push --------------------------------------------------------------------------------
+
+    def submit(self, record_type: str, body: dict) -> str:
+        """Submit one commerce record or behavior event; its `event_id`. Resending a version
+        is harmless (the latest timestamp wins), so a lost answer is retried."""
+        path = self._path(SUBMIT_OPERATIONS[record_type])
+        return self.transport.request_json("POST", path, json_body=body)["event_id"]
+
+    def update_channel_contact_profile(self, body: dict) -> list[str]:
+        """A partial profile update, paced to 6,000 per minute (spec section 8)."""
+        path = self._path("update_channel_contact_profile")
+        answer = self.transport.request_json("PATCH", path, json_body=body, bucket="profile_update")
+        return answer["updated_fields"]
+
+    def import_members(self, import_key: str, data: list[dict]) -> Task:
+        """Start an import of at most 10,000 rows, paced to 15 per minute (spec section 8).
+        Not retried once sent: a lost answer could mean a second import."""
+        answer = self.transport.request_json(
+            "POST",
+            self._path("import_members"),
+            json_body={"import_key": import_key, "data": data},
+            bucket="import",
+            idempotent=False,
+        )
+        return Task.model_validate(answer)
 
     def download_member_export(self, task_id: int, consume: Callable[[Iterator[bytes]], T]) -> T:
         """Stream the export file into `consume`; a cut stream runs `consume` again from the

@@ -1,0 +1,135 @@
+"""The push ledger (`sync.pushed`) and the rejected rows (`sync.rejected`), both in the lake.
+
+The ledger is append-only: each accepted batch is one more Parquet file, written before the
+next batch goes, so a run killed half-way resumes from what the service has already accepted.
+Rejections are a snapshot per record type, replaced each run; a rejection seen before keeps
+its `first_seen`.
+"""
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipelines.lake import Lake, Stream
+
+TIMESTAMP = pa.timestamp("us", tz="UTC")
+
+PUSHED = Stream(
+    "sync",
+    "pushed",
+    pa.schema(
+        [
+            ("record_type", pa.string()),
+            ("key", pa.string()),
+            ("timestamp", TIMESTAMP),  # the record's own, for latest-timestamp-wins
+            ("content_hash", pa.string()),
+            ("content", pa.string()),  # the body sent, JSON (profile diffs read it back)
+            ("state", pa.string()),  # accepted; imports: submitted, then accepted or failed
+            ("event_id", pa.string()),
+            ("task_id", pa.int64()),
+            ("updated_contact_size", pa.int64()),
+            ("connection", pa.string()),
+            ("pushed_at", TIMESTAMP),
+        ]
+    ),
+    key=("record_type", "key", "pushed_at"),
+)
+
+REJECTED = Stream(
+    "sync",
+    "rejected",
+    pa.schema(
+        [
+            ("record_type", pa.string()),
+            ("key", pa.string()),
+            ("field", pa.string()),
+            ("reason", pa.string()),
+            ("source", pa.string()),  # validation, conflict, or service (refused when sent)
+            ("row", pa.string()),  # the row as JSON
+            ("first_seen", TIMESTAMP),
+            ("last_seen", TIMESTAMP),
+        ]
+    ),
+    key=("record_type", "key", "field", "reason", "row"),
+)
+STREAMS = [PUSHED, REJECTED]
+
+
+@dataclass(frozen=True)
+class Entry:
+    """The latest ledger state of one key."""
+
+    timestamp: datetime | None
+    content_hash: str
+    content: str
+    state: str
+    task_id: int | None
+    connection: str
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+def as_json(value: object) -> str:
+    return json.dumps(value, sort_keys=True, default=str, ensure_ascii=False)
+
+
+class Ledger:
+    def __init__(self, lake: Lake) -> None:
+        self.lake = lake
+
+    def latest(self, record_type: str) -> dict[str, Entry]:
+        """Each key's latest entry (by write time) of one record type."""
+        relation = self.lake.relation(PUSHED)
+        if relation is None:
+            return {}
+        rows = self.lake.query(
+            f"""
+            SELECT key, arg_max(
+                (timestamp, content_hash, content, state, task_id, connection), pushed_at
+            )
+            FROM {relation}
+            WHERE record_type = ?
+            GROUP BY key
+            """,
+            [record_type],
+        )
+        return {key: Entry(*latest) for key, latest in rows}
+
+    def record(self, record_type: str, entries: Iterable[dict]) -> int:
+        """Append one batch of entries (each with key, content_hash, content, state, ...)."""
+        stamped = now()
+        rows = [
+            dict.fromkeys(PUSHED.schema.names)
+            | entry
+            | {"record_type": record_type, "pushed_at": stamped}
+            for entry in entries
+        ]
+        if not rows:
+            return 0
+        return self.lake.append(PUSHED, rows, prefix=record_type.replace("_", "-"))
+
+    def reject(self, record_type: str, rejections: list[dict]) -> None:
+        """Replace the record type's rejections; a rejection seen before keeps first_seen."""
+        seen_before: dict[tuple, datetime] = {}
+        path = self.lake.path(REJECTED, record_type)
+        if path.exists():
+            for row in pq.read_table(path).to_pylist():
+                seen_before[_identity(row)] = row["first_seen"]
+        stamped = now()
+        rows = [
+            r
+            | {"record_type": record_type, "last_seen": stamped}
+            | {"first_seen": seen_before.get(_identity(r), stamped)}
+            for r in rejections
+        ]
+        self.lake.write(REJECTED, record_type, rows)
+
+
+def _identity(row: dict) -> tuple:
+    return row["key"], row["field"], row["reason"], row["row"]

@@ -1,0 +1,109 @@
+"""One push run, shared by `python -m pipelines push` and the Dagster jobs: refresh the
+outbound views, resume imports a killed run left polling, then per record type plan and (not
+in a dry run) send, keeping every rejected row with its reason."""
+
+import json
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+
+import duckdb
+
+from assets.datahub import CUSTOM_FIELDS
+from assets.landing import LakeResource
+from pipelines.catalog import refresh_warehouse
+from pipelines.clients.datahub import DataHub, DataHubClient
+from pipelines.push import imports
+from pipelines.push.ledger import Ledger
+from pipelines.push.plan import OUTBOUND, make_plan
+from pipelines.push.send import send_plan
+from pipelines.transport import CallStats
+
+#: Imports first (they create contacts that profile updates and records may name), then
+#: profiles, records, events.
+ORDER = (
+    "member_import",
+    "contact_profile",
+    "coupon",
+    "order",
+    "order_fulfillment",
+    "membership_tier",
+    "point",
+    "reservation",
+    "behavior_event",
+)
+#: How long one import task may take before the run stops waiting (it resumes next run).
+IMPORT_DEADLINE_SECONDS = 30 * 60
+
+
+@dataclass
+class PushReport:
+    dry_run: bool
+    figures: dict[str, dict[str, int]] = field(default_factory=dict)
+    stats: CallStats = field(default_factory=CallStats)
+
+
+def outbound_rows(warehouse_path: str, view: str) -> list[dict]:
+    """The rows of `outbound.<view>`, read as an analyst would (read-only)."""
+    with duckdb.connect(warehouse_path, read_only=True) as con:
+        cursor = con.execute(f"SELECT * FROM outbound.{view}")
+        columns = [column[0] for column in cursor.description]
+        return [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
+
+
+def custom_field_definitions(lake: LakeResource) -> dict[str, list[dict]]:
+    """Each connection's pulled custom field definitions (datahub.custom_fields), against
+    which profile updates are checked."""
+    relation = lake.lake().relation(CUSTOM_FIELDS)
+    by_connection: dict[str, list[dict]] = {}
+    if relation is None:
+        return by_connection
+    for (row,) in lake.lake().query(f"SELECT to_json(t) FROM {relation} AS t"):
+        definition = json.loads(row)
+        by_connection.setdefault(definition["connection"], []).append(definition)
+    return by_connection
+
+
+@contextmanager
+def clients_of(datahub: DataHub, stats: CallStats) -> Iterator[dict[str, DataHubClient]]:
+    with ExitStack() as stack:
+        yield {
+            c.name: datahub.client(stack.enter_context(datahub.transport(c, stats)))
+            for c in datahub.connections
+        }
+
+
+def run_push(
+    lake: LakeResource,
+    datahub: DataHub,
+    dry_run: bool = False,
+    record_types: list[str] | None = None,
+    log=print,
+) -> PushReport:
+    log(f"warehouse: {refresh_warehouse(lake.lake_root, lake.warehouse_path)}")
+    ledger = Ledger(lake.lake())
+    report = PushReport(dry_run)
+    definitions = custom_field_definitions(lake)
+    with clients_of(datahub, report.stats) as clients:
+        if not dry_run:
+            resumed = imports.resume_imports(clients, ledger, IMPORT_DEADLINE_SECONDS)
+            if resumed:
+                log(f"member imports: resumed {resumed} task(s) a previous run left polling")
+        for record_type in record_types or ORDER:
+            outbound = OUTBOUND[record_type]
+            rows = outbound_rows(lake.warehouse_path, outbound.view)
+            accepted = ledger.latest(record_type)
+            plan = make_plan(record_type, rows, accepted, definitions)
+            figures = plan.figures()
+            rejections = plan.rejections
+            if not dry_run:
+                if record_type == "member_import":
+                    sent = imports.send_imports(plan, clients, ledger, IMPORT_DEADLINE_SECONDS)
+                else:
+                    sent = send_plan(plan, clients, ledger)
+                rejections = rejections + sent.rejections
+                figures |= {"sent": sent.accepted, "refused": sent.refused}
+            ledger.reject(record_type, rejections)
+            report.figures[record_type] = figures
+            log(f"{record_type}: " + ", ".join(f"{k} {v}" for k, v in figures.items()))
+    return report
