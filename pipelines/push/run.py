@@ -106,4 +106,6 @@ def run_push(
             ledger.reject(record_type, rejections)
             report.figures[record_type] = figures
             log(f"{record_type}: " + ", ".join(f"{k} {v}" for k, v in figures.items()))
+    # The ledger and the rejections may have their first files now: their views follow.
+    refresh_warehouse(lake.lake_root, lake.warehouse_path)
     return report

@@ -1,0 +1,214 @@
+"""The push against the sandbox's ground truth: newest version wins, nothing lost, nothing
+sent twice, every refusal kept with its reason."""
+
+import threading
+from collections import defaultdict
+
+import dagster as dg
+import httpx
+import pyarrow.parquet as pq
+
+from assets import datahub, push
+from pipelines.clients.datahub import DataHubClient
+from pipelines.lake import Lake
+from pipelines.push.plan import OUTBOUND, content_hash, row_key
+from pipelines.push.run import outbound_rows
+from pipelines.push.shop import SHOP_STREAMS, generate_shop
+from pipelines.push.validation import validate_record
+from sandbox.faults import FaultSpec
+
+RECORDS = ("coupon", "order", "order_fulfillment", "membership_tier", "point", "reservation")
+
+
+def pushable(sandbox, sync_env, customers: int = 300, **env) -> dict:
+    """A lake with the data hub pulled (members, custom fields) and the demo shop written."""
+    resources = sync_env(sandbox, **env)
+    with dg.DagsterInstance.ephemeral() as instance:
+        dg.materialize(
+            [datahub.custom_fields, datahub.members], resources=resources, instance=instance
+        )
+    generate_shop(resources["lake"].lake(), customers=customers)
+    return resources
+
+
+def run_push(resources, dry_run=False, record_types=(), check=True):
+    job = push.push_dry_run if dry_run else push.push
+    config = {"dry_run": dry_run, "record_types": list(record_types)}
+    with dg.DagsterInstance.ephemeral() as instance:
+        result = job.execute_in_process(
+            run_config={"ops": {"push_to_datahub": {"config": config}}},
+            resources=resources,
+            instance=instance,
+            raise_on_error=check,
+        )
+    return result.output_for_node("push_to_datahub") if result.success else result
+
+
+def currents(sandbox, record_type: str) -> dict[str, dict]:
+    answer = httpx.get(f"{sandbox.url}/_sandbox/datahub/default/records/{record_type}")
+    return {entry["key"]: entry for entry in answer.json()}
+
+
+def newest_valid_versions(resources, record_type: str) -> dict[str, dict]:
+    """What the sandbox must hold per key: the newest valid version, unless two valid
+    versions share the newest timestamp with different content (a conflict: not sent)."""
+    versions = defaultdict(list)
+    rows = outbound_rows(resources["lake"].warehouse_path, OUTBOUND[record_type].view)
+    for row in rows:
+        body, problems = validate_record(record_type, row)
+        if not problems:
+            versions[row_key(record_type, row)].append(body)
+    expected = {}
+    for key, bodies in versions.items():
+        newest = max(b["timestamp"] for b in bodies)
+        at_newest = {content_hash(b) for b in bodies if b["timestamp"] == newest}
+        if len(at_newest) == 1:
+            expected[key] = next(b for b in bodies if b["timestamp"] == newest)
+    return expected
+
+
+def test_each_key_holds_its_newest_version_sent_once(start_sandbox, sync_env):
+    sandbox = start_sandbox()
+    resources = pushable(sandbox, sync_env)
+    figures = run_push(resources)
+    for record_type in RECORDS:
+        expected = newest_valid_versions(resources, record_type)
+        held = currents(sandbox, record_type)
+        assert set(held) == set(expected), record_type
+        for key, body in expected.items():
+            assert held[key]["current"]["timestamp"] == body["timestamp"], (record_type, key)
+            assert held[key]["submissions"] == 1, (record_type, key)
+        assert figures[record_type]["sent"] == len(expected)
+        assert figures[record_type]["rejected"] > 0  # the planted invalid rows and conflict
+
+
+def test_an_older_version_arriving_later_is_stale_and_never_sent(start_sandbox, sync_env):
+    """The source now shows only an older version of an accepted order (a replica behind,
+    a late event): it is counted stale, not sent, and the service keeps the newer one."""
+    sandbox = start_sandbox()
+    resources = pushable(sandbox, sync_env)
+    run_push(resources, record_types=["order"])
+    lake: Lake = resources["lake"].lake()
+    orders = next(s for s in SHOP_STREAMS if s.name == "orders")
+    table = pq.read_table(lake.path(orders, "shop")).to_pylist()
+    held = currents(sandbox, "order")
+    key = next(iter(held))
+    versions = [r for r in table if r["id"] == key]
+    older = dict(versions[0], timestamp=min(r["timestamp"] for r in versions).replace(year=2020))
+    lake.write(orders, "shop", [r for r in table if r["id"] != key] + [older])
+    figures = run_push(resources, record_types=["order"])
+    assert figures["order"]["stale"] == 1
+    assert figures["order"]["sent"] == 0
+    assert currents(sandbox, "order")[key] == held[key]
+
+
+def test_killed_half_way_and_run_again_every_row_is_accepted_once(
+    start_sandbox, sync_env, monkeypatch
+):
+    sandbox = start_sandbox()
+    resources = pushable(sandbox, sync_env)
+    original = DataHubClient.submit
+    calls = {"n": 0}
+    lock = threading.Lock()
+
+    def crashing(self, record_type, body):
+        with lock:
+            calls["n"] += 1
+            if calls["n"] > 700:
+                raise RuntimeError("the process died here")
+        return original(self, record_type, body)
+
+    monkeypatch.setattr(DataHubClient, "submit", crashing)
+    failed = run_push(resources, record_types=list(RECORDS), check=False)
+    assert not failed.success
+    monkeypatch.setattr(DataHubClient, "submit", original)
+    figures = run_push(resources, record_types=list(RECORDS))
+    assert sum(f["unchanged"] for f in figures.values()) > 0  # the first run's work counted
+    for record_type in RECORDS:
+        expected = newest_valid_versions(resources, record_type)
+        held = currents(sandbox, record_type)
+        assert set(held) == set(expected), record_type
+        assert all(held[k]["submissions"] == 1 for k in expected), record_type
+
+
+def test_429s_with_retry_after_still_land_every_row_once_under_the_limit(start_sandbox, sync_env):
+    sandbox = start_sandbox(rate_limits=True, rate_window_seconds=5)
+    resources = pushable(
+        sandbox, sync_env, pace=True, sync_toml="[service.datahub]\nrate_window_seconds = 5\n"
+    )
+    sandbox.app.sandbox.faults.spec = FaultSpec(rate=0.05, retry_after=1)
+    figures = run_push(resources, record_types=["contact_profile", "coupon"])
+    assert sandbox.app.sandbox.faults.injected.get("rate", 0) > 0
+    assert sandbox.app.sandbox.limiter.refused == 0  # the profile-update limit itself
+    expected = newest_valid_versions(resources, "coupon")
+    held = currents(sandbox, "coupon")
+    assert set(held) == set(expected)
+    assert all(held[k]["submissions"] == 1 for k in expected)
+    updates = httpx.get(f"{sandbox.url}/_sandbox/datahub/default/profile-updates").json()
+    assert updates["accepted"] == figures["contact_profile"]["sent"] > 0
+
+
+def test_invalid_rows_of_every_kind_are_kept_with_their_field(start_sandbox, sync_env):
+    sandbox = start_sandbox()
+    resources = pushable(sandbox, sync_env)
+    figures = run_push(resources)
+    import duckdb
+
+    with duckdb.connect(resources["lake"].warehouse_path, read_only=True) as con:
+        rejected = con.execute("SELECT record_type, field, source FROM sync.rejected").fetchall()
+    fields = {(t, f) for t, f, s in rejected if s == "validation"}
+    for planted in [
+        ("order", "currency"),
+        ("order", "items"),
+        ("order", "items.0.price"),
+        ("coupon", "url"),
+        ("reservation", "end_at"),
+        ("behavior_event", "params.page_title"),
+        ("contact_profile", "data.display_mobile"),
+    ]:
+        assert planted in fields
+    conflicts = {t for t, f, s in rejected if s == "conflict"}
+    assert conflicts == set(RECORDS)
+    for record_type in RECORDS:
+        assert figures[record_type]["sent"] == len(newest_valid_versions(resources, record_type))
+
+
+def test_25000_import_rows_go_as_3_requests_and_a_restart_does_not_resend(
+    start_sandbox, sync_env, monkeypatch
+):
+    sandbox = start_sandbox(rate_limits=True)  # imports: 15 per minute, for real
+    resources = pushable(sandbox, sync_env, customers=25_000 + 240)
+    original = DataHubClient.import_members
+    started = []
+
+    def dying_after_two(self, import_key, data):
+        if len(started) == 2:
+            raise RuntimeError("the process died here")
+        started.append(len(data))
+        return original(self, import_key, data)
+
+    monkeypatch.setattr(DataHubClient, "import_members", dying_after_two)
+    assert not run_push(resources, record_types=["member_import"], check=False).success
+    monkeypatch.setattr(DataHubClient, "import_members", original)
+    figures = run_push(resources, record_types=["member_import"])
+    tasks = httpx.get(f"{sandbox.url}/_sandbox/datahub/default/imports").json()
+    rows = len(outbound_rows(resources["lake"].warehouse_path, "member_imports"))
+    assert rows > 20_000
+    assert len(tasks) == 3 and all(task["status"] == "success" for task in tasks)
+    assert started == [10_000, 10_000]
+    assert figures["member_import"]["unchanged"] == 20_000
+    assert figures["member_import"]["sent"] == rows - 20_000
+    assert sandbox.app.sandbox.limiter.refused == 0
+
+
+def test_a_dry_run_sends_nothing_and_predicts_the_real_run(start_sandbox, sync_env):
+    sandbox = start_sandbox()
+    resources = pushable(sandbox, sync_env)
+    planned = run_push(resources, dry_run=True)
+    assert all(currents(sandbox, t) == {} for t in RECORDS)
+    assert httpx.get(f"{sandbox.url}/_sandbox/datahub/default/imports").json() == []
+    done = run_push(resources)
+    for record_type, figures in planned.items():
+        real = done[record_type]
+        assert {k: real[k] for k in figures} == figures, record_type
+        assert real["sent"] == figures["new"] + figures["changed"], record_type
