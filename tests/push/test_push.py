@@ -5,12 +5,14 @@ import threading
 from collections import defaultdict
 
 import dagster as dg
+import duckdb
 import httpx
 import pyarrow.parquet as pq
 
 from assets import datahub, push
 from pipelines.clients.datahub import DataHubClient
 from pipelines.lake import Lake
+from pipelines.push.ledger import PUSHED, Ledger
 from pipelines.push.plan import OUTBOUND, content_hash, row_key
 from pipelines.push.run import outbound_rows
 from pipelines.push.shop import SHOP_STREAMS, generate_shop
@@ -152,8 +154,6 @@ def test_invalid_rows_of_every_kind_are_kept_with_their_field(start_sandbox, syn
     sandbox = start_sandbox()
     resources = pushable(sandbox, sync_env)
     figures = run_push(resources)
-    import duckdb
-
     with duckdb.connect(resources["lake"].warehouse_path, read_only=True) as con:
         rejected = con.execute("SELECT record_type, field, source FROM sync.rejected").fetchall()
     fields = {(t, f) for t, f, s in rejected if s == "validation"}
@@ -212,3 +212,64 @@ def test_a_dry_run_sends_nothing_and_predicts_the_real_run(start_sandbox, sync_e
         real = done[record_type]
         assert {k: real[k] for k in figures} == figures, record_type
         assert real["sent"] == figures["new"] + figures["changed"], record_type
+
+
+#: A contact whose latest shop change was valid, so its profile was accepted.
+PUSHED_CONTACT = r"""
+SELECT changes.customer_id
+FROM shop.contact_changes AS changes
+JOIN shop.customers USING (customer_id)
+JOIN datahub.members ON members.customer_id = changes.customer_id
+    AND members.connection = 'default'
+WHERE customers.external_channel_id IS NOT NULL
+QUALIFY row_number() OVER (PARTITION BY changes.customer_id ORDER BY changed_at DESC) = 1
+    AND regexp_full_match(changes.display_mobile, '\+[1-9][0-9]{7,14}')
+ORDER BY changes.customer_id
+LIMIT 1
+"""
+
+
+def test_a_profile_update_sends_only_what_changed(start_sandbox, sync_env, monkeypatch):
+    sandbox = start_sandbox()
+    resources = pushable(sandbox, sync_env)
+    run_push(resources, record_types=["contact_profile"])
+    lake: Lake = resources["lake"].lake()
+    changes = next(s for s in SHOP_STREAMS if s.name == "contact_changes")
+    table = pq.read_table(lake.path(changes, "shop")).to_pylist()
+    with duckdb.connect(resources["lake"].warehouse_path, read_only=True) as con:
+        [(customer,)] = con.execute(PUSHED_CONTACT).fetchall()
+    latest = max((r for r in table if r["customer_id"] == customer), key=lambda r: r["changed_at"])
+    table.append(dict(latest, changed_at=latest["changed_at"].replace(year=2030), city="Kaohsiung"))
+    lake.write(changes, "shop", table)
+    sent = []
+    original = DataHubClient.update_channel_contact_profile
+
+    def capture(self, body):
+        sent.append(body)
+        return original(self, body)
+
+    monkeypatch.setattr(DataHubClient, "update_channel_contact_profile", capture)
+    figures = run_push(resources, record_types=["contact_profile"])
+    assert figures["contact_profile"]["changed"] == 1 and figures["contact_profile"]["sent"] == 1
+    assert [body["data"] for body in sent] == [{"city": "Kaohsiung"}]
+
+
+def test_a_failed_import_task_is_retried_and_its_size_recorded(start_sandbox, sync_env):
+    sandbox = start_sandbox()
+    resources = pushable(sandbox, sync_env)
+    httpx.post(f"{sandbox.url}/_sandbox/datahub/default/imports/fail-next").raise_for_status()
+    figures = run_push(resources, record_types=["member_import"])
+    tasks = httpx.get(f"{sandbox.url}/_sandbox/datahub/default/imports").json()
+    assert [task["status"] for task in tasks] == ["failed", "success"]
+    assert figures["member_import"]["sent"] == figures["member_import"]["new"] > 0
+    ledger = Ledger(resources["lake"].lake()).latest("member_import")
+    assert {entry.state for entry in ledger.values()} == {"accepted"}
+    sizes = lake_query(
+        resources, "SELECT DISTINCT updated_contact_size FROM {pushed} WHERE state = 'accepted'"
+    )
+    assert sizes == [(tasks[1]["updated_contact_size"],)]
+
+
+def lake_query(resources, sql: str) -> list[tuple]:
+    lake = resources["lake"].lake()
+    return lake.query(sql.format(pushed=lake.relation(PUSHED)))
