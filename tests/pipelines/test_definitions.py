@@ -38,6 +38,8 @@ JOBS = {
     *(f"{service}_{kind}" for service in SERVICES for kind in ("dimensions", "daily")),
     "all_dimensions",
     "all_daily",
+    "push",
+    "push_dry_run",
 }
 SCHEDULES = {
     "comment_daily_hourly",
