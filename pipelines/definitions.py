@@ -9,7 +9,7 @@ from dagster._core.storage.tags import (
     ASSET_PARTITION_RANGE_START_TAG,
 )
 
-from assets import comment, conversation, datahub, push
+from assets import comment, conversation, datahub, push, webhooks
 from assets.landing import LakeResource
 from assets.partitions import today
 from pipelines.catalog import PULLED, refresh_warehouse
@@ -135,17 +135,18 @@ def _freshness_checks() -> list[dg.AssetChecksDefinition]:
 FRESHNESS_CHECKS = _freshness_checks()
 
 defs = dg.Definitions(
-    assets=[*STREAM_ASSETS, warehouse_views],
+    assets=[*STREAM_ASSETS, warehouse_views, *webhooks.ASSETS],
     asset_checks=[
         *(check for module in SERVICES.values() for check in module.CHECKS),
         *FRESHNESS_CHECKS,
     ],
-    jobs=[*JOBS.values(), *push.JOBS],
+    jobs=[*JOBS.values(), *push.JOBS, *webhooks.JOBS],
     schedules=_schedules(),
     sensors=[
         dg.build_sensor_for_freshness_checks(
             freshness_checks=FRESHNESS_CHECKS, name="freshness_checks_sensor"
-        )
+        ),
+        *webhooks.SENSORS,
     ],
     resources=build_resources(load_settings()),
 )

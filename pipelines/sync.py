@@ -16,6 +16,7 @@ from dagster._core.storage.tags import (
     ASSET_PARTITION_RANGE_START_TAG,
 )
 
+from assets import webhooks
 from assets.partitions import today
 from pipelines import definitions
 from pipelines.catalog import refresh_warehouse
@@ -138,5 +139,7 @@ def run_sync(
         snapshots = [_asset_for(s) for s in chosen if s not in partitioned]
         if snapshots:
             _run(snapshots, resources, instance, report, "snapshots")
+        if not streams:  # a full sync also lands the webhook events the receiver stored
+            _run(webhooks.ASSETS, resources, instance, report, "datahub.webhook_events")
     report.warehouse = refresh_warehouse(settings.lake_root, settings.warehouse_path)
     return report

@@ -32,6 +32,7 @@ from assets.datahub import (
 )
 from assets.landing import LakeResource
 from assets.partitions import today
+from pipelines.catalog import WAREHOUSE_STREAMS
 from pipelines.clients.datahub import Broadcast, DataHub
 from pipelines.jobs import JobDeadlineExceeded
 from pipelines.lake import Lake
@@ -71,7 +72,7 @@ def warehouse(resources: dict, tmp_path: Path) -> duckdb.DuckDBPyConnection:
     shutil.copytree(SQL_DIR / "datahub", sql / "datahub", dirs_exist_ok=True)
     lake = resources["lake"]
     path = Path(lake.warehouse_path)
-    Warehouse(path, lake.lake(), STREAMS, sql_dir=sql).refresh()
+    Warehouse(path, lake.lake(), WAREHOUSE_STREAMS, sql_dir=sql).refresh()
     return duckdb.connect(str(path), read_only=True)
 
 

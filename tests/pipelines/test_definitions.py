@@ -40,6 +40,7 @@ JOBS = {
     "all_daily",
     "push",
     "push_dry_run",
+    "datahub_webhooks",
 }
 SCHEDULES = {
     "comment_daily_hourly",
@@ -80,10 +81,10 @@ def test_the_definitions_load_with_every_stream_check_job_and_schedule():
     view = defs_view()
     streams = {f"{service}/{name}" for service, names in STREAMS.items() for name in names}
     assert len(streams) == 17
-    assert view["assets"] == streams | {"warehouse/views"}
+    assert view["assets"] == streams | {"warehouse/views", "datahub/webhook_events"}
     assert view["jobs"] == JOBS
     assert view["schedules"] == SCHEDULES
-    assert view["sensors"] == {"freshness_checks_sensor"}
+    assert view["sensors"] == {"freshness_checks_sensor", "datahub_webhooks_sensor"}
     # issue 3, Checks: ids unique on every stream; the reconciliations of the streams that
     # have a total to reconcile against; token expiry; freshness.
     assert {f"{stream}:ids_unique" for stream in streams} <= view["checks"]
@@ -261,7 +262,7 @@ def test_the_webserver_loads_workspace_yaml_with_everything(
     }
     expected = defs_view()
     assert served == expected
-    assert len(served["assets"]) == 18 and served["jobs"] == JOBS
+    assert len(served["assets"]) == 19 and served["jobs"] == JOBS
     assert served["schedules"] == SCHEDULES
     assert {n["groupName"] for n in nodes} == {*SERVICES, "warehouse"}
     # The UI shows each resource's configuration: keys appear as the variable that holds

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ValidationError
 
 from assets.datahub import MEMBERS
 from assets.partitions import today
-from pipelines.definitions import STREAMS
+from pipelines.catalog import WAREHOUSE_STREAMS
 from pipelines.lake import Lake, Stream
 from pipelines.push.shop import (
     BEHAVIOR_EVENTS,
@@ -111,11 +111,10 @@ def shop(tmp_path_factory, members) -> Lake:
 
 @pytest.fixture(scope="module")
 def warehouse(tmp_path_factory, shop) -> Iterator[duckdb.DuckDBPyConnection]:
-    # `sync` reads the push's own streams, which are not this test's.
     sql = tmp_path_factory.mktemp("sql") / "sql"
-    shutil.copytree(SQL_DIR, sql, ignore=shutil.ignore_patterns("sync"))
+    shutil.copytree(SQL_DIR, sql)
     path = sql.parent / "warehouse.duckdb"
-    Warehouse(path, shop, [*STREAMS, *SHOP_STREAMS], sql).refresh()
+    Warehouse(path, shop, WAREHOUSE_STREAMS, sql).refresh()
     with duckdb.connect(str(path), read_only=True) as con:
         yield con
 

@@ -1,0 +1,78 @@
+"""The data hub's webhook events in the lake: the asset that compacts the receiver's inbox
+into `datahub.webhook_events`, and the sensor that runs it when the inbox holds events the
+lake lacks (ARCHITECTURE.md, "Webhook receiver"). `python -m pipelines sync` runs it too."""
+
+# No `from __future__ import annotations`: Dagster reads the context and resource annotations.
+import dagster as dg
+
+from assets.landing import LakeResource
+from pipelines.catalog import refresh_warehouse
+from pipelines.webhooks.compaction import WEBHOOK_EVENTS, compact, stale_days
+from pipelines.webhooks.inbox import Inbox, inbox_path
+
+
+@dg.asset(
+    key=[WEBHOOK_EVENTS.service, WEBHOOK_EVENTS.name],
+    group_name=WEBHOOK_EVENTS.service,
+    kinds={"python", "parquet", "sqlite"},
+    description=(
+        "Every webhook event the receiver accepted, once each, by the UTC day of its "
+        "`timestamp`: days holding events the lake lacks are rewritten whole from the inbox "
+        "(`WEBHOOK_INBOX`, default `webhooks/inbox.sqlite3` beside the lake)."
+    ),
+)
+def webhook_events(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
+    path = inbox_path(lake.lake_root)
+    if not path.exists():
+        context.log.info(f"{WEBHOOK_EVENTS.relation}: no inbox at {path}, nothing to compact")
+        return dg.MaterializeResult(metadata={"rows": 0, "days": 0, "inbox": str(path)})
+    with Inbox(path) as inbox:
+        done = compact(inbox, lake.lake())
+        counts = inbox.counts()
+    context.log.info(
+        f"{WEBHOOK_EVENTS.relation}: {done.rows} rows over {len(done.days)} day(s) rewritten"
+    )
+    # The view reads an empty relation until the stream's first file exists.
+    warehouse = refresh_warehouse(lake.lake_root, lake.warehouse_path)
+    return dg.MaterializeResult(
+        metadata={
+            "rows": done.rows,
+            "days": len(done.days),
+            "days_rewritten": [day.isoformat() for day in done.days],
+            "inbox": str(path),
+            "inbox_events": counts["events"],
+            "inbox_rejected": counts["rejected"],
+            "warehouse": warehouse,
+        }
+    )
+
+
+datahub_webhooks = dg.define_asset_job(
+    "datahub_webhooks",
+    selection=dg.AssetSelection.assets(webhook_events),
+    description="Compact the webhook inbox into datahub.webhook_events.",
+)
+
+
+@dg.sensor(
+    job=datahub_webhooks,
+    minimum_interval_seconds=60,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Runs the compaction when the inbox holds events the lake lacks.",
+)
+def datahub_webhooks_sensor(lake: LakeResource) -> dg.RunRequest | dg.SkipReason:
+    path = inbox_path(lake.lake_root)
+    if not path.exists():
+        return dg.SkipReason(f"no webhook inbox at {path}")
+    with Inbox(path) as inbox:
+        stale = stale_days(inbox, lake.lake())
+        inbox_uuid = inbox.uuid
+    if not stale:
+        return dg.SkipReason("every stored webhook event is in the lake")
+    # One run per newest inbox row: an evaluation while that run is queued asks for no other.
+    return dg.RunRequest(run_key=f"{inbox_uuid}-{max(stale.values())}")
+
+
+ASSETS = [webhook_events]
+JOBS = [datahub_webhooks]
+SENSORS = [datahub_webhooks_sensor]

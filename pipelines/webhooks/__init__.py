@@ -1,0 +1,3 @@
+"""The data hub's webhooks: the receiver (`receiver.py`, served by `python -m pipelines.webhooks`),
+its durable inbox (`inbox.py`), the envelope rules (`envelope.py`) and the compaction of the
+inbox into the lake (`compaction.py`, run by the Dagster asset in `assets/webhooks.py`)."""

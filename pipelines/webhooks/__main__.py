@@ -1,0 +1,37 @@
+"""`python -m pipelines.webhooks --port P`: serve the webhook receiver with uvicorn.
+
+The signing secret comes from `WEBHOOK_SECRET` only (never an argument, which `ps` would
+show, and never logged). The inbox is `WEBHOOK_INBOX`, else `webhooks/inbox.sqlite3` in the
+data directory beside `LAKE_ROOT` (default `./data/lake`).
+"""
+
+import argparse
+import os
+import sys
+
+import uvicorn
+
+from pipelines.webhooks.inbox import Inbox, inbox_path
+from pipelines.webhooks.receiver import WEBHOOK_PATH, build_app
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m pipelines.webhooks", description=__doc__)
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    args = parser.parse_args(argv)
+    secret = os.environ.get("WEBHOOK_SECRET")
+    if not secret:
+        parser.error("WEBHOOK_SECRET is not set: it holds the data hub's signing secret")
+    path = inbox_path(os.environ.get("LAKE_ROOT", "data/lake"))
+    with Inbox(path) as inbox:
+        print(
+            f"webhook receiver: http://{args.host}:{args.port}{WEBHOOK_PATH}, inbox {path}",
+            flush=True,
+        )
+        uvicorn.run(build_app(inbox, secret), host=args.host, port=args.port, log_level="info")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

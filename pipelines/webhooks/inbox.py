@@ -1,0 +1,210 @@
+"""The receiver's durable inbox: one SQLite file in WAL mode.
+
+An event is committed here before the receiver answers 200 (spec section 6: the hub does not
+resend an event it saw answered), so the inbox, not the lake, is the system of record for
+webhooks until compaction copies it out. Rows are never deleted: the UNIQUE idempotency key
+is what remembers, across restarts, which events were already accepted.
+
+Durability: `synchronous = FULL` fsyncs the WAL at every commit. NORMAL would survive a
+crash of the process but could lose the last commits on power loss or an OS crash, after
+the sender was told 200 and stopped retrying; one fsync per event is cheap at webhook rates.
+
+Row ids only grow in commit order (AUTOINCREMENT, and SQLite has one writer at a time), so
+"every event of day D with id <= N" is a complete, stable set once N has been seen: the
+compaction's watermark.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import date, datetime
+from pathlib import Path
+
+from pipelines.webhooks.envelope import Envelope
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (
+    name TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    idempotency_key TEXT NOT NULL UNIQUE,  -- Service-Idempotency-Key
+    received_at TEXT NOT NULL,             -- UTC, ISO 8601
+    user_agent TEXT,
+    content_type TEXT,
+    body BLOB NOT NULL,                    -- the raw bytes the signature covers
+    event TEXT NOT NULL,
+    timestamp TEXT NOT NULL,               -- the envelope's, in UTC
+    day TEXT NOT NULL,                     -- UTC day of `timestamp`: the lake partition
+    source TEXT NOT NULL,
+    event_id TEXT                          -- *.sync events
+);
+CREATE INDEX IF NOT EXISTS events_by_day ON events (day, id);
+CREATE TABLE IF NOT EXISTS rejected (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    received_at TEXT NOT NULL,
+    idempotency_key TEXT,
+    user_agent TEXT,
+    content_type TEXT,
+    reason TEXT NOT NULL,
+    body BLOB NOT NULL
+);
+"""
+
+
+def inbox_path(lake_root: str | os.PathLike[str], env: Mapping[str, str] | None = None) -> Path:
+    """`WEBHOOK_INBOX`, else `webhooks/inbox.sqlite3` in the data directory beside the lake."""
+    env = os.environ if env is None else env
+    if env.get("WEBHOOK_INBOX"):
+        return Path(env["WEBHOOK_INBOX"])
+    return Path(lake_root).parent / "webhooks" / "inbox.sqlite3"
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """One POST as it came in: what is kept of it whether it is accepted or refused."""
+
+    idempotency_key: str | None
+    user_agent: str | None
+    content_type: str | None
+    body: bytes
+    received_at: datetime
+
+
+@dataclass(frozen=True)
+class StoredEvent:
+    id: int
+    idempotency_key: str
+    received_at: datetime
+    body: bytes
+    event: str
+    timestamp: datetime
+    source: str
+    event_id: str | None
+
+
+class Inbox:
+    """Thread-safe: one connection, writes serialized by a lock (SQLite has one writer
+    anyway, and a Python lock queues fairly where SQLite's busy handler would sleep)."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(
+            self.path, isolation_level=None, check_same_thread=False, timeout=10.0
+        )
+        self._db.execute("PRAGMA journal_mode = WAL")
+        self._db.execute("PRAGMA synchronous = FULL")
+        with self._lock:
+            self._db.executescript(SCHEMA)
+            # Names this inbox: the lake records which inbox its files were compacted from.
+            self._db.execute(
+                "INSERT OR IGNORE INTO meta (name, value) VALUES ('inbox_uuid', ?)",
+                (str(uuid.uuid4()),),
+            )
+            self.uuid: str = self._db.execute(
+                "SELECT value FROM meta WHERE name = 'inbox_uuid'"
+            ).fetchone()[0]
+
+    def __enter__(self) -> Inbox:
+        return self
+
+    def __exit__(self, *_) -> None:
+        self.close()
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def store(self, arrival: Arrival, envelope: Envelope) -> bool:
+        """Commit one event; False if its idempotency key was already stored."""
+        with self._lock:
+            cursor = self._db.execute(
+                "INSERT INTO events (idempotency_key, received_at, user_agent, content_type, "
+                "body, event, timestamp, day, source, event_id) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (idempotency_key) DO NOTHING",
+                (
+                    arrival.idempotency_key,
+                    arrival.received_at.isoformat(),
+                    arrival.user_agent,
+                    arrival.content_type,
+                    arrival.body,
+                    envelope.event,
+                    envelope.timestamp.isoformat(),
+                    envelope.timestamp.date().isoformat(),
+                    envelope.source,
+                    envelope.event_id,
+                ),
+            )
+            return cursor.rowcount == 1
+
+    def reject(self, arrival: Arrival, reason: str) -> None:
+        """Keep a signed delivery the receiver refused, with why (every attempt is a row)."""
+        with self._lock:
+            self._db.execute(
+                "INSERT INTO rejected (received_at, idempotency_key, user_agent, content_type, "
+                "reason, body) VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    arrival.received_at.isoformat(),
+                    arrival.idempotency_key,
+                    arrival.user_agent,
+                    arrival.content_type,
+                    reason,
+                    arrival.body,
+                ),
+            )
+
+    def counts(self) -> dict[str, int]:
+        with self._lock:
+            return {
+                table: self._db.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+                for table in ("events", "rejected")
+            }
+
+    def rejected(self) -> list[dict]:
+        with self._lock:
+            cursor = self._db.execute(
+                "SELECT received_at, idempotency_key, reason, body FROM rejected ORDER BY id"
+            )
+            names = [column[0] for column in cursor.description]
+            return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+    def day_watermarks(self) -> dict[date, int]:
+        """The newest row id of each day that holds events."""
+        with self._lock:
+            rows = self._db.execute("SELECT day, max(id) FROM events GROUP BY day").fetchall()
+        return {date.fromisoformat(day): top for day, top in rows}
+
+    def events_of(self, day: date, up_to: int) -> Iterator[StoredEvent]:
+        """The day's events with id <= `up_to`, oldest first, read in batches."""
+        after = 0
+        while True:
+            with self._lock:
+                rows = self._db.execute(
+                    "SELECT id, idempotency_key, received_at, body, event, timestamp, source, "
+                    "event_id FROM events WHERE day = ? AND id > ? AND id <= ? "
+                    "ORDER BY id LIMIT 5000",
+                    (day.isoformat(), after, up_to),
+                ).fetchall()
+            if not rows:
+                return
+            for row in rows:
+                yield StoredEvent(
+                    id=row[0],
+                    idempotency_key=row[1],
+                    received_at=datetime.fromisoformat(row[2]),
+                    body=row[3],
+                    event=row[4],
+                    timestamp=datetime.fromisoformat(row[5]),
+                    source=row[6],
+                    event_id=row[7],
+                )
+            after = rows[-1][0]

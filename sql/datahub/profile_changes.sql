@@ -1,0 +1,23 @@
+-- contact.profile.<field>.update (spec section 6): one row per changed profile field, the
+-- field named by the event and its new value as text (NULL when it was cleared).
+CREATE OR REPLACE VIEW datahub.profile_changes AS
+SELECT
+    date,
+    timestamp,
+    event,
+    field,                                  -- customer_id, connect_id, full_name, …
+    data ->> field AS value,
+    source,
+    data ->> 'customer_id' AS customer_id,
+    data ->> 'external_member_id' AS external_member_id,
+    data ->> 'channel_type' AS channel_type,
+    data ->> 'line_uid' AS line_uid,        -- customer_id updates only
+    idempotency_key,
+    received_at
+FROM (
+    SELECT
+        * REPLACE (data::JSON AS data),
+        regexp_extract(event, '^contact\.profile\.(.+)\.update$', 1) AS field
+    FROM {{ source('datahub', 'webhook_events') }}
+    WHERE event LIKE 'contact.profile.%.update'
+);
