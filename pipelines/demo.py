@@ -8,19 +8,42 @@ regions of the other services are synced, so every row shows which connection it
 
 import argparse
 import os
+import secrets
 import sys
 from pathlib import Path
 
+import dagster as dg
+import duckdb
 import httpx
 
+from assets import webhooks
 from pipelines import definitions
 from pipelines.__main__ import run_push_command
 from pipelines.lake import Lake
 from pipelines.push.shop import generate_shop
 from pipelines.reconcile import reconcile
-from pipelines.sandbox_process import RATE_WINDOW_SECONDS, point_at_sandbox, running_sandbox
+from pipelines.resources import build_resources
+from pipelines.sandbox_process import (
+    RATE_WINDOW_SECONDS,
+    point_at_sandbox,
+    running_process,
+    running_sandbox,
+)
 from pipelines.settings import load_settings
 from pipelines.sync import run_sync
+
+
+def land_webhook_events(base: str, settings) -> dict[str, int]:
+    """Let the campaign's webhooks (and the push's `*.sync` events) reach the receiver, then
+    compact the inbox into the lake; events per family."""
+    httpx.get(f"{base}/_sandbox/webhooks", params={"wait": 120}, timeout=180).raise_for_status()
+    with dg.DagsterInstance.ephemeral() as instance:
+        dg.materialize(webhooks.ASSETS, resources=build_resources(settings), instance=instance)
+    with duckdb.connect(str(settings.warehouse_path), read_only=True) as con:
+        rows = con.execute(
+            "SELECT split_part(event, '.', 1), count(*) FROM datahub.webhook_events GROUP BY 1"
+        ).fetchall()
+    return dict(sorted(rows))
 
 
 def main() -> int:
@@ -29,11 +52,23 @@ def main() -> int:
     parser.add_argument("--data", type=Path, default=Path("data"))
     args = parser.parse_args()
     args.data.mkdir(parents=True, exist_ok=True)
-    sandbox_args = ["--frozen", "--rate-window", str(RATE_WINDOW_SECONDS)]
-    with running_sandbox(args.port, *sandbox_args, "--task-phase-seconds", "0.2") as base:
+    os.environ["LAKE_ROOT"] = str(args.data / "lake")  # the receiver's inbox sits beside it
+    # A fresh signing secret per demo, shared through the environment only: never printed,
+    # never in a command line.
+    os.environ.setdefault("WEBHOOK_SECRET", secrets.token_hex(24))
+    receiver_port = args.port + 1
+    hook = f"http://127.0.0.1:{receiver_port}/webhooks/datahub"
+    sandbox_args = ["--frozen", "--rate-window", str(RATE_WINDOW_SECONDS), "--webhook-url", hook]
+    with (
+        running_process("pipelines.webhooks", receiver_port),
+        running_sandbox(args.port, *sandbox_args, "--task-phase-seconds", "0.2") as base,
+    ):
         print(f"sandbox: {base} (frozen, small, seed 7; rate limits per {RATE_WINDOW_SECONDS} s)")
+        print(f"webhook receiver: {hook} (the sandbox's data hub signs and sends to it)")
         os.environ.update(point_at_sandbox(base, args.data))
         settings = load_settings()
+        # A broadcast goes out first, so its webhook events have a broadcast to join.
+        httpx.post(f"{base}/_sandbox/datahub/default/campaigns", timeout=60).raise_for_status()
         print("sync: pulling every stream of the three services into the lake …")
         report = run_sync(settings=settings)
         for step, message in report.failed.items():
@@ -45,6 +80,7 @@ def main() -> int:
         pushed = run_push_command(dry_run=False, record_types=[])
         print("push again: nothing changed, so nothing is sent …")
         again = run_push_command(dry_run=False, record_types=[])
+        events = land_webhook_events(base, settings)
     rows = reconcile(str(settings.warehouse_path), definitions.STREAMS, truth)
     width = max(len(r.relation) for r in rows)
     print(f"\n{'relation':<{width}}  {'rows':>9}  {'truth':>9}")
@@ -52,6 +88,7 @@ def main() -> int:
         truth_rows = "-" if r.truth is None else f"{r.truth:,}"
         mark = "ok" if r.equal else "DIFFERS"
         print(f"{r.relation:<{width}}  {r.rows:>9,}  {truth_rows:>9}  {mark}")
+    print(f"\nwebhook events in datahub.webhook_events: {events}")
     print(
         f"\nlake: {settings.lake_root}/  warehouse: {settings.warehouse_path}\n"
         "Query it read-only (an open session never blocks a sync):\n"
@@ -59,7 +96,8 @@ def main() -> int:
         "read_only=True); print(con.sql('SELECT * FROM marts.activity_performance LIMIT 5'))\"\n"
         "Open the Dagster UI on the same setup: make dev"
     )
-    return 0 if report.ok and all(r.equal for r in rows) and pushed == again == 0 else 1
+    landed = report.ok and all(r.equal for r in rows) and pushed == again == 0
+    return 0 if landed and events else 1
 
 
 if __name__ == "__main__":

@@ -14,11 +14,14 @@ import httpx
 
 
 @contextmanager
-def running_sandbox(port: int, *args: str, startup_seconds: float = 60.0) -> Iterator[str]:
-    """Yield the sandbox's base URL; stop the process on exit."""
+def running_process(
+    module: str, port: int, *args: str, ready_path: str = "/", startup_seconds: float = 60.0
+) -> Iterator[str]:
+    """Run `python -m <module> --port <port> …`, wait until it answers HTTP, yield its base
+    URL, stop it on exit."""
     base = f"http://127.0.0.1:{port}"
     process = subprocess.Popen(
-        [sys.executable, "-m", "sandbox", "--port", str(port), *args],
+        [sys.executable, "-m", module, "--port", str(port), *args],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -27,13 +30,13 @@ def running_sandbox(port: int, *args: str, startup_seconds: float = 60.0) -> Ite
         deadline = time.monotonic() + startup_seconds
         while True:
             if process.poll() is not None:
-                raise RuntimeError(f"sandbox exited at start:\n{process.stderr.read()}")
+                raise RuntimeError(f"{module} exited at start:\n{process.stderr.read()}")
             try:
-                httpx.get(f"{base}/_sandbox/clock", timeout=1.0).raise_for_status()
+                httpx.get(f"{base}{ready_path}", timeout=1.0)  # any answer: it is serving
                 break
             except httpx.HTTPError as exc:
                 if time.monotonic() > deadline:
-                    message = f"sandbox not up on {base} after {startup_seconds} s"
+                    message = f"{module} not up on {base} after {startup_seconds} s"
                     raise TimeoutError(message) from exc
                 time.sleep(0.2)
         yield base
@@ -43,6 +46,13 @@ def running_sandbox(port: int, *args: str, startup_seconds: float = 60.0) -> Ite
             process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             process.kill()
+
+
+def running_sandbox(port: int, *args: str, startup_seconds: float = 60.0):
+    """Yield the sandbox's base URL; stop the process on exit."""
+    return running_process(
+        "sandbox", port, *args, ready_path="/_sandbox/clock", startup_seconds=startup_seconds
+    )
 
 
 #: The per-minute limits of the sandbox apply to this many seconds, and the pipeline paces
