@@ -9,6 +9,7 @@ regions of the other services are synced, so every row shows which connection it
 import argparse
 import os
 import secrets
+import shutil
 import sys
 from pathlib import Path
 
@@ -49,9 +50,12 @@ def land_webhook_events(base: str, settings) -> dict[str, int]:
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m pipelines.demo")
     parser.add_argument("--port", type=int, default=8765)
-    parser.add_argument("--data", type=Path, default=Path("data"))
+    parser.add_argument("--data", type=Path, default=Path("data/demo"))
     args = parser.parse_args()
-    args.data.mkdir(parents=True, exist_ok=True)
+    # Each demo starts a new sandbox, so it starts a new lake too: a ledger of what an
+    # earlier sandbox accepted would make this one look up to date.
+    shutil.rmtree(args.data, ignore_errors=True)
+    args.data.mkdir(parents=True)
     os.environ["LAKE_ROOT"] = str(args.data / "lake")  # the receiver's inbox sits beside it
     # A fresh signing secret per demo, shared through the environment only: never printed,
     # never in a command line.

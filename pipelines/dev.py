@@ -14,7 +14,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m pipelines.dev")
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--ui-port", type=int, default=3000)
-    parser.add_argument("--data", type=Path, default=Path("data"))
+    parser.add_argument("--data", type=Path, default=Path("data/dev"))
     args = parser.parse_args()
     args.data.mkdir(parents=True, exist_ok=True)
     with running_sandbox(args.port, "--rate-window", str(RATE_WINDOW_SECONDS)) as base:
