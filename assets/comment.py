@@ -13,7 +13,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from assets.checks import unique_ids_check
-from assets.landing import LakeResource, land_days, land_snapshot, partition_days
+from assets.landing import (
+    LakeResource,
+    connection_stream,
+    land_days,
+    land_snapshot,
+    parse_moment,
+    partition_days,
+)
 from assets.partitions import daily, single_run, today
 from pipelines.clients.base import Connection
 from pipelines.clients.comment import (
@@ -24,7 +31,6 @@ from pipelines.clients.comment import (
     CommentClient,
     TriggerLog,
 )
-from pipelines.lake import Stream
 from pipelines.paging import Page, first_page_holding, offset_pages
 from pipelines.transport import CallStats, ServiceError, Transport
 
@@ -38,22 +44,14 @@ TIMESTAMP = pa.timestamp("s", tz="UTC")
 TEXTS = pa.list_(pa.string())
 
 
-def _stream(name: str, fields: list[tuple[str, pa.DataType]], **options) -> Stream:
-    schema = pa.schema([("connection", pa.string()), *fields])
-    return Stream(SERVICE, name, schema, **options)
-
-
-def _moment(text: str | None) -> datetime | None:
-    return datetime.fromisoformat(text) if text else None
-
-
 def _key(name: str) -> dg.AssetKey:
     return dg.AssetKey([SERVICE, name])
 
 
 # -- workspace, accounts, posts --------------------------------------------------------------
 
-WORKSPACE = _stream(
+WORKSPACE = connection_stream(
+    SERVICE,
     "workspace",
     [
         ("id", pa.string()),
@@ -76,7 +74,7 @@ def _workspace_rows(transport: Transport, connection: Connection) -> Iterator[di
         "id": workspace.id,
         "name": workspace.name,
         "plan": workspace.plan,
-        "trial_ends_at": _moment(workspace.trial_ends_at),
+        "trial_ends_at": parse_moment(workspace.trial_ends_at),
         "service_status": workspace.service_status,
         "billing_url": workspace.billing_url,
         "user": json.dumps(me.user) if me.user is not None else None,
@@ -96,7 +94,8 @@ def workspace(context: dg.AssetExecutionContext, comment: CommentAutomation, lak
     return land_snapshot(context, comment, lake.lake(), WORKSPACE, _workspace_rows)
 
 
-ACCOUNTS = _stream(
+ACCOUNTS = connection_stream(
+    SERVICE,
     "accounts",
     [
         ("id", pa.string()),
@@ -115,8 +114,8 @@ def _account_rows(transport: Transport, connection: Connection) -> Iterator[dict
     for account in CommentClient(transport).accounts().accounts:
         yield {
             **account.model_dump(include=set(ACCOUNTS.schema.names)),
-            "token_expires_at": _moment(account.token_expires_at),
-            "connected_at": _moment(account.connected_at),
+            "token_expires_at": parse_moment(account.token_expires_at),
+            "connected_at": parse_moment(account.connected_at),
         }
 
 
@@ -131,7 +130,8 @@ def accounts(context: dg.AssetExecutionContext, comment: CommentAutomation, lake
     return land_snapshot(context, comment, lake.lake(), ACCOUNTS, _account_rows)
 
 
-POSTS = _stream(
+POSTS = connection_stream(
+    SERVICE,
     "posts",
     [
         ("account_id", pa.string()),
@@ -179,7 +179,7 @@ def posts(context: dg.AssetExecutionContext, comment: CommentAutomation, lake: L
                         **post.model_dump(include=set(POSTS.schema.names)),
                         "account_id": account.id,
                         "kind": kind,
-                        "timestamp": _moment(post.timestamp),
+                        "timestamp": parse_moment(post.timestamp),
                     }
 
     return land_snapshot(
@@ -194,7 +194,8 @@ def posts(context: dg.AssetExecutionContext, comment: CommentAutomation, lake: L
 
 # -- activities -------------------------------------------------------------------------------
 
-ACTIVITIES = _stream(
+ACTIVITIES = connection_stream(
+    SERVICE,
     "activities",
     [
         ("id", pa.string()),
@@ -227,10 +228,10 @@ def _activity_rows(transport: Transport, connection: Connection) -> Iterator[dic
         row.update(
             dm=json.dumps(activity.dm),
             follow_gate=json.dumps(activity.follow_gate) if activity.follow_gate else None,
-            start_at=_moment(activity.start_at),
-            end_at=_moment(activity.end_at),
-            created_at=_moment(activity.created_at),
-            updated_at=_moment(activity.updated_at),
+            start_at=parse_moment(activity.start_at),
+            end_at=parse_moment(activity.end_at),
+            created_at=parse_moment(activity.created_at),
+            updated_at=parse_moment(activity.updated_at),
             public_replies_sent=activity.stats.public_replies_sent if activity.stats else None,
             dms_sent=activity.stats.dms_sent if activity.stats else None,
         )
@@ -248,7 +249,8 @@ def activities(context: dg.AssetExecutionContext, comment: CommentAutomation, la
     return land_snapshot(context, comment, lake.lake(), ACTIVITIES, _activity_rows)
 
 
-ACTIVITY_DAILY = _stream(
+ACTIVITY_DAILY = connection_stream(
+    SERVICE,
     "activity_daily",
     [("activity_id", pa.string()), ("date", pa.date32()), ("successful_triggers", pa.int64())],
     key=("activity_id", "date"),
@@ -282,7 +284,8 @@ def activity_daily(
 
 # -- trigger logs -----------------------------------------------------------------------------
 
-TRIGGER_LOGS = _stream(
+TRIGGER_LOGS = connection_stream(
+    SERVICE,
     "trigger_logs",
     [
         ("id", pa.string()),
@@ -316,7 +319,7 @@ def _served_since(days: list[date], served_days: int, what: str) -> int:
 
 def _log_row(log: TriggerLog) -> dict:
     row = log.model_dump(include=set(TRIGGER_LOGS.schema.names))
-    row["created_at"] = _moment(log.created_at)
+    row["created_at"] = parse_moment(log.created_at)
     return row
 
 
@@ -362,7 +365,7 @@ def _trigger_log_days(
             return listed[0] if listed else None
 
         start_page = first_page_holding(
-            first_row, pages=pages, is_after_window=lambda row: _moment(row.created_at) >= end
+            first_row, pages=pages, is_after_window=lambda row: parse_moment(row.created_at) >= end
         )
 
     unused_first = [first]
@@ -380,10 +383,10 @@ def _trigger_log_days(
         limit=LOGS_PAGE_LIMIT,
         row_id=lambda row: row.id,
         start_page=start_page,
-        stop=lambda row: _moment(row.created_at) < start,
+        stop=lambda row: parse_moment(row.created_at) < start,
     ):
         for log_entry in batch:
-            moment = _moment(log_entry.created_at)
+            moment = parse_moment(log_entry.created_at)
             if moment >= end:
                 continue
             if current is not None and moment.date() > current:
@@ -423,7 +426,8 @@ def trigger_logs(context: dg.AssetExecutionContext, comment: CommentAutomation, 
 
 # -- daily stats ------------------------------------------------------------------------------
 
-DAILY_STATS = _stream(
+DAILY_STATS = connection_stream(
+    SERVICE,
     "daily_stats",
     [("public_replies", pa.int64()), ("dms", pa.int64()), ("failed", pa.int64())],
     daily=True,

@@ -22,7 +22,15 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from assets.checks import unique_ids_check
-from assets.landing import LakeResource, call_metadata, land_snapshot, partition_days, pulled_at
+from assets.landing import (
+    LakeResource,
+    call_metadata,
+    connection_stream,
+    land_snapshot,
+    parse_moment,
+    partition_days,
+    pulled_at,
+)
 from assets.partitions import daily, single_run
 from pipelines.clients.base import Connection, Model
 from pipelines.clients.conversation import ConversationClient, ConversationService
@@ -41,17 +49,8 @@ CSV_BLOCK_BYTES = 1 << 20
 MEMBER_BATCH = 1000
 
 
-def _stream(name: str, fields: list[tuple[str, pa.DataType]], **options) -> Stream:
-    schema = pa.schema([("connection", pa.string()), *fields])
-    return Stream(SERVICE, name, schema, **options)
-
-
 def _key(name: str) -> dg.AssetKey:
     return dg.AssetKey([SERVICE, name])
-
-
-def _moment(text: str | None) -> datetime | None:
-    return datetime.fromisoformat(text) if text else None
 
 
 def _row(record: Model, stream: Stream) -> dict:
@@ -61,13 +60,14 @@ def _row(record: Model, stream: Stream) -> dict:
         if column.name == "connection":
             continue
         value = getattr(record, column.name, None)
-        row[column.name] = _moment(value) if column.type == TIMESTAMP else value
+        row[column.name] = parse_moment(value) if column.type == TIMESTAMP else value
     return row
 
 
 # -- channels, teams, users ------------------------------------------------------------------
 
-CHANNELS = _stream(
+CHANNELS = connection_stream(
+    SERVICE,
     "channels",
     [
         ("id", pa.int64()),
@@ -93,7 +93,8 @@ def _channel_rows(client: ConversationClient) -> Iterator[dict]:
         yield _row(channel, CHANNELS)
 
 
-TEAMS = _stream(
+TEAMS = connection_stream(
+    SERVICE,
     "teams",
     [
         ("id", pa.int64()),
@@ -115,7 +116,8 @@ def _team_rows(client: ConversationClient) -> Iterator[dict]:
         yield from (_row(team, TEAMS) for team in teams)
 
 
-USERS = _stream(
+USERS = connection_stream(
+    SERVICE,
     "users",
     [
         ("id", pa.int64()),
@@ -176,7 +178,8 @@ users = _directory_asset(USERS, _user_rows, "Users of each region (`list_users`,
 
 # -- messages: one backup per connection for the run's range ---------------------------------
 
-MESSAGES = _stream(
+MESSAGES = connection_stream(
+    SERVICE,
     "messages",
     # The backup file's columns (sandbox README: the spec shows no file format).
     [
@@ -471,7 +474,8 @@ def _per_member_rows(
     return rows_of
 
 
-MEMBERS = _stream(
+MEMBERS = connection_stream(
+    SERVICE,
     "members",
     [
         ("channel_id", pa.int64()),
@@ -518,7 +522,8 @@ def _member_row(client: ConversationClient, channel_id: int, member_id: int) -> 
     return {**_row(member, MEMBERS), "channel_id": channel_id}
 
 
-ASSIGNMENTS = _stream(
+ASSIGNMENTS = connection_stream(
+    SERVICE,
     "assignments",
     [
         ("channel_id", pa.int64()),

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, date, datetime, timedelta
 
 import dagster as dg
+import pyarrow as pa
 
 from pipelines.clients.base import Connection, ServiceResource
 from pipelines.lake import Lake, Stream
@@ -25,6 +26,18 @@ class LakeResource(dg.ConfigurableResource):
 
     def lake(self) -> Lake:
         return Lake(self.lake_root)
+
+
+def connection_stream(
+    service: str, name: str, fields: list[tuple[str, pa.DataType]], **options
+) -> Stream:
+    """A pulled stream: its fields after the `connection` every row carries."""
+    return Stream(service, name, pa.schema([("connection", pa.string()), *fields]), **options)
+
+
+def parse_moment(text: str | None) -> datetime | None:
+    """An ISO 8601 date-time of a response, or None when the service gave none."""
+    return datetime.fromisoformat(text) if text else None
 
 
 def pulled_at() -> str:

@@ -40,7 +40,6 @@ PATHS: dict[str, str] = {
 }
 #: The operation that submits each pushed record type (spec section 4).
 SUBMIT_OPERATIONS = {
-    "behavior_event": "submit_behavior_event",
     **{
         kind: f"submit_{kind}_record"
         for kind in (
@@ -52,6 +51,7 @@ SUBMIT_OPERATIONS = {
             "reservation",
         )
     },
+    "behavior_event": "submit_behavior_event",
 }
 #: Spec section 8: a report's date range spans at most 60 days, both ends included.
 REPORT_MAX_DAYS = 60

@@ -36,6 +36,14 @@ class Outbound:
 #: tier, point and reservation with the customer); behavior events by the brand's event_key;
 #: contacts by the three ids a profile update names; import rows by the matching attribute.
 OUTBOUND: dict[str, Outbound] = {
+    # In push order: imports first (they create contacts that profile updates and records
+    # may name), then profiles, records, events.
+    "member_import": Outbound("member_imports", ("import_key",), timestamped=False),
+    "contact_profile": Outbound(
+        "contact_profiles",
+        ("channel_type", "external_channel_id", "external_member_id"),
+        timestamped=False,
+    ),
     "coupon": Outbound("coupons", ("id",)),
     "order": Outbound("orders", ("id",)),
     "order_fulfillment": Outbound("order_fulfillments", ("order_id",)),
@@ -43,12 +51,6 @@ OUTBOUND: dict[str, Outbound] = {
     "point": Outbound("points", ("source_platform_customer_id", "type")),
     "reservation": Outbound("reservations", ("source_platform_customer_id", "id")),
     "behavior_event": Outbound("behavior_events", ("event_key",), timestamped=False),
-    "contact_profile": Outbound(
-        "contact_profiles",
-        ("channel_type", "external_channel_id", "external_member_id"),
-        timestamped=False,
-    ),
-    "member_import": Outbound("member_imports", ("import_key",), timestamped=False),
 }
 OUTCOMES = ("new", "changed", "unchanged", "stale", "rejected")
 

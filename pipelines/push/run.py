@@ -19,19 +19,8 @@ from pipelines.push.plan import OUTBOUND, make_plan
 from pipelines.push.send import send_plan
 from pipelines.transport import CallStats
 
-#: Imports first (they create contacts that profile updates and records may name), then
-#: profiles, records, events.
-ORDER = (
-    "member_import",
-    "contact_profile",
-    "coupon",
-    "order",
-    "order_fulfillment",
-    "membership_tier",
-    "point",
-    "reservation",
-    "behavior_event",
-)
+#: Record types in the order they are pushed (`OUTBOUND` is written in that order).
+ORDER = tuple(OUTBOUND)
 #: How long one import task may take before the run stops waiting (it resumes next run).
 IMPORT_DEADLINE_SECONDS = 30 * 60
 

@@ -37,6 +37,8 @@ from pydantic import (
     ValidationError,
 )
 
+from pipelines.clients.datahub import SUBMIT_OPERATIONS
+
 
 @dataclass(frozen=True)
 class Problem:
@@ -44,15 +46,8 @@ class Problem:
     reason: str  # the rule broken, as a sentence without the field's name
 
 
-RECORD_TYPES: tuple[str, ...] = (
-    "coupon",
-    "order",
-    "order_fulfillment",
-    "membership_tier",
-    "point",
-    "reservation",
-    "behavior_event",
-)
+#: The record types `validate_record` knows: those the data hub submits one by one.
+RECORD_TYPES: tuple[str, ...] = tuple(SUBMIT_OPERATIONS)
 IMPORT_KEYS = ("line_uid", "display_email", "display_mobile", "connect_id", "customer_id")
 CUSTOM_FIELD_PREFIX = "cl_custom_"  # section 4
 CUSTOM_NUMBER_LIMIT = 2_147_483_647  # section 8
