@@ -12,6 +12,7 @@ from sandbox.conversation import build as build_conversation
 from sandbox.datahub import build as build_datahub
 from sandbox.faults import FaultInjector, FaultSpec
 from sandbox.service import Service
+from sandbox.traffic import Traffic
 
 
 class SandboxApp:
@@ -21,6 +22,7 @@ class SandboxApp:
         self, config: SandboxConfig, webhook_transport: httpx.AsyncBaseTransport | None = None
     ) -> None:
         self.sandbox = Sandbox.create(config, webhook_transport)
+        self.traffic = Traffic()
         self.services: dict[tuple[str, str], Service] = {
             ("comment", "default"): build_comment(self.sandbox),
             ("conversation", "default"): build_conversation(self.sandbox, "default"),
@@ -40,6 +42,8 @@ class SandboxApp:
         self.sandbox.webhooks.attach_faults(self.faults)
 
     async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "http" and not scope["path"].startswith("/_sandbox"):
+            self.traffic.record(scope["method"], scope["path"])
         await self.faults(scope, receive, send)
 
     def truth(self) -> dict:
@@ -102,6 +106,18 @@ class SandboxApp:
                 raise HTTPException(400, "seconds must not be negative: time only moves forward")
             sandbox.clock.advance(seconds)
             return clock()
+
+        @root.get("/_sandbox/requests")
+        def requests() -> dict:
+            """Requests per method and path since start (or the last reset), and how many
+            the rate limiter refused."""
+            return {"paths": self.traffic.summary(), "refused": sandbox.limiter.refused}
+
+        @root.delete("/_sandbox/requests")
+        def reset_requests() -> dict:
+            self.traffic.reset()
+            sandbox.limiter.refused = 0
+            return {"paths": [], "refused": 0}
 
         @root.get("/_sandbox/webhooks")
         def webhooks(wait: float = 0.0) -> dict:

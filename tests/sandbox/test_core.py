@@ -106,6 +106,22 @@ def test_slow_fault_delays_the_answer(make_sandbox):
     assert time.monotonic() - started >= 0.3
 
 
+def test_requests_are_counted_per_path_with_the_refusals_of_the_limit(make_sandbox):
+    client = TestClient(make_sandbox(rate_window_seconds=60), base_url="http://sandbox")
+    answers = [client.get(f"{COMMENT}/me", headers=READONLY).status_code for _ in range(125)]
+    client.get(f"{COMMENT}/stats", headers=READONLY, params={"days": 3})
+    client.get("/_sandbox/truth")  # the sandbox's own routes are not traffic
+    seen = client.get("/_sandbox/requests").json()
+    counts = {(p["method"], p["path"]): p["count"] for p in seen["paths"]}
+    assert counts == {("GET", f"{COMMENT}/me"): 125, ("GET", f"{COMMENT}/stats"): 1}
+    # 120 a minute: the 121st to 125th /me and the /stats after them are refused
+    assert answers.count(429) == 5 and seen["refused"] == 6
+    me = next(p for p in seen["paths"] if p["path"].endswith("/me"))
+    assert me["first"] <= me["last"]
+    assert client.delete("/_sandbox/requests").json() == {"paths": [], "refused": 0}
+    assert client.get("/_sandbox/requests").json() == {"paths": [], "refused": 0}
+
+
 def test_rate_limiter_refuses_past_the_limit_and_says_when_to_come_back():
     limiter = RateLimiter(window_seconds=60)
     assert all(limiter.hit(("k",), 3) is None for _ in range(3))
