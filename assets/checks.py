@@ -18,7 +18,7 @@ def unique_ids_check(stream: Stream, asset_key: dg.AssetKey) -> dg.AssetChecksDe
         if relation is None:
             return dg.AssetCheckResult(passed=True, metadata={"rows": 0})
         [(rows, distinct)] = store.query(
-            f"SELECT count(*), count(DISTINCT ({key})) FROM {relation}"
+            f"SELECT count(*), count(DISTINCT ({key})) FROM {relation}", spill=True
         )
         return dg.AssetCheckResult(
             passed=rows == distinct,

@@ -5,8 +5,10 @@ Connections are workspaces (one key each); every row carries its `connection`.
 
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import UTC, date, datetime, timedelta
+from itertools import groupby
+from operator import itemgetter
 
 import dagster as dg
 import pyarrow as pa
@@ -317,10 +319,9 @@ def _served_since(days: list[date], served_days: int, what: str) -> int:
     return (today() - days[0]).days + 1
 
 
-def _log_row(log: TriggerLog) -> dict:
-    row = log.model_dump(include=set(TRIGGER_LOGS.schema.names))
-    row["created_at"] = parse_moment(log.created_at)
-    return row
+def _utc_moment(text: str) -> datetime:
+    moment = datetime.fromisoformat(text)
+    return moment.astimezone(UTC) if moment.utcoffset() else moment
 
 
 def _landed_fingerprint(lake: LakeResource, connection: str, days: list[date]) -> tuple | None:
@@ -341,7 +342,7 @@ def _landed_fingerprint(lake: LakeResource, connection: str, days: list[date]) -
 
 def _trigger_log_days(
     transport: Transport, connection: Connection, days: list[date], lake: LakeResource, log
-) -> Iterator[tuple[date, list[dict]]]:
+) -> Iterator[tuple[date, Iterable[dict] | None]]:
     """Page the newest-first log list once for the whole range, yielding each day whole."""
     client = CommentClient(transport)
     window_days = _served_since(days, LOGS_MAX_DAYS, "Trigger logs")
@@ -350,22 +351,24 @@ def _trigger_log_days(
     first = client.logs(days=window_days, page=0)
     if days[-1] == today():
         landed = _landed_fingerprint(lake, connection.name, days)
-        newest = first.logs[0].id if first.logs else None
-        if landed == (first.total, newest):
+        newest = first["logs"][0]["id"] if first["logs"] else None
+        if landed == (first["total"], newest):
             log.info(f"trigger logs [{connection.name}]: nothing new since the last pull")
             for day in days:
                 yield day, None
             return
-    pages = math.ceil(first.total / LOGS_PAGE_LIMIT)
+    pages = math.ceil(first["total"] / LOGS_PAGE_LIMIT)
     start_page = 0
     if end < datetime.now(UTC) and pages > 1:
         # A backfill of older days skips the newer pages by binary search.
         def first_row(page: int):
-            listed = client.logs(days=window_days, page=page * LOGS_PAGE_LIMIT, limit=1).logs
+            listed = client.logs(days=window_days, page=page * LOGS_PAGE_LIMIT, limit=1)["logs"]
             return listed[0] if listed else None
 
         start_page = first_page_holding(
-            first_row, pages=pages, is_after_window=lambda row: parse_moment(row.created_at) >= end
+            first_row,
+            pages=pages,
+            is_after_window=lambda row: _utc_moment(row["created_at"]) >= end,
         )
 
     unused_first = [first]
@@ -374,32 +377,35 @@ def _trigger_log_days(
         # The first page is already here; a later look at page 0 (after a shift) asks again.
         answer = unused_first.pop() if page == 0 and unused_first else None
         answer = answer or client.logs(days=window_days, page=page)
-        return Page(answer.logs, answer.total)
+        # Rows land as they came (validated dicts); the moment is parsed once, here, where
+        # it also decides the day and the window.
+        for row in answer["logs"]:
+            row["created_at"] = _utc_moment(row["created_at"])
+        return Page(answer["logs"], answer["total"])
 
-    current: date | None = None
-    rows: list[dict] = []
-    for batch in offset_pages(
-        fetch,
-        limit=LOGS_PAGE_LIMIT,
-        row_id=lambda row: row.id,
-        start_page=start_page,
-        stop=lambda row: parse_moment(row.created_at) < start,
-    ):
-        for log_entry in batch:
-            moment = parse_moment(log_entry.created_at)
-            if moment >= end:
-                continue
-            if current is not None and moment.date() > current:
-                # Arrived at the head after its day was landed (seen again after a step
-                # back): the next run re-pulls that day; yielding it would replace the day.
-                continue
-            if moment.date() != current:
-                if current is not None:
-                    yield current, rows
-                current, rows = moment.date(), []
-            rows.append(_log_row(log_entry))
-    if current is not None:
-        yield current, rows
+    def rows_in_window() -> Iterator[dict]:
+        last_day: date | None = None
+        for batch in offset_pages(
+            fetch,
+            limit=LOGS_PAGE_LIMIT,
+            row_id=itemgetter("id"),
+            start_page=start_page,
+            stop=lambda row: row["created_at"] < start,
+        ):
+            for row in batch:
+                moment = row["created_at"]
+                if moment >= end:
+                    continue
+                if last_day is not None and moment.date() > last_day:
+                    # Arrived at the head after its day was landed (seen again after a step
+                    # back): the next run re-pulls that day; landing it would replace the day.
+                    continue
+                last_day = moment.date()
+                yield row
+
+    # Each day streams into its file as its pages arrive: memory holds a row group, never
+    # a day or the history.
+    yield from groupby(rows_in_window(), key=lambda row: row["created_at"].date())
 
 
 @dg.asset(
@@ -479,7 +485,9 @@ def logs_match_daily_stats(lake: LakeResource) -> dg.AssetCheckResult:
     }
     counted = {
         (c, str(d)): n
-        for c, d, n in store.query(f"SELECT connection, date, count(*) FROM {logs} GROUP BY ALL")
+        for c, d, n in store.query(
+            f"SELECT connection, date, count(*) FROM {logs} GROUP BY ALL", spill=True
+        )
     }
     expected = {
         (c, str(d)): n
@@ -509,7 +517,7 @@ def rows_equal_service_total(comment: CommentAutomation, lake: LakeResource) -> 
     per_connection: dict[str, dict] = {}
     for connection in comment.connections:
         with comment.transport(connection, stats) as transport:
-            total = CommentClient(transport).logs(days=LOGS_MAX_DAYS, page=0, limit=1).total
+            total = CommentClient(transport).logs(days=LOGS_MAX_DAYS, page=0, limit=1)["total"]
         landed_days = [d for d in store.days(TRIGGER_LOGS, connection.name) if d >= oldest]
         rows = sum(
             pq.ParquetFile(store.path(TRIGGER_LOGS, connection.name, d)).metadata.num_rows

@@ -10,7 +10,6 @@ from datetime import date, timedelta
 
 import dagster as dg
 import pyarrow as pa
-import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from assets.checks import unique_ids_check
@@ -32,7 +31,7 @@ from pipelines.clients.datahub import (
     DataHubClient,
     ExportResult,
 )
-from pipelines.lake import Lake, Stream
+from pipelines.lake import Lake, Stream, read_columns
 from pipelines.transport import CallStats, Transport, TruncatedBody
 
 SERVICE = "datahub"
@@ -217,8 +216,7 @@ def reported_broadcasts(lake: Lake, connection: str, except_days: Iterable[date]
     ]
     if not files:
         return set()
-    column = ds.dataset(files, format="parquet").to_table(columns=["broadcast_id"])
-    return set(column["broadcast_id"].to_pylist())
+    return set(read_columns(files, ["broadcast_id"])["broadcast_id"].to_pylist())
 
 
 def report_rows_by_day(
@@ -471,9 +469,7 @@ def members_equal_export_row_count(lake: LakeResource) -> dg.AssetCheckResult:
 def _ids_per_connection(files: list, column: str) -> dict[str, set[int]]:
     if not files:
         return {}
-    table = ds.dataset([str(f) for f in files], format="parquet").to_table(
-        columns=[column, "connection"]
-    )
+    table = read_columns(files, [column, "connection"])
     found: dict[str, set[int]] = {}
     for connection, row_id in zip(
         table["connection"].to_pylist(), table[column].to_pylist(), strict=True

@@ -96,12 +96,13 @@ def land_days(
     stream: Stream,
     days: list[date],
     rows_by_day: Callable[
-        [Transport, Connection, list[date]], Iterable[tuple[date, list[dict] | None]]
+        [Transport, Connection, list[date]], Iterable[tuple[date, Iterable[dict] | None]]
     ],
     extra_metadata: dict | None = None,
 ) -> dg.MaterializeResult:
-    """Land a daily stream for `days`: `rows_by_day` yields each day once with all its rows,
-    or with None when the service holds nothing new for it (the landed file stays). Each
+    """Land a daily stream for `days`: `rows_by_day` yields each day once with all its rows
+    (a list, or an iterator consumed before the next day is asked for), or with None when
+    the service holds nothing new for it (the landed file stays). Each
     day's file is replaced whole, and a day it does not yield gets an empty file: "pulled,
     nothing there" is state too."""
     stats = CallStats()

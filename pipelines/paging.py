@@ -6,8 +6,9 @@ returns the same row twice and never skips one, even while the list shifts under
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import deque
 from collections.abc import Callable, Hashable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -25,21 +26,58 @@ class PagingError(Exception):
 
 
 class _RecentIds:
-    """The ids of the last `size` rows handed out: enough to drop re-read rows after a
-    shift, bounded so memory never grows with the history."""
+    """At least the ids of the last `size` rows handed out: enough to drop re-read rows
+    after a shift, bounded so memory never grows with the history. Two generations of
+    plain sets: cheaper per row than an ordered, exactly bounded one."""
 
     def __init__(self, size: int) -> None:
         self.size = size
-        self._ids: OrderedDict[Hashable, None] = OrderedDict()
+        self._current: set[Hashable] = set()
+        self._previous: set[Hashable] = set()
 
     def add(self, row_id: Hashable) -> bool:
         """Remember `row_id`; False if it was handed out already."""
-        if row_id in self._ids:
+        if row_id in self._current or row_id in self._previous:
             return False
-        self._ids[row_id] = None
-        while len(self._ids) > self.size:
-            self._ids.popitem(last=False)
+        self._current.add(row_id)
+        if len(self._current) >= self.size:
+            self._previous, self._current = self._current, set()
         return True
+
+
+#: Pages requested ahead of the one being landed. Two keep a request waiting at the service
+#: while we decode the last answer, so its time and ours overlap fully (bench: pull).
+READ_AHEAD_PAGES = 2
+
+
+class _ReadAhead(Generic[Row]):
+    """Fetches the next pages in threads of their own while the caller lands this one. A
+    page asked for that is not the next one read ahead (after a step back) is fetched
+    again, in order, and what was read ahead is dropped: the list has shifted since."""
+
+    def __init__(self, fetch: Callable[[int], Page[Row]], depth: int) -> None:
+        self._fetch = fetch
+        self.depth = depth
+        self._pool = ThreadPoolExecutor(max_workers=max(depth, 1), thread_name_prefix="read-ahead")
+        self._ahead: deque[tuple[int, Future[Page[Row]]]] = deque()
+
+    def fetch(self, page_number: int) -> Page[Row]:
+        if self._ahead and self._ahead[0][0] == page_number:
+            return self._ahead.popleft()[1].result()
+        wait([future for _, future in self._ahead])  # their answers are unused
+        self._ahead.clear()
+        return self._fetch(page_number)
+
+    def read_ahead(self, after: int, pages: int) -> None:
+        """Have up to `depth` pages after `after` on their way, none past page `pages - 1`."""
+        wanted = range(after + 1, min(after + 1 + self.depth, pages))
+        queued = {number for number, _ in self._ahead}
+        for number in wanted:
+            if number not in queued:
+                self._ahead.append((number, self._pool.submit(self._fetch, number)))
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
 
 
 #: Fetches in a row that end no further on than before, before paging gives up.
@@ -54,6 +92,7 @@ def offset_pages(
     start_page: int = 0,
     stop: Callable[[Row], bool] | None = None,
     memory_pages: int = 10,
+    read_ahead: int = READ_AHEAD_PAGES,
 ) -> Iterator[list[Row]]:
     """Pages of a newest-first list served by `page`/`limit` with a `total`.
 
@@ -62,44 +101,54 @@ def offset_pages(
     `total`; so stepping back by every drop of `total` re-reads whatever moved up past us
     (a repeat is dropped by id), and a rise only causes repeats. `stop(row)` ends the walk
     at the first row outside the window (the list is ordered, so none follows).
+
+    `read_ahead` pages are requested before they are needed, except past `total` or past
+    a page whose last row is already outside the window.
     """
     seen = _RecentIds(limit * memory_pages)
-    offset = start_page * limit  # position of the next unread row, in the current numbering
-    total: int | None = None
-    furthest, stalled = offset, 0
-    while True:
-        page_number = offset // limit
-        page = fetch(page_number)
-        stalled = stalled + 1 if offset <= furthest else 0
-        furthest = max(furthest, offset)
-        if stalled > MAX_STALLED_FETCHES:
-            raise PagingError(
-                f"the list changed on each of {stalled} fetches in a row; it shifts faster "
-                "than it can be read, try again later"
-            )
-        if total is not None and page.total < total:
-            step_back = total - page.total
-            if step_back > limit * (memory_pages - 1):
+    reader = _ReadAhead(fetch, read_ahead)
+    try:
+        offset = start_page * limit  # position of the next unread row, in the current numbering
+        total: int | None = None
+        furthest, stalled = offset, 0
+        while True:
+            page_number = offset // limit
+            page = reader.fetch(page_number)
+            stalled = stalled + 1 if offset <= furthest else 0
+            furthest = max(furthest, offset)
+            if stalled > MAX_STALLED_FETCHES:
                 raise PagingError(
-                    f"{step_back} rows vanished while paging, more than can be re-read safely"
+                    f"the list changed on each of {stalled} fetches in a row; it shifts faster "
+                    "than it can be read, try again later"
                 )
-            offset = max(0, offset - step_back)
-        total = page.total
-        if offset < page_number * limit:
-            continue  # rows that moved up sit on the page before: read it again
-        fresh = []
-        done = False
-        for row in page.rows[offset - page_number * limit :]:
-            if stop is not None and stop(row):
-                done = True
-                break
-            if seen.add(row_id(row)):
-                fresh.append(row)
-        if fresh:
-            yield fresh
-        offset = page_number * limit + len(page.rows)
-        if done or len(page.rows) < limit or offset >= total:
-            return
+            if total is not None and page.total < total:
+                step_back = total - page.total
+                if step_back > limit * (memory_pages - 1):
+                    raise PagingError(
+                        f"{step_back} rows vanished while paging, more than can be re-read safely"
+                    )
+                offset = max(0, offset - step_back)
+            total = page.total
+            if offset < page_number * limit:
+                continue  # rows that moved up sit on the page before: read it again
+            past_window = stop is not None and bool(page.rows) and stop(page.rows[-1])
+            if len(page.rows) == limit and not past_window:
+                reader.read_ahead(page_number, pages=-(-total // limit))
+            fresh = []
+            done = False
+            for row in page.rows[offset - page_number * limit :]:
+                if stop is not None and stop(row):
+                    done = True
+                    break
+                if seen.add(row_id(row)):
+                    fresh.append(row)
+            if fresh:
+                yield fresh
+            offset = page_number * limit + len(page.rows)
+            if done or len(page.rows) < limit or offset >= total:
+                return
+    finally:
+        reader.close()
 
 
 def first_page_holding(

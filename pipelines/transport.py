@@ -142,6 +142,28 @@ def retry_after_seconds(response: httpx.Response) -> float | None:
         return None
 
 
+def _json(content: bytes) -> Any:
+    try:
+        return json.loads(content)
+    except ValueError:
+        raise TruncatedBody("the body is not whole JSON") from None
+
+
+def _whole(validate: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
+    """`validate`, with a body that is not whole JSON (a cut answer) told apart from one
+    that is whole but does not fit the model: only the first is worth asking again."""
+
+    def decode(content: bytes) -> Any:
+        try:
+            return validate(content)
+        except pydantic.ValidationError as exc:
+            if any(error["type"] == "json_invalid" for error in exc.errors()):
+                raise TruncatedBody("the body is not whole JSON") from None
+            raise
+
+    return decode
+
+
 def _is_retryable(exc: BaseException) -> bool:
     return isinstance(exc, RetryableStatus | TruncatedBody | httpx.TransportError)
 
@@ -269,6 +291,36 @@ class Transport:
         idempotent: bool = True,
     ) -> Any:
         """Send one call and return its decoded JSON body, retrying what may be retried."""
+        return self._request(method, path, _json, params, json_body, bucket, idempotent)
+
+    def get(
+        self,
+        path: str,
+        model: type[T] | pydantic.TypeAdapter,
+        *,
+        params: Mapping[str, Any] | None = None,
+        bucket: str | None = None,
+    ) -> Any:
+        """GET and validate the body as `model` (a model, or a TypeAdapter of plain types for
+        bulk rows): pydantic parses the bytes itself, with no Python objects in between."""
+        validate = (
+            model.validate_json
+            if isinstance(model, pydantic.TypeAdapter)
+            else model.model_validate_json
+        )
+        return self._request("GET", path, _whole(validate), params, None, bucket, True)
+
+    def _request(
+        self,
+        method: str,
+        path: str,
+        decode: Callable[[bytes], Any],
+        params: Mapping[str, Any] | None,
+        json_body: Any,
+        bucket: str | None,
+        idempotent: bool,
+    ) -> Any:
+        """The one request path: send, retry what may be retried, decode the whole body."""
         kwargs: dict[str, Any] = {"params": params}
         if json_body is not None:
             kwargs["json"] = json_body
@@ -281,15 +333,12 @@ class Transport:
                     finally:
                         response.close()
                     try:
-                        return json.loads(content)
-                    except ValueError as exc:
-                        raise TruncatedBody(f"{method} {path}: body is not whole JSON") from exc
+                        return decode(content)
+                    except TruncatedBody as exc:
+                        raise TruncatedBody(f"{method} {path}: {exc}") from None
         except RetryableStatus as exc:
             raise exc.error from None
         raise AssertionError("unreachable")  # pragma: no cover
-
-    def get(self, path: str, model: type[T], **kwargs: Any) -> T:
-        return model.model_validate(self.request_json("GET", path, **kwargs))
 
     @contextmanager
     def download(self, path: str, *, bucket: str | None = None) -> Iterator[Iterator[bytes]]:

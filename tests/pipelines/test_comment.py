@@ -175,10 +175,10 @@ def test_paging_drift_loses_and_doubles_nothing(start_sandbox, sync_env, monkeyp
         if calls["n"] % 4 == 0:
             sandbox.app.sandbox.clock.advance(30)  # 300 new logs at the head
         if calls["n"] == 6:
-            newest = original(self, days=1, page=0).logs[0]
-            deleted.add(newest.activity_id)
+            activity_id = original(self, days=1, page=0)["logs"][0]["activity_id"]
+            deleted.add(activity_id)
             httpx.delete(
-                f"{sandbox.url}/comment/api/v1/activities/{newest.activity_id}", headers=writer
+                f"{sandbox.url}/comment/api/v1/activities/{activity_id}", headers=writer
             ).raise_for_status()
         return original(self, **kwargs)
 

@@ -1,18 +1,23 @@
 """Pagination strategies against lists that shift while they are read."""
 
+import threading
+
 import pytest
 
 from pipelines.paging import Page, PagingError, cursor_pages, first_page_holding, offset_pages
 
 
 class ShiftingList:
-    """A newest-first list served by page/limit; `on_fetch` mutates it between pages."""
+    """A newest-first list served by page/limit; `on_fetch` mutates it between pages.
+    Fetches may come from read-ahead threads, so each is served whole under a lock."""
 
     def __init__(self, size: int, on_fetch=None) -> None:
         self.rows = list(range(size, 0, -1))  # ids; bigger is newer
         self.next_id = size + 1
         self.on_fetch = on_fetch
         self.fetches = 0
+        self.pages: list[int] = []
+        self._lock = threading.Lock()
 
     def insert_at_head(self, count: int) -> None:
         self.rows[:0] = list(range(self.next_id + count - 1, self.next_id - 1, -1))
@@ -20,23 +25,30 @@ class ShiftingList:
 
     def fetch(self, limit: int):
         def page(number: int) -> Page[int]:
-            if self.on_fetch and self.fetches:
-                self.on_fetch(self, self.fetches)
-            self.fetches += 1
-            return Page(self.rows[number * limit : (number + 1) * limit], len(self.rows))
+            with self._lock:
+                if self.on_fetch and self.fetches:
+                    self.on_fetch(self, self.fetches)
+                self.fetches += 1
+                self.pages.append(number)
+                return Page(self.rows[number * limit : (number + 1) * limit], len(self.rows))
 
         return page
 
 
-def read_all(listing: ShiftingList, limit: int = 10) -> list[int]:
-    pages = offset_pages(listing.fetch(limit), limit=limit, row_id=lambda row: row)
+def read_all(listing: ShiftingList, limit: int = 10, read_ahead: int = 0) -> list[int]:
+    """The list read page by page. Without read-ahead by default: the shifting lists below
+    change on every fetch, so the fetches must be the walk's own to be repeatable."""
+    pages = offset_pages(
+        listing.fetch(limit), limit=limit, row_id=lambda row: row, read_ahead=read_ahead
+    )
     return [row for page in pages for row in page]
 
 
-def test_a_still_list_is_read_once_in_order():
+@pytest.mark.parametrize("read_ahead", [0, 1, 2, 5])
+def test_a_still_list_is_read_once_in_order(read_ahead):
     listing = ShiftingList(95)
-    assert read_all(listing) == list(range(95, 0, -1))
-    assert listing.fetches == 10
+    assert read_all(listing, read_ahead=read_ahead) == list(range(95, 0, -1))
+    assert sorted(listing.pages) == list(range(10))  # each page once, none past the total
 
 
 def test_rows_inserted_at_the_head_while_paging_are_not_doubled():
@@ -75,6 +87,25 @@ def test_inserts_and_deletes_together_lose_and_double_nothing():
     assert set(range(1, 201)) - deleted <= set(got)
 
 
+@pytest.mark.parametrize("read_ahead", [1, 2, 4])
+def test_read_ahead_over_a_shifting_list_loses_and_doubles_nothing(read_ahead):
+    """Pages read ahead were fetched before the list shifted again: they are used only when
+    they are the next page asked for, so a step back drops them and fetches anew."""
+    deleted: set[int] = set()
+
+    def churn(listing: ShiftingList, n: int) -> None:
+        if n % 4:
+            return
+        listing.insert_at_head(3)
+        for _ in range(5 if n % 8 else 1):
+            deleted.add(listing.rows.pop(0))
+
+    listing = ShiftingList(300, on_fetch=churn)
+    got = read_all(listing, read_ahead=read_ahead)
+    assert len(got) == len(set(got))
+    assert set(range(1, 301)) - deleted <= set(got)
+
+
 def test_a_list_that_shifts_on_every_fetch_fails_clearly_instead_of_spinning():
     def churn(listing: ShiftingList, n: int) -> None:
         listing.insert_at_head(5)
@@ -85,13 +116,21 @@ def test_a_list_that_shifts_on_every_fetch_fails_clearly_instead_of_spinning():
         read_all(ShiftingList(200, on_fetch=churn))
 
 
-def test_stop_ends_at_the_first_row_outside_the_window():
+@pytest.mark.parametrize("read_ahead", [0, 2])
+def test_stop_ends_at_the_first_row_outside_the_window(read_ahead):
     listing = ShiftingList(100)
     pages = offset_pages(
-        listing.fetch(10), limit=10, row_id=lambda row: row, stop=lambda row: row <= 55
+        listing.fetch(10),
+        limit=10,
+        row_id=lambda row: row,
+        stop=lambda row: row <= 55,
+        read_ahead=read_ahead,
     )
     assert [row for page in pages for row in page] == list(range(100, 55, -1))
-    assert listing.fetches == 5
+    # Pages 0-4 hold the window; read-ahead may have asked for at most its depth beyond the
+    # last page that did not yet end past the window (page 3: rows 70..61).
+    assert set(range(5)) <= set(listing.pages) <= set(range(max(5, 4 + read_ahead)))
+    assert len(listing.pages) == len(set(listing.pages))
 
 
 def test_first_page_holding_finds_the_window_by_binary_search():
