@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from functools import partial
+from pathlib import Path
 
 import dagster as dg
 import duckdb
@@ -32,11 +33,11 @@ from assets.landing import (
     pulled_at,
 )
 from assets.partitions import daily, single_run
-from pipelines.clients.base import Connection, Model
+from pipelines.clients.base import Model
 from pipelines.clients.conversation import ConversationClient, ConversationService
-from pipelines.lake import Lake, Stream
+from pipelines.lake import QUERY_SETTINGS, Lake, Stream
 from pipelines.paging import cursor_pages
-from pipelines.transport import CallStats, ServiceError, Transport
+from pipelines.transport import CallStats, ServiceError
 
 SERVICE = "conversation"
 POOL = "conversation_api"
@@ -285,17 +286,31 @@ def _message_tables(file: io.RawIOBase, connection: str) -> Iterator[tuple[date,
 class BackupLanded:
     file_rows: int = 0
     rows_per_day: dict[date, int] = field(default_factory=dict)
+    #: Days whose landed file already held exactly these rows: left as they were, so the
+    #: members of their messages are not looked up again (`_plan_members`).
+    unchanged_days: list[date] = field(default_factory=list)
 
     @property
     def rows(self) -> int:
         return sum(self.rows_per_day.values())
 
 
+def _already_landed(lake: Lake, connection: str, day: date, table: pa.Table) -> bool:
+    path = lake.path(MESSAGES, connection, day)
+    if not path.exists():
+        return False
+    landed = pq.ParquetFile(path)
+    if landed.metadata.num_rows != table.num_rows:
+        return False
+    return landed.read().equals(table, check_metadata=False)
+
+
 def _land_backup(
     lake: Lake, connection: str, days: list[date], chunks: Iterable[bytes]
 ) -> BackupLanded:
     """Write the file's days to their partitions as it streams. The file is oldest first, so
-    one day is open at a time; a day of the range without messages gets an empty file."""
+    one day is in memory at a time; a day of the range without messages gets an empty file.
+    A day equal to what is landed is not written again."""
     file = _Chunks(chunks)
     landed = BackupLanded()
     wanted = set(days)
@@ -304,13 +319,21 @@ def _land_backup(
             raise ValueError(f"the backup file is not oldest first: {day} came back")
         if day not in wanted:
             continue  # outside the range asked for: not landed, so the counts will differ
+        table = pa.concat_tables(piece for _, piece in pieces)
+        table = table.select(MESSAGES.schema.names).cast(MESSAGES.schema)
+        landed.rows_per_day[day] = table.num_rows
+        if _already_landed(lake, connection, day, table):
+            landed.unchanged_days.append(day)
+            continue
         with lake.writer(MESSAGES, connection, day, {"pulled_at": pulled_at()}) as out:
-            for _, table in pieces:
-                out.write_table(table)
-        landed.rows_per_day[day] = out.rows
+            out.write_table(table)
     for day in sorted(wanted - landed.rows_per_day.keys()):
-        lake.write(MESSAGES, connection, [], day=day, metadata={"pulled_at": pulled_at()})
         landed.rows_per_day[day] = 0
+        empty = MESSAGES.schema.empty_table()
+        if _already_landed(lake, connection, day, empty):
+            landed.unchanged_days.append(day)
+        else:
+            lake.write(MESSAGES, connection, [], day=day, metadata={"pulled_at": pulled_at()})
     landed.file_rows = file.records.rows
     return landed
 
@@ -366,6 +389,7 @@ def messages(
         "backup_rows_per_connection": {name: r.file_rows for name, r in landed.items()},
         "backup_ids": backup_ids,
         "days": len(days),
+        "unchanged_days": sum(len(result.unchanged_days) for result in landed.values()),
         "first_day": days[0].isoformat(),
         "last_day": days[-1].isoformat(),
         **call_metadata(stats),
@@ -418,60 +442,144 @@ def _message_files(lake: Lake, connection: str) -> list[str]:
     return [str(lake.path(MESSAGES, connection, day)) for day in lake.days(MESSAGES, connection)]
 
 
-def _members_seen(lake: Lake, connection: str) -> Iterator[tuple[int, int]]:
-    """Distinct (channel_id, member_id) of the connection's landed messages, batch by batch."""
-    files = _message_files(lake, connection)
-    if not files:
-        return
-    with duckdb.connect() as con:
-        query = con.sql(f"{MEMBERS_SEEN} ORDER BY ALL", params={"files": files})
-        for batch in query.to_arrow_reader(MEMBER_BATCH):
-            yield from zip(
-                batch["channel_id"].to_pylist(), batch["member_id"].to_pylist(), strict=True
-            )
-
-
 def _count_members_seen(lake: Lake, connection: str) -> int:
     files = _message_files(lake, connection)
     if not files:
         return 0
-    with duckdb.connect() as con:
+    with duckdb.connect(config=QUERY_SETTINGS) as con:
         query = f"SELECT count(*) FROM ({MEMBERS_SEEN})"
         [(count,)] = con.execute(query, {"files": files}).fetchall()
     return count
 
 
-def _per_member_rows(
+#: Snapshot metadata: the newest message file (mtime, ns) whose members the snapshot holds.
+MESSAGES_THROUGH = "messages_through_ns"
+
+
+@dataclass
+class _MemberPlan:
+    """One connection's members snapshot: whom to look up, whose rows to keep as they are."""
+
+    lookups: str  # SQL over the temporary tables below
+    kept: str | None
+    messages_through: int
+
+
+def _plan_members(
+    con: duckdb.DuckDBPyConnection, lake: Lake, stream: Stream, connection: str, everyone: bool
+) -> _MemberPlan:
+    """A member is looked up when they are in a message file landed since the previous
+    snapshot, or were not in it; everyone else keeps their row. So a sync with no new
+    messages makes no lookups, and one with new messages looks up only their members.
+    `everyone` (or a snapshot without the marker) looks up every member seen."""
+    files = {p: Path(p).stat().st_mtime_ns for p in _message_files(lake, connection)}
+    through = max(files.values(), default=0)
+    _distinct_members(con, "seen", list(files))
+    snapshot = lake.path(stream, connection)
+    previous = lake.read_metadata(snapshot).get(MESSAGES_THROUGH) if snapshot.exists() else None
+    if everyone or previous is None:
+        return _MemberPlan("SELECT * FROM seen ORDER BY ALL", None, through)
+    _distinct_members(con, "recent", [p for p, mtime in files.items() if mtime > int(previous)])
+    member_id = stream.key[1]
+    con.execute(
+        f"""
+        CREATE TEMP TABLE landed AS
+        SELECT channel_id, {member_id} AS member_id FROM read_parquet($snapshot)
+        """,
+        {"snapshot": str(snapshot)},
+    )
+    return _MemberPlan(
+        lookups="""
+            SELECT * FROM recent
+            UNION SELECT * FROM (SELECT * FROM seen ANTI JOIN landed USING (channel_id, member_id))
+            ORDER BY ALL
+        """,
+        kept=f"""
+            SELECT previous.* FROM read_parquet('{_quoted(snapshot)}') AS previous
+            SEMI JOIN (
+                SELECT * FROM seen ANTI JOIN recent USING (channel_id, member_id)
+            ) AS keep
+            ON previous.channel_id = keep.channel_id AND previous.{member_id} = keep.member_id
+        """,
+        messages_through=through,
+    )
+
+
+def _quoted(path: Path) -> str:
+    return str(path).replace("'", "''")
+
+
+def _distinct_members(con: duckdb.DuckDBPyConnection, table: str, files: list[str]) -> None:
+    """A temporary table of the distinct (channel_id, member_id) of message files."""
+    if files:
+        con.execute(f"CREATE TEMP TABLE {table} AS {MEMBERS_SEEN}", {"files": files})
+    else:
+        con.execute(f"CREATE TEMP TABLE {table} (channel_id BIGINT, member_id BIGINT)")
+
+
+def _land_per_member(
+    context: dg.AssetExecutionContext,
     conversation: ConversationService,
     lake: Lake,
+    stream: Stream,
     row_of: Callable[[ConversationClient, int, int], dict],
-    not_found: Counter,
-) -> Callable[[Transport, Connection], Iterator[dict]]:
-    """Rows for `land_snapshot`: `row_of(client, channel_id, member_id)` for every member seen
-    in the connection's messages, on a small thread pool over the connection's transport. A
-    member the service no longer knows (404) is skipped and counted in `not_found`."""
+) -> dg.MaterializeResult:
+    """Each connection's snapshot of `stream`: `row_of(client, channel_id, member_id)` for the
+    members `_plan_members` picks, on a small thread pool over the connection's transport,
+    plus the rows kept. A member the service no longer knows (404) is skipped and counted."""
+    stats = CallStats()
+    rows, looked_up, kept, not_found = Counter(), Counter(), Counter(), Counter()
+    for connection in conversation.connections:
+        name = connection.name
 
-    def rows_of(transport: Transport, connection: Connection) -> Iterator[dict]:
-        client = conversation.client(transport)
+        with (
+            conversation.transport(connection, stats) as transport,
+            duckdb.connect(config=QUERY_SETTINGS) as con,
+        ):
+            client = conversation.client(transport)
 
-        def lookup(pair: tuple[int, int]) -> dict | None:
-            try:
-                return row_of(client, *pair)
-            except ServiceError as error:
-                if error.status != 404:
-                    raise
-                return None
+            def lookup(pair: tuple[int, int]) -> dict | None:
+                try:
+                    return {**row_of(client, *pair), "connection": name}  # noqa: B023
+                except ServiceError as error:
+                    if error.status != 404:
+                        raise
+                    return None
 
-        seen = _members_seen(lake, connection.name)
-        with ThreadPoolExecutor(conversation.member_workers) as pool:
-            while batch := list(itertools.islice(seen, MEMBER_BATCH)):
-                for row in pool.map(lookup, batch):
-                    if row is None:
-                        not_found[connection.name] += 1
-                    else:
-                        yield row
-
-    return rows_of
+            plan = _plan_members(con, lake, stream, name, conversation.refresh_every_member)
+            metadata = {"pulled_at": pulled_at(), MESSAGES_THROUGH: str(plan.messages_through)}
+            with lake.writer(stream, name, metadata=metadata) as out:
+                if plan.kept is not None:
+                    for batch in con.sql(plan.kept).to_arrow_reader(MEMBER_BATCH):
+                        out.write_table(pa.Table.from_batches([batch]))
+                kept[name], looked_up[name] = out.rows, 0
+                pending = con.execute(plan.lookups)
+                with ThreadPoolExecutor(conversation.member_workers) as pool:
+                    while batch := pending.fetchmany(MEMBER_BATCH):
+                        looked_up[name] += len(batch)
+                        found = [row for row in pool.map(lookup, batch) if row is not None]
+                        not_found[name] += len(batch) - len(found)
+                        out.extend(found)
+            rows[name] = out.rows
+        context.log.info(
+            f"{stream.relation} [{name}]: {rows[name]} rows, {looked_up[name]} looked up, "
+            f"{kept[name]} kept from the last snapshot"
+        )
+    if sum(not_found.values()):
+        context.log.warning(
+            f"{stream.relation}: members seen in messages but unknown to the service (404), "
+            f"skipped: {dict(not_found)}"
+        )
+    return dg.MaterializeResult(
+        metadata={
+            "rows": sum(rows.values()),
+            "rows_per_connection": dict(rows),
+            "looked_up": dict(looked_up),
+            "kept_from_last_snapshot": dict(kept),
+            "not_found": dict(not_found),
+            **call_metadata(stats),
+        }
+    )
 
 
 MEMBERS = connection_stream(
@@ -562,35 +670,26 @@ def _per_member_asset(
     def per_member_asset(
         context: dg.AssetExecutionContext, conversation: ConversationService, lake: LakeResource
     ) -> dg.MaterializeResult:
-        not_found: Counter = Counter()
-        rows_of = _per_member_rows(conversation, lake.lake(), row_of, not_found)
-        result = land_snapshot(
-            context,
-            conversation,
-            lake.lake(),
-            stream,
-            rows_of,
-            extra_metadata=lambda: {"not_found": dict(not_found)},
-        )
-        if not_found:
-            context.log.warning(
-                f"{stream.relation}: members seen in messages but unknown to the service "
-                f"(404), skipped: {dict(not_found)}"
-            )
-        return result
+        return _land_per_member(context, conversation, lake.lake(), stream, row_of)
 
     return per_member_asset
 
 
+REFRESH_NOTE = (
+    " A member is looked up again when they appear in newly landed messages; the others keep "
+    "their row (`refresh_every_member` under [service.conversation] looks up all)."
+)
 members = _per_member_asset(
     MEMBERS,
     _member_row,
-    "Members seen in the landed messages, each looked up by id (`get_member_by_id`).",
+    "Members seen in the landed messages, each looked up by id (`get_member_by_id`)."
+    + REFRESH_NOTE,
 )
 assignments = _per_member_asset(
     ASSIGNMENTS,
     _assignment_row,
-    "The assignment of each member seen in the landed messages (`get_member_assignment`).",
+    "The assignment of each member seen in the landed messages (`get_member_assignment`)."
+    + REFRESH_NOTE,
 )
 
 

@@ -253,6 +253,9 @@ class ConversationService(ServiceResource):
     backup_completed_state: str = BACKUP_COMPLETED
     #: Parallel member lookups over one connection's transport.
     member_workers: int = 8
+    #: Look up every member seen in messages, not only those with new messages since the
+    #: last snapshot (a periodic full refresh of attributes that change without messages).
+    refresh_every_member: bool = False
 
     @pydantic.field_validator("paths")
     @classmethod

@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import time
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import dagster as dg
@@ -187,6 +187,57 @@ def test_a_year_lands_exactly_in_one_backup_per_region_and_reruns_replace(
         assert _landed(con) == truth
 
 
+def _metadata(result: dg.ExecuteInProcessResult, node: str) -> dict:
+    materialization = result.asset_materializations_for_node(node)[0]
+    return {name: value.value for name, value in materialization.metadata.items()}
+
+
+def test_members_are_looked_up_again_only_for_new_messages(start_sandbox, sync_env, tmp_path):
+    """A sync with no new messages rewrites no message day and looks up no member; after new
+    messages, only the members in the days that changed are looked up, and the result still
+    equals the truth."""
+    # Live, one message every 5 minutes per region: none arrives on its own during the test,
+    # two do when the clock is moved 10 minutes. Anchored 20 minutes back, so the moved clock
+    # stays within the pipeline's yesterday and today whatever the hour.
+    sandbox = start_sandbox(
+        frozen=False,
+        now=datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=20),
+        arrivals_per_minute=0.2,
+    )
+    resources = sync_env(sandbox)
+    selection = [messages, members, assignments]
+    full = _materialize(resources, selection)
+    assert full.success, _failure_text(full)
+    everyone = _metadata(full, "conversation__members")["looked_up"]
+
+    recent = today() - timedelta(days=1)
+    quiet = _materialize(resources, selection, first=recent)
+    assert quiet.success, _failure_text(quiet)
+    assert _metadata(quiet, "conversation__messages")["unchanged_days"] == 2 * len(REGIONS)
+    for node in ("conversation__members", "conversation__assignments"):
+        figures = _metadata(quiet, node)
+        assert figures["looked_up"] == {region: 0 for region in REGIONS}
+        assert figures["requests"] == 0
+        assert figures["kept_from_last_snapshot"] == figures["rows_per_connection"]
+
+    sandbox.app.sandbox.clock.advance(600)  # new messages in both regions
+    busy = _materialize(resources, selection, first=recent)
+    assert busy.success, _failure_text(busy)
+    looked_up = _metadata(busy, "conversation__members")["looked_up"]
+    pulled = ("messages", "members", "assignments")
+    truth = _truth(sandbox)
+    with _warehouse(resources, tmp_path) as con:
+        landed = _landed(con)
+        for region in REGIONS:
+            assert {s: landed[region][s] for s in pulled} == {s: truth[region][s] for s in pulled}
+            [(in_recent_days,)] = con.execute(
+                "SELECT count(DISTINCT (channel_id, member_id)) FROM conversation.messages "
+                "WHERE connection = ? AND date >= ?",
+                [region, recent],
+            ).fetchall()
+            assert 0 < looked_up[region] <= in_recent_days < everyone[region]
+
+
 def test_a_backup_past_its_deadline_fails_saying_so(start_sandbox, sync_env):
     sandbox = start_sandbox(task_phase_seconds=600)  # the backup stays `initiated`
     resources = sync_env(
@@ -278,7 +329,7 @@ def test_a_member_the_service_no_longer_knows_is_skipped_and_flagged(frozen_sand
     for node in ("conversation__members", "conversation__assignments"):
         metadata = result.asset_materializations_for_node(node)[0].metadata
         assert metadata["rows_per_connection"].value["jp"] == seen
-        assert metadata["not_found"].value == {"jp": 1}
+        assert metadata["not_found"].value == {"default": 0, "jp": 1}
     checks = _checks_passed(result)
     assert checks["conversation/members:matches_members_in_messages"] is False
     assert checks["conversation/assignments:matches_members_in_messages"] is False
