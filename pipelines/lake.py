@@ -27,6 +27,10 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+# Arrow's buffers from malloc, not its default mimalloc pool, which keeps freed pages: a
+# year of trigger logs peaks 20 MB lower (bench: pull, peak memory), no slower.
+pa.set_memory_pool(pa.system_memory_pool())
+
 CONNECTION_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 TEMPORARY_SUFFIX = ".tmp"
 #: Rows buffered before a row group is written: what a landing holds in memory at most
@@ -36,7 +40,12 @@ ROW_GROUP_ROWS = 10_000
 #: seen in messages): beyond it DuckDB spills to the system's temporary folder, so a check
 #: over a year of rows stays within the sync's memory (bench: pull, peak memory) and takes
 #: no longer. Not for queries whose answer is rows (the push's): those need their size.
-QUERY_SETTINGS = {"memory_limit": "32MB", "temp_directory": tempfile.gettempdir()}
+QUERY_SETTINGS = {
+    "memory_limit": "32MB",
+    "threads": 1,  # each thread needs buffers of its own: 16 MB fails on one year of logs
+    "preserve_insertion_order": False,
+    "temp_directory": tempfile.gettempdir(),
+}
 
 
 @dataclass(frozen=True)
@@ -178,12 +187,27 @@ def read_columns(files: Iterable[str | os.PathLike[str]], columns: list[str]) ->
     return pa.concat_tables(pq.ParquetFile(f).read(columns=columns) for f in files)
 
 
+def _fast_to_build(schema: pa.Schema) -> pa.Schema:
+    """`schema` with its timestamp[s] columns as timestamp[us]: pyarrow turns timezone-aware
+    datetimes into seconds over a hundred times slower than into microseconds (64 against
+    0.5 us a value, measured with pyarrow 26), so rows are built in microseconds and cast."""
+    fields = [
+        field.with_type(pa.timestamp("us", tz=field.type.tz))
+        if pa.types.is_timestamp(field.type) and field.type.unit == "s"
+        else field
+        for field in schema
+    ]
+    fast = pa.schema(fields, metadata=schema.metadata)
+    return schema if fast.equals(schema) else fast
+
+
 class PartitionWriter:
     """Buffers rows as Python dicts and writes them as row groups of the stream's schema."""
 
     def __init__(self, writer: pq.ParquetWriter, schema: pa.Schema) -> None:
         self._writer: pq.ParquetWriter | None = writer
         self._schema = schema
+        self._built_as = _fast_to_build(schema)
         self._buffer: list[dict] = []
         self.rows = 0
 
@@ -201,7 +225,11 @@ class PartitionWriter:
 
     def _flush(self) -> None:
         if self._buffer and self._writer is not None:
-            self._writer.write_table(pa.Table.from_pylist(self._buffer, schema=self._schema))
+            table = pa.Table.from_pylist(self._buffer, schema=self._built_as)
+            if self._built_as is not self._schema:
+                # To whole seconds, dropping any fraction, as building them directly would.
+                table = table.cast(self._schema, safe=False)
+            self._writer.write_table(table)
             self.rows += len(self._buffer)
             self._buffer = []
 
