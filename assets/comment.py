@@ -31,8 +31,10 @@ from pipelines.clients.comment import (
     STATS_MAX_DAYS,
     CommentAutomation,
     CommentClient,
+    LogsPage,
     TriggerLog,
 )
+from pipelines.lake import Lake
 from pipelines.paging import Page, first_page_holding, offset_pages
 from pipelines.transport import CallStats, ServiceError, Transport
 
@@ -340,6 +342,47 @@ def _landed_fingerprint(lake: LakeResource, connection: str, days: list[date]) -
     return rows, newest
 
 
+def _new_at_head(
+    client: CommentClient, window_days: int, first: LogsPage, landed: tuple[int, str | None]
+) -> list[dict] | None:
+    """The logs listed before the newest landed one, when they are all that changed: the
+    service's total grew by exactly their number, and it stayed put while they were read.
+    None otherwise (a log vanished, or the list moved): the caller pages the range whole."""
+    landed_rows, landed_newest = landed
+    new = first["total"] - landed_rows
+    if landed_newest is None or new <= 0:
+        return None
+    listed = list(first["logs"])
+    # The newest landed log sits at position `new`: read the pages up to it, no further.
+    for page in range(1, new // LOGS_PAGE_LIMIT + 1):
+        answer = client.logs(days=window_days, page=page)
+        if answer["total"] != first["total"]:
+            return None
+        listed += answer["logs"]
+    if len(listed) <= new or listed[new]["id"] != landed_newest:
+        return None
+    head = listed[:new]
+    if len({row["id"] for row in head}) != new:
+        return None
+    for row in head:
+        row["created_at"] = _utc_moment(row["created_at"])
+    return head
+
+
+def _merged_days(
+    store: Lake, connection: str, days: list[date], head: list[dict]
+) -> Iterator[tuple[date, Iterable[dict] | None]]:
+    """Each day of `days` that got new logs: its new logs, newest first, before its landed
+    ones (the files keep the service's order); the other days unchanged."""
+    by_day = {day: list(rows) for day, rows in groupby(head, lambda r: r["created_at"].date())}
+    for day in days:
+        if day not in by_day:
+            yield day, None
+            continue
+        landed = pq.read_table(store.path(TRIGGER_LOGS, connection, day))
+        yield day, [*by_day[day], *landed.to_pylist()]
+
+
 def _trigger_log_days(
     transport: Transport, connection: Connection, days: list[date], lake: LakeResource, log
 ) -> Iterator[tuple[date, Iterable[dict] | None]]:
@@ -356,6 +399,11 @@ def _trigger_log_days(
             log.info(f"trigger logs [{connection.name}]: nothing new since the last pull")
             for day in days:
                 yield day, None
+            return
+        head = _new_at_head(client, window_days, first, landed) if landed else None
+        if head is not None and {row["created_at"].date() for row in head} <= set(days):
+            log.info(f"trigger logs [{connection.name}]: {len(head)} new since the last pull")
+            yield from _merged_days(lake.lake(), connection.name, days, head)
             return
     pages = math.ceil(first["total"] / LOGS_PAGE_LIMIT)
     start_page = 0

@@ -2,7 +2,7 @@
 
 import math
 import threading
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import dagster as dg
 import duckdb
@@ -107,6 +107,42 @@ def test_a_second_run_duplicates_nothing_and_asks_once_when_nothing_is_new(
     assert len(landed(resources, comment.TRIGGER_LOGS)) == before
     ids = landed(resources, comment.TRIGGER_LOGS).select("id")
     assert len(ids) == len(ids.distinct())
+
+
+def test_new_logs_cost_their_pages_and_land_before_the_landed_ones(start_sandbox, sync_env):
+    """After a full pull, the sync of yesterday and today reads only the pages up to the
+    newest landed log (not the two days again), and the lake still equals the truth."""
+    per_minute, landed_first, arrivals = 2, 1200, 450
+    advance = (landed_first + arrivals) * 60 / per_minute
+    # Anchored `advance` back, so after the clock is moved the service's now is the wall's.
+    sandbox = start_sandbox(
+        frozen=False,
+        now=datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=advance),
+        arrivals_per_minute=per_minute,
+    )
+    resources = sync_env(sandbox)
+    scope = workspace_id(sandbox)
+    clock = sandbox.app.sandbox.clock
+    clock.advance(landed_first * 60 / per_minute)  # yesterday and today fill up
+    last = today()
+    materialize(resources, [comment.trigger_logs], last - timedelta(days=364), last)
+    before = len(landed(resources, comment.TRIGGER_LOGS))
+    recent = landed(resources, comment.TRIGGER_LOGS).filter(f"date >= '{last - timedelta(1)}'")
+    assert len(recent) > 800  # re-reading the two days would cost 4 pages more at least
+    # Just past an arrival: the next one is 30 s of wall time away, after the sync.
+    due = int(clock.elapsed() * per_minute / 60) + arrivals
+    clock.advance(due * 60 / per_minute + 1 - clock.elapsed())
+    truth = sorted(sandbox.truth_ids("comment", scope, "trigger_logs"))
+    new = len(truth) - before
+    assert new > 200  # some arrivals find no running activity; enough for two pages
+
+    result = materialize(resources, [comment.trigger_logs], last - timedelta(days=1), last)
+    assert metadata(result, "requests")["requests"] == new // 200 + 1
+    assert sorted(sandbox.truth_ids("comment", scope, "trigger_logs")) == truth  # none arrived
+    rows = landed(resources, comment.TRIGGER_LOGS)
+    assert sorted(row_id for (row_id,) in rows.select("id").fetchall()) == truth
+    checks = result.get_asset_check_evaluations()
+    assert all(e.passed for e in checks if e.check_name != "logs_match_daily_stats")
 
 
 def test_a_backfill_of_old_days_costs_its_rows_not_the_history(frozen_sandbox, sync_env):
