@@ -5,14 +5,16 @@ BIN := $(VENV)/bin
 UV_VERSION := 0.13.8
 SANDBOX_PORT ?= 8765
 
-.PHONY: install test lint demo dev sync sandbox lock clean
+.PHONY: install test lint demo dev sync sandbox lock clean bench
 
 # Installs exactly what uv.lock pins. uv itself is pinned and lives in the venv, so nothing
-# outside the repository is needed; --inexact keeps it there.
+# outside the repository is needed; --inexact keeps it there. --compile-bytecode writes the
+# .pyc files at install: where PYTHONDONTWRITEBYTECODE is set, every process would otherwise
+# compile Dagster anew (4 s a process, measured).
 $(VENV)/.synced: pyproject.toml uv.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet "uv==$(UV_VERSION)"
-	$(BIN)/uv sync --locked --inexact --quiet
+	$(BIN)/uv sync --locked --inexact --compile-bytecode --quiet
 	touch $@
 
 install: $(VENV)/.synced
@@ -31,6 +33,12 @@ demo: install
 dev: install
 	mkdir -p data/dagster && cp dagster.yaml data/dagster/dagster.yaml
 	DAGSTER_HOME=$(CURDIR)/data/dagster $(BIN)/python -m pipelines.dev --port $(SANDBOX_PORT)
+
+# Benchmarks on large sandboxes (README, "Benchmarks"): not part of `make test`. Each prints
+# its table and writes bench/results/<figure>.json; one at a time, so they do not share cores.
+BENCHES := pull rate incremental backfill webhooks push
+bench: install
+	@for figure in $(BENCHES); do $(BIN)/python -m bench.$$figure || exit 1; done
 
 # A sandbox that keeps running, for exploring the services by hand.
 sandbox: install
