@@ -1,0 +1,1 @@
+"""Benchmarks on the sandbox (`make bench`; README, "Benchmarks"). Not part of `make test`."""
