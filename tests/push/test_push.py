@@ -3,6 +3,7 @@ sent twice, every refusal kept with its reason."""
 
 import threading
 from collections import defaultdict
+from functools import partial
 
 import dagster as dg
 import duckdb
@@ -12,6 +13,7 @@ import pyarrow.parquet as pq
 from assets import datahub, push
 from pipelines.clients.datahub import DataHubClient
 from pipelines.lake import Lake
+from pipelines.push import imports
 from pipelines.push.ledger import PUSHED, Ledger
 from pipelines.push.plan import OUTBOUND, content_hash, row_key
 from pipelines.push.run import outbound_rows
@@ -199,6 +201,43 @@ def test_25000_import_rows_go_as_3_requests_and_a_restart_does_not_resend(
     assert figures["member_import"]["unchanged"] == 20_000
     assert figures["member_import"]["sent"] == rows - 20_000
     assert sandbox.app.sandbox.limiter.refused == 0
+
+
+def test_several_import_tasks_are_in_flight_at_once_and_every_row_lands_once(
+    start_sandbox, sync_env, monkeypatch
+):
+    # Each task takes 2 x 0.5 s: one chunk at a time, every task before an import is done.
+    sandbox = start_sandbox(task_phase_seconds=0.5)
+    resources = pushable(sandbox, sync_env)
+    members_before = sandbox.truth()["datahub"]["default"]["members"]
+    planned = run_push(resources, dry_run=True, record_types=["member_import"])
+    rows = planned["member_import"]["new"]
+    chunks = imports.IMPORTS_IN_FLIGHT + 1  # one more than may be in flight
+    per_chunk = -(-rows // chunks)
+    assert rows > 0 and -(-rows // per_chunk) == chunks
+    monkeypatch.setattr(imports, "send_imports", partial(imports.send_imports, max_rows=per_chunk))
+    original = DataHubClient.import_members
+    unfinished = []  # after each import: the import tasks the sandbox has not finished
+
+    def observed(self, import_key, data):
+        task = original(self, import_key, data)
+        tasks = httpx.get(f"{sandbox.url}/_sandbox/datahub/default/imports").json()
+        unfinished.append(sum(t["status"] in ("pending", "processing") for t in tasks))
+        return task
+
+    monkeypatch.setattr(DataHubClient, "import_members", observed)
+    figures = run_push(resources, record_types=["member_import"])
+    assert len(unfinished) == chunks
+    # The first imports start within milliseconds, well inside a task's second: all in
+    # flight together, and never more (sequential imports see only their own task).
+    assert max(unfinished) == imports.IMPORTS_IN_FLIGHT
+    tasks = httpx.get(f"{sandbox.url}/_sandbox/datahub/default/imports").json()
+    assert len(tasks) == chunks and all(task["status"] == "success" for task in tasks)
+    assert sum(task["rows"] for task in tasks) == rows
+    assert sandbox.truth()["datahub"]["default"]["members"] - members_before == rows
+    assert figures["member_import"]["sent"] == rows and figures["member_import"]["refused"] == 0
+    ledger = Ledger(resources["lake"].lake()).latest("member_import")
+    assert len(ledger) == rows and {entry.state for entry in ledger.values()} == {"accepted"}
 
 
 def test_a_dry_run_sends_nothing_and_predicts_the_real_run(start_sandbox, sync_env):
