@@ -7,11 +7,12 @@ import json
 import math
 from collections.abc import Iterable, Iterator
 from datetime import UTC, date, datetime, timedelta
-from itertools import groupby
+from itertools import groupby, repeat
 from operator import itemgetter
 
 import dagster as dg
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from assets.checks import unique_ids_check
@@ -26,15 +27,15 @@ from assets.landing import (
 from assets.partitions import daily, single_run, today
 from pipelines.clients.base import Connection
 from pipelines.clients.comment import (
+    LOG_SCHEMA,
     LOGS_MAX_DAYS,
     LOGS_PAGE_LIMIT,
     STATS_MAX_DAYS,
     CommentAutomation,
     CommentClient,
-    LogsPage,
-    TriggerLog,
+    LogTable,
 )
-from pipelines.lake import Lake
+from pipelines.lake import ROW_GROUP_ROWS, Lake
 from pipelines.paging import Page, first_page_holding, offset_pages
 from pipelines.transport import CallStats, ServiceError, Transport
 
@@ -323,7 +324,16 @@ def _served_since(days: list[date], served_days: int, what: str) -> int:
 
 def _utc_moment(text: str) -> datetime:
     moment = datetime.fromisoformat(text)
-    return moment.astimezone(UTC) if moment.utcoffset() else moment
+    return moment.astimezone(UTC) if moment.utcoffset() else moment.replace(tzinfo=UTC)
+
+
+def _epoch(moment: datetime) -> int:
+    return int(moment.timestamp())
+
+
+#: UTC days as whole numbers: seconds since the epoch // SECONDS_A_DAY.
+SECONDS_A_DAY = 86_400
+EPOCH = date(1970, 1, 1)
 
 
 def _landed_fingerprint(lake: LakeResource, connection: str, days: list[date]) -> tuple | None:
@@ -343,69 +353,92 @@ def _landed_fingerprint(lake: LakeResource, connection: str, days: list[date]) -
 
 
 def _new_at_head(
-    client: CommentClient, window_days: int, first: LogsPage, landed: tuple[int, str | None]
-) -> list[dict] | None:
+    client: CommentClient, window_days: int, first: LogTable, landed: tuple[int, str | None]
+) -> pa.Table | None:
     """The logs listed before the newest landed one, when they are all that changed: the
     service's total grew by exactly their number, and it stayed put while they were read.
     None otherwise (a log vanished, or the list moved): the caller pages the range whole."""
     landed_rows, landed_newest = landed
-    new = first["total"] - landed_rows
+    new = first.total - landed_rows
     if landed_newest is None or new <= 0:
         return None
-    listed = list(first["logs"])
+    pages = [first.logs]
     # The newest landed log sits at position `new`: read the pages up to it, no further.
     for page in range(1, new // LOGS_PAGE_LIMIT + 1):
-        answer = client.logs(days=window_days, page=page)
-        if answer["total"] != first["total"]:
+        answer = client.log_table(days=window_days, page=page)
+        if answer.total != first.total:
             return None
-        listed += answer["logs"]
-    if len(listed) <= new or listed[new]["id"] != landed_newest:
+        pages.append(answer.logs)
+    listed = pa.concat_tables(pages)
+    if listed.num_rows <= new or listed["id"][new].as_py() != landed_newest:
         return None
-    head = listed[:new]
-    if len({row["id"] for row in head}) != new:
-        return None
-    for row in head:
-        row["created_at"] = _utc_moment(row["created_at"])
-    return head
+    head = listed.slice(0, new)
+    return head if pc.count_distinct(head["id"]).as_py() == new else None
 
 
 def _merged_days(
-    store: Lake, connection: str, days: list[date], head: list[dict]
-) -> Iterator[tuple[date, Iterable[dict] | None]]:
+    store: Lake, connection: str, days: list[date], head: pa.Table
+) -> Iterator[tuple[date, Iterable[pa.Table] | None]]:
     """Each day of `days` that got new logs: its new logs, newest first, before its landed
     ones (the files keep the service's order); the other days unchanged."""
-    by_day = {day: list(rows) for day, rows in groupby(head, lambda r: r["created_at"].date())}
+    head_days = pc.cast(head["created_at"], pa.date32())
     for day in days:
-        if day not in by_day:
+        new = head.filter(pc.equal(head_days, pa.scalar(day, pa.date32())))
+        if not new.num_rows:
             yield day, None
             continue
-        landed = pq.read_table(store.path(TRIGGER_LOGS, connection, day))
-        yield day, [*by_day[day], *landed.to_pylist()]
+        landed = pq.read_table(store.path(TRIGGER_LOGS, connection, day), columns=LOG_SCHEMA.names)
+        yield day, [new, landed]
+
+
+def _piece(rows: list[tuple]) -> pa.Table:
+    """`(id, epoch, page table, index)` rows of one page as a table: a slice when they are
+    a whole run of it (as they mostly are), else a `take`."""
+    table, first = rows[0][2], rows[0][3]
+    if rows[-1][3] - first + 1 == len(rows):
+        return table.slice(first, len(rows))
+    return table.take([row[3] for row in rows])
+
+
+def _row_groups(pieces: Iterable[pa.Table]) -> Iterator[pa.Table]:
+    """Pieces gathered into tables of about a row group each."""
+    gathered: list[pa.Table] = []
+    rows = 0
+    for piece in pieces:
+        gathered.append(piece)
+        rows += piece.num_rows
+        if rows >= ROW_GROUP_ROWS:
+            yield pa.concat_tables(gathered)
+            gathered, rows = [], 0
+    if gathered:
+        yield pa.concat_tables(gathered)
 
 
 def _trigger_log_days(
     transport: Transport, connection: Connection, days: list[date], lake: LakeResource, log
-) -> Iterator[tuple[date, Iterable[dict] | None]]:
+) -> Iterator[tuple[date, Iterable[pa.Table] | None]]:
     """Page the newest-first log list once for the whole range, yielding each day whole."""
     client = CommentClient(transport)
     window_days = _served_since(days, LOGS_MAX_DAYS, "Trigger logs")
     start = datetime.combine(days[0], datetime.min.time(), UTC)
     end = datetime.combine(days[-1] + timedelta(days=1), datetime.min.time(), UTC)
-    first = client.logs(days=window_days, page=0)
+    first = client.log_table(days=window_days, page=0)
     if days[-1] == today():
         landed = _landed_fingerprint(lake, connection.name, days)
-        newest = first["logs"][0]["id"] if first["logs"] else None
-        if landed == (first["total"], newest):
+        newest = first.logs["id"][0].as_py() if first.logs.num_rows else None
+        if landed == (first.total, newest):
             log.info(f"trigger logs [{connection.name}]: nothing new since the last pull")
             for day in days:
                 yield day, None
             return
         head = _new_at_head(client, window_days, first, landed) if landed else None
-        if head is not None and {row["created_at"].date() for row in head} <= set(days):
-            log.info(f"trigger logs [{connection.name}]: {len(head)} new since the last pull")
+        if head is not None and set(pc.cast(head["created_at"], pa.date32()).to_pylist()) <= set(
+            days
+        ):
+            log.info(f"trigger logs [{connection.name}]: {head.num_rows} new since the last pull")
             yield from _merged_days(lake.lake(), connection.name, days, head)
             return
-    pages = math.ceil(first["total"] / LOGS_PAGE_LIMIT)
+    pages = math.ceil(first.total / LOGS_PAGE_LIMIT)
     start_page = 0
     if end < datetime.now(UTC) and pages > 1:
         # A backfill of older days skips the newer pages by binary search.
@@ -421,39 +454,50 @@ def _trigger_log_days(
 
     unused_first = [first]
 
-    def fetch(page: int) -> Page[TriggerLog]:
+    def fetch(page: int) -> Page[tuple]:
         # The first page is already here; a later look at page 0 (after a shift) asks again.
         answer = unused_first.pop() if page == 0 and unused_first else None
-        answer = answer or client.logs(days=window_days, page=page)
-        # Rows land as they came (validated dicts); the moment is parsed once, here, where
-        # it also decides the day and the window.
-        for row in answer["logs"]:
-            row["created_at"] = _utc_moment(row["created_at"])
-        return Page(answer["logs"], answer["total"])
+        answer = answer or client.log_table(days=window_days, page=page)
+        # Paging needs each row's id and moment; the row itself stays in its page's table.
+        table = answer.logs
+        ids = table["id"].to_pylist()
+        moments = pc.cast(table["created_at"], pa.int64()).to_pylist()
+        return Page(list(zip(ids, moments, repeat(table), range(table.num_rows))), answer.total)
 
-    def rows_in_window() -> Iterator[dict]:
-        last_day: date | None = None
+    start_at, end_at = _epoch(start), _epoch(end)
+
+    def day_pieces() -> Iterator[tuple[int, pa.Table]]:
+        """(UTC day number, rows of a page on that day) in the window, newest first."""
+        last_day: int | None = None
         for batch in offset_pages(
             fetch,
             limit=LOGS_PAGE_LIMIT,
-            row_id=itemgetter("id"),
+            row_id=itemgetter(0),
             start_page=start_page,
-            stop=lambda row: row["created_at"] < start,
+            stop=lambda row: row[1] < start_at,
         ):
+            run_day, run = None, []
             for row in batch:
-                moment = row["created_at"]
-                if moment >= end:
+                if row[1] >= end_at:
                     continue
-                if last_day is not None and moment.date() > last_day:
+                day = row[1] // SECONDS_A_DAY
+                if last_day is not None and day > last_day:
                     # Arrived at the head after its day was landed (seen again after a step
                     # back): the next run re-pulls that day; landing it would replace the day.
                     continue
-                last_day = moment.date()
-                yield row
+                last_day = day
+                if day != run_day:
+                    if run:
+                        yield run_day, _piece(run)
+                    run_day, run = day, []
+                run.append(row)
+            if run:
+                yield run_day, _piece(run)
 
     # Each day streams into its file as its pages arrive: memory holds a row group, never
     # a day or the history.
-    yield from groupby(rows_in_window(), key=lambda row: row["created_at"].date())
+    for day, pieces in groupby(day_pieces(), key=itemgetter(0)):
+        yield EPOCH + timedelta(days=day), _row_groups(piece for _, piece in pieces)
 
 
 @dg.asset(

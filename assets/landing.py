@@ -44,10 +44,17 @@ def pulled_at() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def _with_connection(rows: Iterable[dict], connection: str) -> Iterator[dict]:
+def _with_connection(
+    rows: Iterable[dict] | Iterable[pa.Table], connection: str
+) -> Iterator[dict | pa.Table]:
     for row in rows:
-        row["connection"] = connection
-        yield row
+        if isinstance(row, pa.Table):
+            if "connection" in row.column_names:
+                row = row.drop_columns(["connection"])
+            yield row.append_column("connection", pa.repeat(pa.scalar(connection), row.num_rows))
+        else:
+            row["connection"] = connection
+            yield row
 
 
 def call_metadata(stats: CallStats) -> dict[str, int]:
@@ -96,12 +103,14 @@ def land_days(
     stream: Stream,
     days: list[date],
     rows_by_day: Callable[
-        [Transport, Connection, list[date]], Iterable[tuple[date, Iterable[dict] | None]]
+        [Transport, Connection, list[date]],
+        Iterable[tuple[date, Iterable[dict] | Iterable[pa.Table] | None]],
     ],
     extra_metadata: dict | None = None,
 ) -> dg.MaterializeResult:
     """Land a daily stream for `days`: `rows_by_day` yields each day once with all its rows
-    (a list, or an iterator consumed before the next day is asked for), or with None when
+    (dicts or Arrow tables of rows, in a list or an iterator consumed before the next day
+    is asked for), or with None when
     the service holds nothing new for it (the landed file stays). Each
     day's file is replaced whole, and a day it does not yield gets an empty file: "pulled,
     nothing there" is state too."""

@@ -42,7 +42,7 @@ ROW_GROUP_ROWS = 10_000
 #: no longer. Not for queries whose answer is rows (the push's): those need their size.
 QUERY_SETTINGS = {
     "memory_limit": "32MB",
-    "threads": 1,  # each thread needs buffers of its own: 16 MB fails on one year of logs
+    "threads": 1,  # each thread needs buffers of its own
     "preserve_insertion_order": False,
     "temp_directory": tempfile.gettempdir(),
 }
@@ -202,23 +202,44 @@ def _fast_to_build(schema: pa.Schema) -> pa.Schema:
 
 
 class PartitionWriter:
-    """Buffers rows as Python dicts and writes them as row groups of the stream's schema."""
+    """Buffers rows (Python dicts, or Arrow tables of rows) and writes them as row groups of
+    the stream's schema, in the order they came."""
 
     def __init__(self, writer: pq.ParquetWriter, schema: pa.Schema) -> None:
         self._writer: pq.ParquetWriter | None = writer
         self._schema = schema
         self._built_as = _fast_to_build(schema)
         self._buffer: list[dict] = []
+        self._tables: list[pa.Table] = []
+        self._table_rows = 0
         self.rows = 0
 
-    def extend(self, rows: Iterable[dict]) -> None:
+    def extend(self, rows: Iterable[dict] | Iterable[pa.Table]) -> None:
         for row in rows:
+            if isinstance(row, pa.Table):
+                self.add_table(row)
+                continue
+            if self._tables:
+                self._flush_tables()
             self._buffer.append(row)
             if len(self._buffer) >= ROW_GROUP_ROWS:
                 self._flush()
 
-    def write_table(self, table: pa.Table) -> None:
+    def add_table(self, table: pa.Table) -> None:
+        """Rows as a table: small ones (a page) are gathered into one row group."""
         self._flush()
+        table = table.select(self._schema.names)
+        if not table.schema.equals(self._schema):
+            table = table.cast(self._schema)
+        self._tables.append(table)
+        self._table_rows += table.num_rows
+        if self._table_rows >= ROW_GROUP_ROWS:
+            self._flush_tables()
+
+    def write_table(self, table: pa.Table) -> None:
+        """Rows as a table, written at once as row groups of their own."""
+        self._flush()
+        self._flush_tables()
         assert self._writer is not None
         self._writer.write_table(table.select(self._schema.names).cast(self._schema))
         self.rows += table.num_rows
@@ -233,8 +254,15 @@ class PartitionWriter:
             self.rows += len(self._buffer)
             self._buffer = []
 
+    def _flush_tables(self) -> None:
+        if self._tables and self._writer is not None:
+            self._writer.write_table(pa.concat_tables(self._tables))
+            self.rows += self._table_rows
+            self._tables, self._table_rows = [], 0
+
     def close(self) -> None:
         if self._writer is not None:
             self._flush()
+            self._flush_tables()
             self._writer.close()
             self._writer = None

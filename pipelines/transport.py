@@ -201,7 +201,7 @@ def _json(content: bytes) -> Any:
         raise TruncatedBody("the body is not whole JSON") from None
 
 
-def _whole(validate: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
+def whole_json(validate: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
     """`validate`, with a body that is not whole JSON (a cut answer) told apart from one
     that is whole but does not fit the model: only the first is worth asking again."""
 
@@ -360,7 +360,19 @@ class Transport:
             if isinstance(model, pydantic.TypeAdapter)
             else model.model_validate_json
         )
-        return self._request("GET", path, _whole(validate), params, None, bucket, True)
+        return self._request("GET", path, whole_json(validate), params, None, bucket, True)
+
+    def get_decoded(
+        self,
+        path: str,
+        decode: Callable[[bytes], Any],
+        *,
+        params: Mapping[str, Any] | None = None,
+        bucket: str | None = None,
+    ) -> Any:
+        """GET with the body turned into a value by `decode`; a `TruncatedBody` it raises is
+        asked again, as a cut answer is."""
+        return self._request("GET", path, decode, params, None, bucket, True)
 
     def _request(
         self,
