@@ -41,7 +41,7 @@ ROW_GROUP_ROWS = 10_000
 #: over a year of rows stays within the sync's memory (bench: pull, peak memory) and takes
 #: no longer. Not for queries whose answer is rows (the push's): those need their size.
 QUERY_SETTINGS = {
-    "memory_limit": "32MB",
+    "memory_limit": "16MB",
     "threads": 1,  # each thread needs buffers of its own
     "preserve_insertion_order": False,
     "temp_directory": tempfile.gettempdir(),
