@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-import dagster as dg
 import httpx
 
 from pipelines.sandbox_process import running_sandbox
@@ -47,8 +46,8 @@ def pipeline_env(
     base: str, data: Path, services: tuple[str, ...], options: dict[str, dict] | None = None
 ) -> dict[str, str]:
     """Environment pointing the pipeline at the sandbox: the `default` connection of each
-    service named, a lake and a Dagster instance (`DAGSTER_HOME`, so runs can be read back
-    with `step_seconds`) under `data`, and `[service.X]` options (pace, rate window)."""
+    service named, a lake and a Dagster instance (`DAGSTER_HOME`, so runs can be read back)
+    under `data`, and `[service.X]` options (pace, rate window)."""
     (data / "dagster").mkdir(parents=True, exist_ok=True)
     config = data / "sync.toml"
     config.write_text(
@@ -82,20 +81,6 @@ def pipeline_env(
         DAGSTER_HOME=str(data / "dagster"),
     )
     return env
-
-
-def step_seconds(env: dict[str, str]) -> dict[str, float]:
-    """Seconds each step took, over the runs recorded in the environment's Dagster instance:
-    the work itself, without the process start and Dagster's own run bookkeeping."""
-    spent: dict[str, float] = {}
-    with dg.DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
-        for record in instance.get_run_records():
-            for step in instance.get_run_step_stats(record.dagster_run.run_id):
-                if step.start_time and step.end_time:
-                    spent[step.step_key] = spent.get(step.step_key, 0.0) + (
-                        step.end_time - step.start_time
-                    )
-    return spent
 
 
 @dataclass
