@@ -25,6 +25,7 @@ import httpx
 from bench.common import COMMENT_KEY, ROOT, pipeline_env, report, sandbox, traffic
 from bench.incremental import requests_of, run_sync, workspace_of
 from pipelines.clients.comment import LOGS_MAX_DAYS, LOGS_PAGE_LIMIT
+from pipelines.paging import READ_AHEAD_PAGES
 
 DATA = ROOT / "data" / "bench" / "backfill"
 UNPACED = {"comment": {"pace": False}}
@@ -129,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
             "older slice": "the first page (its total sizes the search), the binary search "
             "probes (one-row pages, about log2 of the pages of the 301-day list), the page "
             "holding the window's newest rows also holds newer ones, the read-ahead may ask "
-            "up to 2 pages past the window's end, and the check's 1",
+            f"up to {READ_AHEAD_PAGES} pages past the window's end, and the check's 1",
         },
         figures_may_be_noisy="2 cores shared with other benchmarks",
     )

@@ -11,7 +11,7 @@ of one conversation region (1,050,000 messages):
   `comment.workspace` (one request), its fixed cost. The rows landed must equal the truth;
 - the floor, in the same run: a bare loop that fetches the same pages (or the same backup
   file) with plain httpx and throws the bytes away, one request at a time; and the same loop
-  keeping two requests in flight, as the pipeline's read-ahead does.
+  keeping as many requests in flight as the pipeline's read-ahead does.
 
 Memory must not grow with the history: the trigger logs are also pulled for 30 days alone
 and both peaks are reported.
