@@ -327,10 +327,6 @@ def _utc_moment(text: str) -> datetime:
     return moment.astimezone(UTC) if moment.utcoffset() else moment.replace(tzinfo=UTC)
 
 
-def _epoch(moment: datetime) -> int:
-    return int(moment.timestamp())
-
-
 #: UTC days as whole numbers: seconds since the epoch // SECONDS_A_DAY.
 SECONDS_A_DAY = 86_400
 EPOCH = date(1970, 1, 1)
@@ -464,7 +460,7 @@ def _trigger_log_days(
         moments = pc.cast(table["created_at"], pa.int64()).to_pylist()
         return Page(list(zip(ids, moments, repeat(table), range(table.num_rows))), answer.total)
 
-    start_at, end_at = _epoch(start), _epoch(end)
+    start_at, end_at = int(start.timestamp()), int(end.timestamp())
 
     def day_pieces() -> Iterator[tuple[int, pa.Table]]:
         """(UTC day number, rows of a page on that day) in the window, newest first."""

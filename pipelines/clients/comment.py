@@ -174,10 +174,10 @@ def _log_table(body: bytes) -> LogTable:
         return LogTable(logs.cast(LOG_SCHEMA, safe=False), page["total"][0].as_py())
     except (pa.ArrowInvalid, ValueError):
         validated = whole_json(LOGS_PAGE.validate_json)(body)
-        return LogTable(log_rows_table(validated["logs"]), validated["total"])
+        return LogTable(_log_rows_table(validated["logs"]), validated["total"])
 
 
-def log_rows_table(logs: list[TriggerLog]) -> pa.Table:
+def _log_rows_table(logs: list[TriggerLog]) -> pa.Table:
     """Validated trigger logs as a `LOG_SCHEMA` table; a time without offset is read as UTC."""
     columns = {name: [log.get(name) for log in logs] for name in LOG_SCHEMA.names}
     moments = pa.array(columns.pop("created_at"), pa.string())
