@@ -35,7 +35,7 @@ from pipelines.clients.comment import (
     CommentClient,
     LogTable,
 )
-from pipelines.lake import ROW_GROUP_ROWS, Lake
+from pipelines.lake import Lake
 from pipelines.paging import Page, first_page_holding, offset_pages
 from pipelines.transport import CallStats, ServiceError, Transport
 
@@ -322,11 +322,6 @@ def _served_since(days: list[date], served_days: int, what: str) -> int:
     return (today() - days[0]).days + 1
 
 
-def _utc_moment(text: str) -> datetime:
-    moment = datetime.fromisoformat(text)
-    return moment.astimezone(UTC) if moment.utcoffset() else moment.replace(tzinfo=UTC)
-
-
 #: UTC days as whole numbers: seconds since the epoch // SECONDS_A_DAY.
 SECONDS_A_DAY = 86_400
 EPOCH = date(1970, 1, 1)
@@ -373,11 +368,11 @@ def _new_at_head(
 
 
 def _merged_days(
-    store: Lake, connection: str, days: list[date], head: pa.Table
+    store: Lake, connection: str, days: list[date], head: pa.Table, head_days: pa.Array
 ) -> Iterator[tuple[date, Iterable[pa.Table] | None]]:
-    """Each day of `days` that got new logs: its new logs, newest first, before its landed
-    ones (the files keep the service's order); the other days unchanged."""
-    head_days = pc.cast(head["created_at"], pa.date32())
+    """Each day of `days` that got new logs (`head_days`: the UTC day of each): its new logs,
+    newest first, before its landed ones (the files keep the service's order); the other
+    days unchanged."""
     for day in days:
         new = head.filter(pc.equal(head_days, pa.scalar(day, pa.date32())))
         if not new.num_rows:
@@ -394,20 +389,6 @@ def _piece(rows: list[tuple]) -> pa.Table:
     if rows[-1][3] - first + 1 == len(rows):
         return table.slice(first, len(rows))
     return table.take([row[3] for row in rows])
-
-
-def _row_groups(pieces: Iterable[pa.Table]) -> Iterator[pa.Table]:
-    """Pieces gathered into tables of about a row group each."""
-    gathered: list[pa.Table] = []
-    rows = 0
-    for piece in pieces:
-        gathered.append(piece)
-        rows += piece.num_rows
-        if rows >= ROW_GROUP_ROWS:
-            yield pa.concat_tables(gathered)
-            gathered, rows = [], 0
-    if gathered:
-        yield pa.concat_tables(gathered)
 
 
 def _trigger_log_days(
@@ -428,24 +409,21 @@ def _trigger_log_days(
                 yield day, None
             return
         head = _new_at_head(client, window_days, first, landed) if landed else None
-        if head is not None and set(pc.cast(head["created_at"], pa.date32()).to_pylist()) <= set(
-            days
-        ):
+        head_days = None if head is None else pc.cast(head["created_at"], pa.date32())
+        if head_days is not None and set(head_days.to_pylist()) <= set(days):
             log.info(f"trigger logs [{connection.name}]: {head.num_rows} new since the last pull")
-            yield from _merged_days(lake.lake(), connection.name, days, head)
+            yield from _merged_days(lake.lake(), connection.name, days, head, head_days)
             return
     pages = math.ceil(first.total / LOGS_PAGE_LIMIT)
     start_page = 0
     if end < datetime.now(UTC) and pages > 1:
         # A backfill of older days skips the newer pages by binary search.
-        def first_row(page: int):
-            listed = client.logs(days=window_days, page=page * LOGS_PAGE_LIMIT, limit=1)["logs"]
-            return listed[0] if listed else None
+        def first_moment(page: int) -> datetime | None:
+            listed = client.log_table(days=window_days, page=page * LOGS_PAGE_LIMIT, limit=1)
+            return listed.logs["created_at"][0].as_py() if listed.logs.num_rows else None
 
         start_page = first_page_holding(
-            first_row,
-            pages=pages,
-            is_after_window=lambda row: _utc_moment(row["created_at"]) >= end,
+            first_moment, pages=pages, is_after_window=lambda moment: moment >= end
         )
 
     unused_first = [first]
@@ -493,7 +471,7 @@ def _trigger_log_days(
     # Each day streams into its file as its pages arrive: memory holds a row group, never
     # a day or the history.
     for day, pieces in groupby(day_pieces(), key=itemgetter(0)):
-        yield EPOCH + timedelta(days=day), _row_groups(piece for _, piece in pieces)
+        yield EPOCH + timedelta(days=day), (piece for _, piece in pieces)
 
 
 @dg.asset(

@@ -49,8 +49,6 @@ def _with_connection(
 ) -> Iterator[dict | pa.Table]:
     for row in rows:
         if isinstance(row, pa.Table):
-            if "connection" in row.column_names:
-                row = row.drop_columns(["connection"])
             yield row.append_column("connection", pa.repeat(pa.scalar(connection), row.num_rows))
         else:
             row["connection"] = connection
@@ -109,9 +107,9 @@ def land_days(
     extra_metadata: dict | None = None,
 ) -> dg.MaterializeResult:
     """Land a daily stream for `days`: `rows_by_day` yields each day once with all its rows
-    (dicts or Arrow tables of rows, in a list or an iterator consumed before the next day
-    is asked for), or with None when
-    the service holds nothing new for it (the landed file stays). Each
+    (dicts, or Arrow tables of rows without `connection`, in a list or an iterator consumed
+    before the next day is asked for), or with None when the service holds nothing new for
+    it (the landed file stays). Each
     day's file is replaced whole, and a day it does not yield gets an empty file: "pulled,
     nothing there" is state too."""
     stats = CallStats()

@@ -217,7 +217,7 @@ class PartitionWriter:
     def extend(self, rows: Iterable[dict] | Iterable[pa.Table]) -> None:
         for row in rows:
             if isinstance(row, pa.Table):
-                self.add_table(row)
+                self._add_table(row)
                 continue
             if self._tables:
                 self._flush_tables()
@@ -225,7 +225,7 @@ class PartitionWriter:
             if len(self._buffer) >= ROW_GROUP_ROWS:
                 self._flush()
 
-    def add_table(self, table: pa.Table) -> None:
+    def _add_table(self, table: pa.Table) -> None:
         """Rows as a table: small ones (a page) are gathered into one row group."""
         self._flush()
         table = table.select(self._schema.names)

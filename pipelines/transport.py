@@ -360,7 +360,7 @@ class Transport:
             if isinstance(model, pydantic.TypeAdapter)
             else model.model_validate_json
         )
-        return self._request("GET", path, whole_json(validate), params, None, bucket, True)
+        return self.get_decoded(path, whole_json(validate), params=params, bucket=bucket)
 
     def get_decoded(
         self,

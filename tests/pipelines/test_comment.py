@@ -143,6 +143,10 @@ def test_new_logs_cost_their_pages_and_land_before_the_landed_ones(start_sandbox
     assert sorted(row_id for (row_id,) in rows.select("id").fetchall()) == truth
     checks = result.get_asset_check_evaluations()
     assert all(e.passed for e in checks if e.check_name != "logs_match_daily_stats")
+    # After the merge the lake's fingerprint (rows, newest id) is the service's again: the
+    # next sync knows from its first page alone that nothing is new.
+    again = materialize(resources, [comment.trigger_logs], last - timedelta(days=1), last)
+    assert metadata(again, "requests")["requests"] == 1
 
 
 def test_a_backfill_of_old_days_costs_its_rows_not_the_history(frozen_sandbox, sync_env):
