@@ -33,11 +33,11 @@ from assets.landing import (
     pulled_at,
 )
 from assets.partitions import daily, single_run
-from pipelines.clients.base import Model
+from pipelines.clients.base import Connection, Model
 from pipelines.clients.conversation import ConversationClient, ConversationService
 from pipelines.lake import QUERY_SETTINGS, Lake, Stream
 from pipelines.paging import cursor_pages
-from pipelines.transport import CallStats, ServiceError
+from pipelines.transport import CallStats, ServiceError, Transport
 
 SERVICE = "conversation"
 POOL = "conversation_api"
@@ -456,13 +456,18 @@ def _count_members_seen(lake: Lake, connection: str) -> int:
 MESSAGES_THROUGH = "messages_through_ns"
 
 
+def _message_file_times(lake: Lake, connection: str) -> dict[str, int]:
+    """The connection's message files and when each was last written (ns)."""
+    return {p: Path(p).stat().st_mtime_ns for p in _message_files(lake, connection)}
+
+
 @dataclass
 class _MemberPlan:
-    """One connection's members snapshot: whom to look up, whose rows to keep as they are."""
+    """One connection's members snapshot: whom to look up, whose rows to keep as they are
+    (SQL over the temporary tables `_plan_members` makes)."""
 
-    lookups: str  # SQL over the temporary tables below
+    lookups: str
     kept: str | None
-    messages_through: int
 
 
 def _plan_members(
@@ -472,13 +477,12 @@ def _plan_members(
     snapshot, or were not in it; everyone else keeps their row. So a sync with no new
     messages makes no lookups, and one with new messages looks up only their members.
     `everyone` (or a snapshot without the marker) looks up every member seen."""
-    files = {p: Path(p).stat().st_mtime_ns for p in _message_files(lake, connection)}
-    through = max(files.values(), default=0)
+    files = _message_file_times(lake, connection)
     _distinct_members(con, "seen", list(files))
     snapshot = lake.path(stream, connection)
     previous = lake.read_metadata(snapshot).get(MESSAGES_THROUGH) if snapshot.exists() else None
     if everyone or previous is None:
-        return _MemberPlan("SELECT * FROM seen ORDER BY ALL", None, through)
+        return _MemberPlan("SELECT * FROM seen ORDER BY ALL", None)
     _distinct_members(con, "recent", [p for p, mtime in files.items() if mtime > int(previous)])
     member_id = stream.key[1]
     con.execute(
@@ -495,13 +499,13 @@ def _plan_members(
             ORDER BY ALL
         """,
         kept=f"""
-            SELECT previous.* FROM read_parquet('{_quoted(snapshot)}') AS previous
+            SELECT previous.* EXCLUDE (connection)
+            FROM read_parquet('{_quoted(snapshot)}') AS previous
             SEMI JOIN (
                 SELECT * FROM seen ANTI JOIN recent USING (channel_id, member_id)
             ) AS keep
             ON previous.channel_id = keep.channel_id AND previous.{member_id} = keep.member_id
         """,
-        messages_through=through,
     )
 
 
@@ -524,62 +528,63 @@ def _land_per_member(
     stream: Stream,
     row_of: Callable[[ConversationClient, int, int], dict],
 ) -> dg.MaterializeResult:
-    """Each connection's snapshot of `stream`: `row_of(client, channel_id, member_id)` for the
-    members `_plan_members` picks, on a small thread pool over the connection's transport,
-    plus the rows kept. A member the service no longer knows (404) is skipped and counted."""
-    stats = CallStats()
-    rows, looked_up, kept, not_found = Counter(), Counter(), Counter(), Counter()
-    for connection in conversation.connections:
-        name = connection.name
+    """Each connection's snapshot of `stream`: the rows `_plan_members` keeps, then
+    `row_of(client, channel_id, member_id)` for the members it picks, on a small thread pool
+    over the connection's transport. A member the service no longer knows (404) is skipped
+    and counted."""
+    looked_up, kept, not_found = Counter(), Counter(), Counter()
 
-        with (
-            conversation.transport(connection, stats) as transport,
-            duckdb.connect(config=QUERY_SETTINGS) as con,
-        ):
-            client = conversation.client(transport)
+    def rows_of(transport: Transport, connection: Connection) -> Iterator[dict | pa.Table]:
+        name, client = connection.name, conversation.client(transport)
+        looked_up[name] = kept[name] = not_found[name] = 0
 
-            def lookup(pair: tuple[int, int]) -> dict | None:
-                try:
-                    return {**row_of(client, *pair), "connection": name}  # noqa: B023
-                except ServiceError as error:
-                    if error.status != 404:
-                        raise
-                    return None
+        def lookup(pair: tuple[int, int]) -> dict | None:
+            try:
+                return row_of(client, *pair)
+            except ServiceError as error:
+                if error.status != 404:
+                    raise
+                return None
 
+        with duckdb.connect(config=QUERY_SETTINGS) as con:
             plan = _plan_members(con, lake, stream, name, conversation.refresh_every_member)
-            metadata = {"pulled_at": pulled_at(), MESSAGES_THROUGH: str(plan.messages_through)}
-            with lake.writer(stream, name, metadata=metadata) as out:
-                if plan.kept is not None:
-                    for batch in con.sql(plan.kept).to_arrow_reader(MEMBER_BATCH):
-                        out.write_table(pa.Table.from_batches([batch]))
-                kept[name], looked_up[name] = out.rows, 0
-                pending = con.execute(plan.lookups)
-                with ThreadPoolExecutor(conversation.member_workers) as pool:
-                    while batch := pending.fetchmany(MEMBER_BATCH):
-                        looked_up[name] += len(batch)
-                        found = [row for row in pool.map(lookup, batch) if row is not None]
-                        not_found[name] += len(batch) - len(found)
-                        out.extend(found)
-            rows[name] = out.rows
-        context.log.info(
-            f"{stream.relation} [{name}]: {rows[name]} rows, {looked_up[name]} looked up, "
-            f"{kept[name]} kept from the last snapshot"
-        )
+            if plan.kept is not None:
+                for batch in con.sql(plan.kept).to_arrow_reader(MEMBER_BATCH):
+                    kept[name] += batch.num_rows
+                    yield pa.Table.from_batches([batch])
+            pending = con.execute(plan.lookups)
+            with ThreadPoolExecutor(conversation.member_workers) as pool:
+                while batch := pending.fetchmany(MEMBER_BATCH):
+                    looked_up[name] += len(batch)
+                    found = [row for row in pool.map(lookup, batch) if row is not None]
+                    not_found[name] += len(batch) - len(found)
+                    yield from found
+
+    def messages_through(connection: Connection) -> dict[str, str]:
+        # Taken before the plan reads the files: a file landed in between is looked up
+        # again next time, never missed.
+        times = _message_file_times(lake, connection.name)
+        return {MESSAGES_THROUGH: str(max(times.values(), default=0))}
+
+    result = land_snapshot(
+        context,
+        conversation,
+        lake,
+        stream,
+        rows_of,
+        extra_metadata=lambda: {
+            "looked_up": dict(looked_up),
+            "kept_from_last_snapshot": dict(kept),
+            "not_found": dict(not_found),
+        },
+        file_metadata=messages_through,
+    )
     if sum(not_found.values()):
         context.log.warning(
             f"{stream.relation}: members seen in messages but unknown to the service (404), "
             f"skipped: {dict(not_found)}"
         )
-    return dg.MaterializeResult(
-        metadata={
-            "rows": sum(rows.values()),
-            "rows_per_connection": dict(rows),
-            "looked_up": dict(looked_up),
-            "kept_from_last_snapshot": dict(kept),
-            "not_found": dict(not_found),
-            **call_metadata(stats),
-        }
-    )
+    return result
 
 
 MEMBERS = connection_stream(

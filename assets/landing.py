@@ -64,18 +64,19 @@ def land_snapshot(
     resource: ServiceResource,
     lake: Lake,
     stream: Stream,
-    rows_of: Callable[[Transport, Connection], Iterable[dict]],
+    rows_of: Callable[[Transport, Connection], Iterable[dict] | Iterable[pa.Table]],
     extra_metadata: Callable[[], dict] | None = None,
+    file_metadata: Callable[[Connection], dict[str, str]] | None = None,
 ) -> dg.MaterializeResult:
-    """Replace each connection's snapshot file of `stream` with what the service holds now."""
+    """Replace each connection's snapshot file of `stream` with what the service holds now
+    (`file_metadata`: more of the file's metadata, asked before its rows)."""
     stats = CallStats()
     counts: dict[str, int] = {}
     for connection in resource.connections:
+        metadata = {"pulled_at": pulled_at()} | (file_metadata(connection) if file_metadata else {})
         with resource.transport(connection, stats) as transport:
             rows = _with_connection(rows_of(transport, connection), connection.name)
-            counts[connection.name] = lake.write(
-                stream, connection.name, rows, metadata={"pulled_at": pulled_at()}
-            )
+            counts[connection.name] = lake.write(stream, connection.name, rows, metadata=metadata)
         context.log.info(f"{stream.relation} [{connection.name}]: {counts[connection.name]} rows")
     return dg.MaterializeResult(
         metadata={
