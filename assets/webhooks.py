@@ -1,13 +1,20 @@
 """The data hub's webhook events in the lake: the asset that compacts the receiver's inbox
-into `datahub.webhook_events`, and the sensor that runs it when the inbox holds events the
-lake lacks (ARCHITECTURE.md, "Webhook receiver"). `python -m pipelines sync` runs it too."""
+into `datahub.webhook_events` (and the events it cannot represent into
+`datahub.webhook_quarantine`, `pipelines/webhooks/compaction.py`), and the sensor that runs
+it when the inbox holds events the lake lacks (README.md, "Receive the data hub's webhooks").
+`python -m pipelines sync` runs it too."""
 
 # No `from __future__ import annotations`: Dagster reads the context and resource annotations.
 import dagster as dg
 
 from assets.landing import LakeResource
 from pipelines.catalog import refresh_warehouse
-from pipelines.webhooks.compaction import WEBHOOK_EVENTS, compact, stale_days
+from pipelines.webhooks.compaction import (
+    WEBHOOK_EVENTS,
+    WEBHOOK_QUARANTINE,
+    compact,
+    stale_days,
+)
 from pipelines.webhooks.inbox import Inbox, inbox_path
 
 
@@ -18,7 +25,9 @@ from pipelines.webhooks.inbox import Inbox, inbox_path
     description=(
         "Every webhook event the receiver accepted, once each, by the UTC day of its "
         "`timestamp`: days holding events the lake lacks are rewritten whole from the inbox "
-        "(`WEBHOOK_INBOX`, default `webhooks/inbox.sqlite3` beside the lake)."
+        "(`WEBHOOK_INBOX`, default `webhooks/inbox.sqlite3` beside the lake). An event whose "
+        "`data` the warehouse cannot read as JSON goes to `datahub/webhook_quarantine` of its "
+        "day instead, with the reason and its raw body."
     ),
 )
 def webhook_events(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
@@ -32,11 +41,17 @@ def webhook_events(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.
     context.log.info(
         f"{WEBHOOK_EVENTS.relation}: {done.rows} rows over {len(done.days)} day(s) rewritten"
     )
+    if done.quarantined:
+        context.log.warning(
+            f"{WEBHOOK_QUARANTINE.relation}: {done.quarantined} event(s) of those days "
+            "cannot be rows of webhook_events; kept there with the reason and the raw body"
+        )
     # The view reads an empty relation until the stream's first file exists.
     warehouse = refresh_warehouse(lake.lake_root, lake.warehouse_path)
     return dg.MaterializeResult(
         metadata={
             "rows": done.rows,
+            "quarantined": done.quarantined,
             "days": len(done.days),
             "days_rewritten": [day.isoformat() for day in done.days],
             "inbox": str(path),

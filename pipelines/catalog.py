@@ -6,13 +6,19 @@ from assets import comment, conversation, datahub
 from pipelines.lake import Lake
 from pipelines.push import ledger, shop
 from pipelines.warehouse import Warehouse, WarehouseBusy
-from pipelines.webhooks.compaction import WEBHOOK_EVENTS
+from pipelines.webhooks.compaction import WEBHOOK_EVENTS, WEBHOOK_QUARANTINE
 
 #: The streams the pull lands, service by service.
 PULLED = [*comment.STREAMS, *conversation.STREAMS, *datahub.STREAMS]
 #: Everything `sql/` may name as a source: pulled streams, the demo shop, the push ledger,
-#: the webhook events.
-WAREHOUSE_STREAMS = [*PULLED, *shop.SHOP_STREAMS, *ledger.STREAMS, WEBHOOK_EVENTS]
+#: the webhook events and the ones the lake could not represent.
+WAREHOUSE_STREAMS = [
+    *PULLED,
+    *shop.SHOP_STREAMS,
+    *ledger.STREAMS,
+    WEBHOOK_EVENTS,
+    WEBHOOK_QUARANTINE,
+]
 
 
 def refresh_warehouse(lake_root: str | Path, warehouse_path: str | Path) -> str:

@@ -1,17 +1,20 @@
 """The Parquet lake: one explicit Arrow schema per stream, files written whole or not at all.
 
-Layout (ARCHITECTURE.md, "Lake layout"):
+Layout (README.md, "How data flows"):
 
     <lake>/<service>/<stream>/<connection>.parquet                 snapshot streams
     <lake>/<service>/<stream>/date=YYYY-MM-DD/<connection>.parquet  daily streams
 
 One file per connection, so a run for one connection (or one day) replaces exactly what it
 pulled. Every file is written under a temporary name in its own folder and renamed into
-place, so a reader or a crash never sees half a file and a re-run replaces, never adds.
+place, so a reader or a crash never sees half a file and a re-run replaces, never adds. A
+write that fails removes its temporary file; one a killed process left is removed by
+`Lake.sweep_temporary`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import tempfile
@@ -106,7 +109,11 @@ class Lake:
         day: date | None = None,
         metadata: dict[str, str] | None = None,
     ) -> Iterator[PartitionWriter]:
-        """Write one file in batches; it appears under its name only if the block succeeds."""
+        """Write one file in batches; it appears under its name only if the block succeeds.
+
+        If the block or the final flush raises, the buffered rows are dropped unwritten (the
+        failure is often in them) and the temporary file is removed: a failed write leaves
+        the previous file, or none, and nothing else."""
         target = self.path(stream, connection, day)
         target.parent.mkdir(parents=True, exist_ok=True)
         temporary = target.with_name(f".{target.name}.{uuid.uuid4().hex}{TEMPORARY_SUFFIX}")
@@ -121,8 +128,10 @@ class Lake:
             yield writer
             writer.close()
             os.replace(temporary, target)
+        except BaseException:
+            writer.abort()
+            raise
         finally:
-            writer.close()
             temporary.unlink(missing_ok=True)
 
     def write(
@@ -266,3 +275,12 @@ class PartitionWriter:
             self._flush_tables()
             self._writer.close()
             self._writer = None
+
+    def abort(self) -> None:
+        """Close the file without writing what is buffered: it is about to be removed."""
+        self._buffer, self._tables, self._table_rows = [], [], 0
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            # Only the file handle matters now; the error that led here is the one to report.
+            with contextlib.suppress(Exception):
+                writer.close()

@@ -1,36 +1,71 @@
-"""Stored webhook events into the lake: `datahub/webhook_events/date=D/inbox.parquet`.
+"""Stored webhook events into the lake: `datahub/webhook_events/date=D/inbox.parquet`, and
+beside it `datahub/webhook_quarantine/date=D/inbox.parquet` for the day's events that
+cannot be a row of `webhook_events`.
 
-Each day's file holds every inbox event of that UTC day up to a row id, and says which in its
-metadata (`inbox_max_id`). A day is rewritten whole, from the inbox, when the inbox holds a
-newer row for it. Because inbox ids only grow in commit order, an event stored while a
+Each day's events file holds every inbox event of that UTC day up to a row id, and says which
+in its metadata (`inbox_max_id`). A day is rewritten whole, from the inbox, when the inbox
+holds a newer row for it. Because inbox ids only grow in commit order, an event stored while a
 compaction runs has a higher id than the file just written, so the next run picks it up:
 compaction is idempotent and never loses an event, with no state beside the files.
+
+Every event is decided on its own, so one event never fails its day (nor, since days are
+compacted in order, the days after it). An event becomes a row of `webhook_events` if its
+`data` converts to JSON text that is valid UTF-8 and that DuckDB reads as JSON, which is
+what the views in `sql/datahub/` do with every row; one that does not (a lone surrogate
+inside `data`, escaped or not, is refused by both) goes to the quarantine with the reason
+and its raw body, the bytes the signature covered.
+
+Per day, the quarantine file is written first and the events file, which carries the
+watermark, last: a crash between them leaves the day stale, and the re-run rewrites both
+whole from the inbox, so no quarantine row is ever doubled. A day rewritten with nothing to
+quarantine loses its quarantine file before the events file is replaced.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
+from itertools import islice
 
+import duckdb
 import pyarrow as pa
 
 from pipelines.lake import Lake, Stream
 from pipelines.webhooks.inbox import Inbox, StoredEvent
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
+#: The first columns of both streams: which event it is, by the inbox's key and envelope.
+ENVELOPE = [
+    ("idempotency_key", pa.string()),
+    ("event", pa.string()),
+    ("timestamp", TIMESTAMP),
+    ("source", pa.string()),
+    ("event_id", pa.string()),
+]
 WEBHOOK_EVENTS = Stream(
     "datahub",
     "webhook_events",
     pa.schema(
         [
-            ("idempotency_key", pa.string()),
-            ("event", pa.string()),
-            ("timestamp", TIMESTAMP),
-            ("source", pa.string()),
-            ("event_id", pa.string()),
+            *ENVELOPE,
             ("data", pa.string()),  # the envelope's `data`, JSON text
+            ("received_at", TIMESTAMP),
+        ]
+    ),
+    daily=True,
+    key=("idempotency_key",),
+)
+WEBHOOK_QUARANTINE = Stream(
+    "datahub",
+    "webhook_quarantine",
+    pa.schema(
+        [
+            *ENVELOPE,
+            ("reason", pa.string()),  # why it is not in webhook_events
+            ("body", pa.binary()),  # the raw bytes the signature covers
             ("received_at", TIMESTAMP),
         ]
     ),
@@ -41,6 +76,10 @@ WEBHOOK_EVENTS = Stream(
 FILE_NAME = "inbox"
 WATERMARK = "inbox_max_id"
 INBOX_UUID = "inbox_uuid"
+#: Events decided together: one Arrow table and one DuckDB query per chunk.
+CHUNK_EVENTS = 1000
+#: A reason quotes at most this much of an error message (DuckDB's quote the input).
+REASON_CHARS = 300
 
 
 class ForeignInbox(Exception):
@@ -51,6 +90,7 @@ class ForeignInbox(Exception):
 class Compaction:
     days: list[date] = field(default_factory=list)
     rows: int = 0
+    quarantined: int = 0
 
 
 def compacted(lake: Lake) -> dict[date, tuple[str, int]]:
@@ -66,44 +106,161 @@ def stale_days(inbox: Inbox, lake: Lake) -> dict[date, int]:
     """Days whose file lacks events the inbox holds, with the inbox's newest id for each."""
     landed = compacted(lake)
     foreign = {uuid for uuid, _ in landed.values()} - {inbox.uuid}
+    for day in lake.days(WEBHOOK_QUARANTINE, FILE_NAME):
+        metadata = lake.read_metadata(lake.path(WEBHOOK_QUARANTINE, FILE_NAME, day))
+        foreign |= {metadata.get(INBOX_UUID, "")} - {inbox.uuid}
     if foreign:
         # A new inbox restarts ids at 1: comparing them with the old watermarks would skip
         # its events, and rewriting the days from it would drop the old inbox's.
         raise ForeignInbox(
-            f"{lake.stream_dir(WEBHOOK_EVENTS)} was compacted from inbox(es) {sorted(foreign)}, "
-            f"not from {inbox.path} ({inbox.uuid}); move those files aside or point "
-            "WEBHOOK_INBOX at the inbox they came from"
+            f"{lake.stream_dir(WEBHOOK_EVENTS)} (or {WEBHOOK_QUARANTINE.name} beside it) was "
+            f"compacted from inbox(es) {sorted(foreign)}, not from {inbox.path} ({inbox.uuid}); "
+            "move those files aside or point WEBHOOK_INBOX at the inbox they came from"
         )
     return {
         day: top for day, top in inbox.day_watermarks().items() if top > landed.get(day, ("", 0))[1]
     }
 
 
-def _rows(events: Iterator[StoredEvent]) -> Iterator[dict]:
-    for event in events:
+def _text(text: str | None) -> str | None:
+    """`text`, with what UTF-8 cannot encode written as escapes: storable whatever it is."""
+    return None if text is None else text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _reason(text: str) -> str:
+    text = _text(text) or ""
+    return text if len(text) <= REASON_CHARS else text[: REASON_CHARS - 1] + "…"
+
+
+def _quarantined(event: StoredEvent, reason: str) -> dict:
+    return {
+        "idempotency_key": _text(event.idempotency_key),
+        "event": _text(event.event),
+        "timestamp": event.timestamp,
+        "source": _text(event.source),
+        "event_id": _text(event.event_id),
+        "reason": _reason(reason),
+        "body": event.body,
+        "received_at": event.received_at,
+    }
+
+
+def _row(event: StoredEvent) -> dict | str:
+    """The event's row of webhook_events, or why it cannot have one."""
+    try:
         data = json.loads(event.body)["data"]
-        yield {
-            "idempotency_key": event.idempotency_key,
-            "event": event.event,
-            "timestamp": event.timestamp,
-            "source": event.source,
-            "event_id": event.event_id,
-            "data": json.dumps(data, ensure_ascii=False, separators=(",", ":")),
-            "received_at": event.received_at,
-        }
+        text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    except RecursionError:
+        # The receiver read it, but how deep Python's JSON recursion may go depends on the
+        # caller's stack, and Dagster's is deeper.
+        return "the body nests too deep to convert"
+    except Exception as exc:
+        return f"the body no longer reads as an event ({type(exc).__name__}: {exc})"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "data is not valid Unicode text (a lone surrogate)"
+    return {
+        "idempotency_key": event.idempotency_key,
+        "event": event.event,
+        "timestamp": event.timestamp,
+        "source": event.source,
+        "event_id": event.event_id,
+        "data": text,
+        "received_at": event.received_at,
+    }
+
+
+def _decide(
+    events: list[StoredEvent], con: duckdb.DuckDBPyConnection
+) -> tuple[pa.Table, list[dict]]:
+    """The chunk's rows of webhook_events as a table, and its quarantine rows."""
+    reasons: dict[int, str] = {}
+    rows: list[tuple[int, dict]] = []
+    for n, event in enumerate(events):
+        row = _row(event)
+        if isinstance(row, str):
+            reasons[n] = row
+        else:
+            rows.append((n, row))
+    schema = WEBHOOK_EVENTS.schema
+    try:
+        table = pa.Table.from_pylist([row for _, row in rows], schema=schema)
+    except Exception:
+        # Find the row(s) Arrow refuses; the others are built one by one.
+        built = []
+        for n, row in rows:
+            try:
+                built.append((n, pa.Table.from_pylist([row], schema=schema)))
+            except Exception as exc:
+                reasons[n] = f"not a row of webhook_events ({type(exc).__name__}: {exc})"
+        rows = [(n, row) for n, row in rows if n not in reasons]
+        table = pa.concat_tables([part for _, part in built]) if built else schema.empty_table()
+    # The views cast `data` to JSON on every query: a row DuckDB cannot read breaks them all.
+    texts = pa.table({"n": pa.array([n for n, _ in rows], pa.int64()), "data": table["data"]})
+    query = con.from_arrow(texts).filter("TRY_CAST(data AS JSON) IS NULL").project("n")
+    unreadable = {n for (n,) in query.fetchall()}
+    if unreadable:
+        for n, row in rows:
+            if n in unreadable:
+                reasons[n] = f"DuckDB cannot read data as JSON ({_duckdb_error(con, row['data'])})"
+        table = table.filter(pa.array([n not in unreadable for n, _ in rows], pa.bool_()))
+    quarantine = [_quarantined(events[n], reason) for n, reason in sorted(reasons.items())]
+    return table, quarantine
+
+
+def _duckdb_error(con: duckdb.DuckDBPyConnection, text: str) -> str:
+    try:
+        con.execute("SELECT CAST(? AS JSON)", [text]).fetchall()
+    except duckdb.Error as exc:
+        # The message goes on to quote the input and the query.
+        return str(exc).split("  Input:")[0].split("\n")[0]
+    return "no message"
+
+
+def _chunks(events: Iterator[StoredEvent]) -> Iterator[list[StoredEvent]]:
+    while chunk := list(islice(events, CHUNK_EVENTS)):
+        yield chunk
+
+
+def _compact_day(
+    inbox: Inbox, lake: Lake, day: date, top: int, con: duckdb.DuckDBPyConnection
+) -> tuple[int, int]:
+    """Rewrite one day from the inbox's events with id <= `top`: (rows, quarantined)."""
+    metadata = {
+        INBOX_UUID: inbox.uuid,
+        WATERMARK: str(top),
+        "compacted_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    # The events file is renamed into place last: its watermark says the day is done only
+    # once the quarantine beside it is complete (or gone).
+    with lake.writer(WEBHOOK_EVENTS, FILE_NAME, day, metadata) as events:
+        quarantine = None
+        with ExitStack() as opened:
+            for chunk in _chunks(inbox.events_of(day, top)):
+                table, bad = _decide(chunk, con)
+                events.extend([table])
+                if not bad:
+                    continue
+                if quarantine is None:
+                    # Opened on the first bad event: most days have none, and no file.
+                    quarantine = opened.enter_context(
+                        lake.writer(WEBHOOK_QUARANTINE, FILE_NAME, day, metadata)
+                    )
+                quarantine.extend(bad)
+        if quarantine is None:
+            # An earlier run's quarantine of this day would no longer be true.
+            lake.drop(WEBHOOK_QUARANTINE, FILE_NAME, day)
+    return events.rows, 0 if quarantine is None else quarantine.rows
 
 
 def compact(inbox: Inbox, lake: Lake) -> Compaction:
-    """Rewrite every stale day from the inbox; a day's file is replaced atomically."""
+    """Rewrite every stale day from the inbox; a day's files are replaced atomically."""
     done = Compaction()
-    for day, top in sorted(stale_days(inbox, lake).items()):
-        metadata = {
-            INBOX_UUID: inbox.uuid,
-            WATERMARK: str(top),
-            "compacted_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        }
-        done.rows += lake.write(
-            WEBHOOK_EVENTS, FILE_NAME, _rows(inbox.events_of(day, top)), day, metadata
-        )
-        done.days.append(day)
+    with duckdb.connect(config={"threads": 1}) as con:
+        for day, top in sorted(stale_days(inbox, lake).items()):
+            rows, quarantined = _compact_day(inbox, lake, day, top, con)
+            done.rows += rows
+            done.quarantined += quarantined
+            done.days.append(day)
     return done

@@ -4,10 +4,18 @@ In order (customer data hub spec, sections 5 and 6):
 1. a body over `max_body_bytes`: 413, nothing stored;
 2. `Service-Signature` missing or not the hex HMAC-SHA256 of the raw body keyed with the
    UTF-8 secret (compared in constant time): 401, nothing stored;
-3. no `Service-Idempotency-Key`, malformed JSON or an incomplete envelope: 400, kept in the
-   inbox's `rejected` table with the reason;
+3. no `Service-Idempotency-Key`, malformed JSON (or JSON Python cannot read: nested too
+   deep, an integer too long), an incomplete envelope, an envelope field that is not valid
+   Unicode text or a timestamp outside years 1-9999 in UTC: 400, kept in the inbox's
+   `rejected` table with the reason and the raw body;
 4. otherwise committed to the inbox, then 200; a key already stored is a duplicate: 200,
    not stored again.
+
+A signed body never gets a 500: reading it is a function of its bytes, so any failure to do
+so is a 400 kept with its reason (the hub would resend the same bytes to the same end). 500
+is left for a failure to store (the disk), which a resend can outlive. A lone surrogate
+inside `data` is stored like any other event; the compaction quarantines what the lake
+cannot represent (`pipelines/webhooks/compaction.py`).
 
 The inbox is written from Starlette's thread pool, so a commit's fsync never blocks the
 event loop and other deliveries are read and verified meanwhile.
@@ -26,7 +34,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from pipelines.webhooks.envelope import EnvelopeError, parse_envelope
+from pipelines.webhooks.envelope import Envelope, EnvelopeError, parse_envelope
 from pipelines.webhooks.inbox import Arrival, Inbox
 
 WEBHOOK_PATH = "/webhooks/datahub"
@@ -56,6 +64,22 @@ async def _bounded_body(request: Request, limit: int) -> bytes | None:
     return bytes(body)
 
 
+def envelope_or_reason(arrival: Arrival) -> Envelope | str:
+    """The delivery's envelope, or why it has none: text the inbox and a JSON answer take."""
+    try:
+        if not arrival.idempotency_key:
+            # The key is the only duplicate detection the spec gives (section 6).
+            raise EnvelopeError("Service-Idempotency-Key missing")
+        return parse_envelope(arrival.body)
+    except EnvelopeError as problem:
+        reason = str(problem)
+    except Exception as problem:
+        # A case parse_envelope does not name: still the body's, so still a 400.
+        log.exception("could not read webhook %s", arrival.idempotency_key)
+        reason = f"the body could not be read ({type(problem).__name__})"
+    return reason.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def build_app(inbox: Inbox, secret: str, max_body_bytes: int = MAX_BODY_BYTES) -> Starlette:
     key = secret.encode("utf-8")
 
@@ -77,15 +101,11 @@ def build_app(inbox: Inbox, secret: str, max_body_bytes: int = MAX_BODY_BYTES) -
             body=body,
             received_at=received_at,
         )
-        try:
-            if not arrival.idempotency_key:
-                # The key is the only duplicate detection the spec gives (section 6).
-                raise EnvelopeError("Service-Idempotency-Key missing")
-            envelope = parse_envelope(body)
-        except EnvelopeError as problem:
-            await run_in_threadpool(inbox.reject, arrival, str(problem))
-            log.warning("rejected webhook %s: %s", arrival.idempotency_key, problem)
-            return JSONResponse({"error": str(problem)}, 400)
+        envelope = envelope_or_reason(arrival)
+        if isinstance(envelope, str):
+            await run_in_threadpool(inbox.reject, arrival, envelope)
+            log.warning("rejected webhook %s: %s", arrival.idempotency_key, envelope)
+            return JSONResponse({"error": envelope}, 400)
         stored = await run_in_threadpool(inbox.store, arrival, envelope)
         return JSONResponse({"status": "stored" if stored else "duplicate"})
 

@@ -1,12 +1,14 @@
 -- contact.profile.<field>.update (spec section 6): one row per changed profile field, the
--- field named by the event and its new value as text (NULL when it was cleared).
+-- field named by the event and its new value as text (NULL when it was cleared, or when the
+-- name is not letters, digits and underscores).
 CREATE OR REPLACE VIEW datahub.profile_changes AS
 SELECT
     date,
     timestamp,
     event,
     field,                                  -- customer_id, connect_id, full_name, …
-    data ->> field AS value,
+    -- A name DuckDB would read as a JSON path ("$[", "*") fails the query for every row.
+    CASE WHEN regexp_matches(field, '^[A-Za-z0-9_]+$') THEN data ->> field END AS value,
     source,
     data ->> 'customer_id' AS customer_id,
     data ->> 'external_member_id' AS external_member_id,

@@ -1,5 +1,5 @@
-"""The receiver over HTTP (issue 5, Tests): signatures, duplicates, refusals, concurrency, and
-a receiver killed right after it answered."""
+"""The receiver over HTTP: signatures, duplicates, refusals (a signed body gets 200 or 400,
+never 500), concurrency, and a receiver killed right after it answered."""
 
 import asyncio
 import hashlib
@@ -150,8 +150,25 @@ def without(name: str) -> bytes:
     return json.dumps(document).encode()
 
 
+def lone_surrogate_in(name: str) -> bytes:
+    """A body whose `name` holds `\ud800`: valid JSON, no valid Unicode text."""
+    return envelope(**{name: "x-LONE"}).replace(b"x-LONE", b"x\\ud800")
+
+
+#: An array nested 200,000 deep in `data`: JSON, under the body bound, too deep for Python.
+NESTED = (
+    b'{"event":"x","timestamp":"2026-11-01T12:00:00+00:00","source":"maac","data":{"a":'
+    + b"[" * 200_000
+    + b"]" * 200_000
+    + b"}}"
+)
 REFUSED = {
     "malformed JSON": (b'{"event": "message.open",', "malformed JSON"),
+    "nested 200,000 deep": (NESTED, "JSON nested too deep to read"),
+    "an integer of 5,000 digits": (
+        envelope(data={"n": "DIGITS"}).replace(b'"DIGITS"', b"7" * 5000),
+        "JSON that Python cannot read",
+    ),
     "not UTF-8": (envelope(source="caac").replace(b"caac", b"\xff\xfe"), "malformed JSON"),
     "not an object": (b"[1, 2]", "not a JSON object"),
     **{f"no {name}": (without(name), f"envelope misses {name}") for name in REQUIRED},
@@ -159,6 +176,22 @@ REFUSED = {
     "data not an object": (envelope(data=[1]), "data is not an object"),
     "timestamp not ISO 8601": (envelope(timestamp="yesterday"), "not ISO 8601"),
     "timestamp without timezone": (envelope(timestamp="2026-11-01T12:00:00"), "no timezone"),
+    # Both exist where they are written, not in UTC.
+    "timestamp before year 1 in UTC": (
+        envelope(timestamp="0001-01-01T00:00:00+05:00"),
+        "outside years 1-9999 in UTC",
+    ),
+    "timestamp after year 9999 in UTC": (
+        envelope(timestamp="9999-12-31T23:00:00-05:00"),
+        "outside years 1-9999 in UTC",
+    ),
+    **{
+        f"a lone surrogate in {name}": (
+            lone_surrogate_in(name),
+            f"{name} is not valid Unicode text (a lone surrogate)",
+        )
+        for name in ("event", "event_id", "source", "timestamp")
+    },
 }
 
 
@@ -171,6 +204,7 @@ def test_a_signed_body_that_is_no_event_gets_400_and_is_kept_with_its_reason(rec
     assert receiver.inbox.counts() == {"events": 0, "rejected": 1}
     (kept,) = receiver.inbox.rejected()
     assert reason in kept["reason"] and kept["body"] == body
+    assert len(kept["reason"]) < 300  # the reason names the problem, it does not quote it
 
 
 def test_a_delivery_without_idempotency_key_gets_400_and_is_kept(receiver):
