@@ -1,5 +1,6 @@
 """The push as Dagster jobs: `push` sends, `push_dry_run` only plans. Both report, per
-record type, how many rows are new, changed, unchanged, stale and rejected."""
+record type, how many rows are new, changed, unchanged, stale, waiting, in doubt and
+rejected."""
 
 import dagster as dg
 
@@ -13,6 +14,9 @@ class PushConfig(dg.Config):
     #: Record types to push (all when empty): member_import, contact_profile, coupon, order,
     #: order_fulfillment, membership_tier, point, reservation, behavior_event.
     record_types: list[str] = []
+    #: Send again the behavior events a killed run may or may not have delivered (they are
+    #: reported as in_doubt and not sent by default: a resend could store one twice).
+    resend_in_doubt: bool = False
 
 
 @dg.op(pool="datahub_api", description="Plan, and unless a dry run, send the outbound rows.")
@@ -23,7 +27,12 @@ def push_to_datahub(
     if unknown:
         raise dg.Failure(f"unknown record types {unknown}; known: {list(ORDER)}")
     report = run_push(
-        lake, datahub, config.dry_run, config.record_types or None, log=context.log.info
+        lake,
+        datahub,
+        config.dry_run,
+        config.record_types or None,
+        resend_in_doubt=config.resend_in_doubt,
+        log=context.log.info,
     )
     metadata = {
         record_type: dg.MetadataValue.json(figures)

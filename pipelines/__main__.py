@@ -10,6 +10,7 @@ import duckdb
 from assets import push
 from pipelines import definitions
 from pipelines.catalog import refresh_warehouse
+from pipelines.push.plan import OUTCOMES
 from pipelines.resources import build_resources
 from pipelines.settings import load_settings
 from pipelines.sync import LOG_LEVEL, dagster_instance, failure_reason, run_sync
@@ -35,10 +36,10 @@ def print_counts(warehouse_path: str) -> None:
         print(f"{name:<{width}}  {rows:>10,}")
 
 
-def run_push_command(dry_run: bool, record_types: list[str]) -> int:
+def run_push_command(dry_run: bool, record_types: list[str], resend_in_doubt: bool = False) -> int:
     """The `push` job in this process; prints the plan's figures per record type."""
     job = push.push_dry_run if dry_run else push.push
-    config = {"dry_run": dry_run, "record_types": record_types}
+    config = {"dry_run": dry_run, "record_types": record_types, "resend_in_doubt": resend_in_doubt}
     with dagster_instance() as instance:
         result = job.execute_in_process(
             run_config={
@@ -55,7 +56,7 @@ def run_push_command(dry_run: bool, record_types: list[str]) -> int:
                 print(f"FAILED {event.step_key}: {failure_reason(event)}", file=sys.stderr)
         return 1
     figures = result.output_for_node("push_to_datahub")
-    columns = ["new", "changed", "unchanged", "stale", "rejected"] + ([] if dry_run else ["sent"])
+    columns = [*OUTCOMES] + ([] if dry_run else ["sent", "refused"])
     print(f"\n{'record type':<18}" + "".join(f"{c:>10}" for c in columns))
     for record_type, counts in figures.items():
         print(f"{record_type:<18}" + "".join(f"{counts.get(c, 0):>10,}" for c in columns))
@@ -78,6 +79,11 @@ def main(argv: list[str] | None = None) -> int:
     push = commands.add_parser("push", help="send what changed in the outbound views")
     push.add_argument("--dry-run", action="store_true", help="plan and report; send nothing")
     push.add_argument("--types", nargs="+", metavar="TYPE", help="record types (default all)")
+    push.add_argument(
+        "--resend-in-doubt",
+        action="store_true",
+        help="send again the behavior events a killed run may have delivered (in_doubt)",
+    )
     commands.add_parser("warehouse", help="rebuild the warehouse views from sql/")
     args = parser.parse_args(argv)
 
@@ -87,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         print_counts(str(settings.warehouse_path))
         return 0
     if args.command == "push":
-        return run_push_command(args.dry_run, args.types or [])
+        return run_push_command(args.dry_run, args.types or [], args.resend_in_doubt)
     if args.start and args.end and args.start > args.end:
         parser.error("--start is after --end")
     report = run_sync(args.streams, args.start, args.end, settings)

@@ -18,7 +18,6 @@ import contextlib
 import os
 import re
 import tempfile
-import time
 import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -145,12 +144,6 @@ class Lake:
         with self.writer(stream, connection, day, metadata) as out:
             out.extend(rows)
         return out.rows
-
-    def append(self, stream: Stream, rows: Iterable[dict], prefix: str) -> int:
-        """Add one more file to an append-only stream (the push ledger): each batch is its own
-        file, named by time so the files sort in the order they were written."""
-        name = f"{prefix}-{time.time_ns()}-{uuid.uuid4().hex[:8]}"
-        return self.write(stream, name, rows)
 
     def drop(self, stream: Stream, connection: str, day: date) -> None:
         self.path(stream, connection, day).unlink(missing_ok=True)

@@ -174,11 +174,13 @@ class DataHubClient:
 
     # -- push --------------------------------------------------------------------------------
 
-    def submit(self, record_type: str, body: dict) -> str:
-        """Submit one commerce record or behavior event; its `event_id`. Resending a version
-        is harmless (the latest timestamp wins), so a lost answer is retried."""
+    def submit(self, record_type: str, body: dict, idempotent: bool = True) -> str:
+        """Submit one commerce record or behavior event; its `event_id`. Resending a record
+        version is harmless (the latest timestamp wins), so a lost answer is retried; a
+        behavior event is stored once per submission, so its caller says `idempotent=False`."""
         path = self._path(SUBMIT_OPERATIONS[record_type])
-        return self.transport.request_json("POST", path, json_body=body)["event_id"]
+        answer = self.transport.request_json("POST", path, json_body=body, idempotent=idempotent)
+        return answer["event_id"]
 
     def update_channel_contact_profile(self, body: dict) -> list[str]:
         """A partial profile update, paced to 6,000 per minute (spec section 8)."""

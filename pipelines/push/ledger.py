@@ -1,20 +1,23 @@
 """The push ledger (`sync.pushed`) and the rejected rows (`sync.rejected`), both in the lake.
 
-The ledger is append-only: each accepted batch is one more Parquet file, written before the
-next batch goes, so a run killed half-way resumes from what the service has already accepted.
-Rejections are a snapshot per record type, replaced each run; a rejection seen before keeps
-its `first_seen`.
+The ledger is append-only. Each answer of the service is committed to the journal
+(`pipelines/push/journal.py`) as it arrives, and the journal is moved into the ledger's files
+before the ledger is read, so a run killed at any moment resumes from everything the service
+had acknowledged. Rejections are a snapshot per record type, replaced each run; a rejection
+seen before keeps its `first_seen`.
 """
 
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipelines.lake import Lake, Stream
+from pipelines.push.journal import Journal, journal_path
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 
@@ -80,11 +83,25 @@ def as_json(value: object) -> str:
 
 
 class Ledger:
-    def __init__(self, lake: Lake) -> None:
+    """The ledger of one lake; its journal is `PUSH_JOURNAL` (default beside the lake)."""
+
+    def __init__(self, lake: Lake, journal: str | Path | None = None) -> None:
         self.lake = lake
+        self.journal = Journal(journal or journal_path(lake.root))
+
+    def __enter__(self) -> "Ledger":
+        return self
+
+    def __exit__(self, *_) -> None:
+        self.journal.close()
+
+    def compact(self) -> int:
+        """Move the journal's acknowledgements into the lake; the rows moved."""
+        return self.journal.compact(self.lake, PUSHED)
 
     def latest(self, record_type: str) -> dict[str, Entry]:
-        """Each key's latest entry (by write time) of one record type."""
+        """Each key's latest entry (by write time) of one record type, journal included."""
+        self.compact()
         relation = self.lake.relation(PUSHED)
         if relation is None:
             return {}
@@ -102,17 +119,9 @@ class Ledger:
         return {key: Entry(*latest) for key, latest in rows}
 
     def record(self, record_type: str, entries: Iterable[dict]) -> int:
-        """Append one batch of entries (each with key, content_hash, content, state, ...)."""
-        stamped = now()
-        rows = [
-            dict.fromkeys(PUSHED.schema.names)
-            | entry
-            | {"record_type": record_type, "pushed_at": stamped}
-            for entry in entries
-        ]
-        if not rows:
-            return 0
-        return self.lake.append(PUSHED, rows, prefix=record_type.replace("_", "-"))
+        """Commit acknowledgements (each with key, content_hash, content, state, ...) to the
+        journal before returning: what the service accepted is never asked of it again."""
+        return self.journal.record(entry | {"record_type": record_type} for entry in entries)
 
     def reject(self, record_type: str, rejections: list[dict]) -> None:
         """Replace the record type's rejections; a rejection seen before keeps first_seen."""

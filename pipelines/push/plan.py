@@ -6,7 +6,12 @@ Per key (spec section 3: "the submission with the latest timestamp is the curren
 - new: never accepted; changed: newer than the accepted version (or, without a timestamp,
   different content); unchanged: the accepted version again; stale: older than accepted,
   never sent; rejected (per row): fails validation, or shares the newest timestamp of its
-  key with different content (a conflict, kept rather than guessed).
+  key with different content (a conflict, kept rather than guessed);
+- waiting: the key's newest version is invalid, in conflict, or has no readable timestamp
+  (so which one is newest cannot be told). Its older valid versions are not sent either: the
+  service would take one as current though the warehouse knows it is superseded. The key is
+  sent once its newest version is valid. Record types without a timestamp have the view's
+  last row of a key as its newest.
 """
 
 import hashlib
@@ -30,6 +35,10 @@ class Outbound:
     view: str
     key: tuple[str, ...]
     timestamped: bool = True
+    #: The service appends each submission instead of keeping the newest per key, and offers
+    #: no way to ask whether one arrived: a resend would store it twice. Each is recorded as
+    #: `SENDING` before its request, and one whose answer never came is left in doubt.
+    at_most_once: bool = False
 
 
 #: Record keys: spec section 2 and the issue (coupon id; order id; fulfillment order_id;
@@ -50,9 +59,13 @@ OUTBOUND: dict[str, Outbound] = {
     "membership_tier": Outbound("membership_tiers", ("source_platform_customer_id", "tier_id")),
     "point": Outbound("points", ("source_platform_customer_id", "type")),
     "reservation": Outbound("reservations", ("source_platform_customer_id", "id")),
-    "behavior_event": Outbound("behavior_events", ("event_key",), timestamped=False),
+    "behavior_event": Outbound(
+        "behavior_events", ("event_key",), timestamped=False, at_most_once=True
+    ),
 }
-OUTCOMES = ("new", "changed", "unchanged", "stale", "rejected")
+OUTCOMES = ("new", "changed", "unchanged", "stale", "waiting", "in_doubt", "rejected")
+#: The ledger state of an at-most-once row whose request went and whose answer did not come.
+SENDING = "sending"
 
 
 @dataclass
@@ -65,6 +78,16 @@ class Planned:
     import_key: str | None = None
     #: What the ledger keeps: the whole record, also when `body` is a partial update.
     content: str = ""
+
+
+@dataclass
+class Versions:
+    """Every row of one key in the view: the valid ones, ready to send, and when the invalid
+    ones were (None: unreadable)."""
+
+    valid: list[Planned] = field(default_factory=list)
+    invalid_times: list[datetime | None] = field(default_factory=list)
+    last_is_invalid: bool = False
 
 
 @dataclass
@@ -112,9 +135,11 @@ def _rejection(key: str, problem_field: str, reason: str, source: str, row) -> d
     }
 
 
-def _timestamp(body: Mapping[str, Any]) -> datetime | None:
-    value = body.get("timestamp")
-    return datetime.fromisoformat(value) if isinstance(value, str) else value
+def _timestamp(row: Mapping[str, Any]) -> datetime | None:
+    try:
+        return validation.moment(row.get("timestamp"))
+    except ValueError:
+        return None
 
 
 def make_plan(
@@ -122,61 +147,109 @@ def make_plan(
     rows: Iterable[Mapping[str, Any]],
     accepted: Mapping[str, Entry],
     custom_fields: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
+    resend_in_doubt: bool = False,
 ) -> Plan:
     """`custom_fields`: each connection's pulled definitions (profile updates are checked
-    against the organization they go to)."""
+    against the organization they go to). `resend_in_doubt`: send again the at-most-once
+    rows a killed run may or may not have delivered (default: report them, send nothing)."""
     custom_fields = custom_fields or {}
     plan = Plan(record_type)
-    versions: dict[str, list[Planned]] = defaultdict(list)
+    timestamped = OUTBOUND[record_type].timestamped
+    versions: dict[str, Versions] = defaultdict(Versions)
     for row in rows:
         key = row_key(record_type, row)
         body, problems = _validate(record_type, row, custom_fields)
+        of_key = versions[key]
+        of_key.last_is_invalid = bool(problems)
         if problems:
             plan.counts["rejected"] += 1
             plan.rejections += [
                 _rejection(key, p.field, p.reason, "validation", row) for p in problems
             ]
+            if timestamped:
+                of_key.invalid_times.append(_timestamp(row))
             continue
-        versions[key].append(
+        of_key.valid.append(
             Planned(
                 key=key,
                 body=body,
                 content_hash=content_hash(body),
-                timestamp=_timestamp(body),
+                timestamp=_timestamp(body) if timestamped else None,
                 connection=row.get("connection") or DEFAULT_CONNECTION,
                 import_key=row.get("import_key") if record_type == "member_import" else None,
                 content=as_json(body),
             )
         )
-    for key, candidates in versions.items():
-        _decide(plan, key, candidates, accepted.get(key), OUTBOUND[record_type].timestamped)
+    for key, of_key in versions.items():
+        if of_key.valid:
+            entry = accepted.get(key)
+            if entry is not None and entry.state == SENDING and not resend_in_doubt:
+                _in_doubt(plan, key, of_key.valid[-1])
+            else:
+                _decide(plan, key, of_key, entry, timestamped)
     return plan
 
 
+def _newest(plan: Plan, key: str, versions: Versions, timestamped: bool) -> Planned | None:
+    """The version to send for the key, or None when it waits (counted and reported)."""
+    if not timestamped:
+        if versions.last_is_invalid:
+            return _wait(plan, key, versions.valid[-1], "its last row in the view is invalid")
+        return versions.valid[-1]
+    newest_time = max(c.timestamp for c in versions.valid)
+    if None in versions.invalid_times:
+        why = "another version has no readable timestamp: which one is newest cannot be told"
+        return _wait(plan, key, _latest(versions.valid), why)
+    newest_invalid = max(versions.invalid_times, default=None)
+    if newest_invalid is not None and newest_invalid >= newest_time:
+        reason = f"its newest version ({newest_invalid.isoformat()}) is invalid"
+        return _wait(plan, key, _latest(versions.valid), reason)
+    newest = {c.content_hash: c for c in versions.valid if c.timestamp == newest_time}
+    if len(newest) > 1:
+        plan.counts["rejected"] += len(newest)
+        plan.rejections += [
+            _rejection(
+                key,
+                "timestamp",
+                "another version has the same timestamp and different "
+                "content: which one is current cannot be told",
+                "conflict",
+                c.body,
+            )
+            for c in newest.values()
+        ]
+        return _wait(plan, key, next(iter(newest.values())), "its newest versions conflict")
+    return next(iter(newest.values()))
+
+
+def _latest(valid: list[Planned]) -> Planned:
+    return max(valid, key=lambda c: c.timestamp)
+
+
+def _wait(plan: Plan, key: str, held_back: Planned, why: str) -> None:
+    plan.counts["waiting"] += 1
+    reason = f"not sent, waiting for a valid newest version: {why}"
+    plan.rejections.append(_rejection(key, "timestamp", reason, "waiting", held_back.body))
+    return None
+
+
+def _in_doubt(plan: Plan, key: str, row: Planned) -> None:
+    plan.counts["in_doubt"] += 1
+    reason = (
+        "in doubt: a run ended while this was in flight, and the service offers no way to "
+        "ask whether it arrived; not sent again, as a resend could store it twice "
+        "(push --resend-in-doubt sends it)"
+    )
+    plan.rejections.append(_rejection(key, "", reason, "in_doubt", row.body))
+
+
 def _decide(
-    plan: Plan, key: str, candidates: list[Planned], entry: Entry | None, timestamped: bool
+    plan: Plan, key: str, versions: Versions, entry: Entry | None, timestamped: bool
 ) -> None:
-    if timestamped:
-        newest_time = max(c.timestamp for c in candidates)
-        newest = {c.content_hash: c for c in candidates if c.timestamp == newest_time}
-        if len(newest) > 1:
-            plan.counts["rejected"] += len(newest)
-            plan.rejections += [
-                _rejection(
-                    key,
-                    "timestamp",
-                    "another version has the same timestamp and different "
-                    "content: which one is current cannot be told",
-                    "conflict",
-                    c.body,
-                )
-                for c in newest.values()
-            ]
-            return
-        candidate = next(iter(newest.values()))
-    else:
-        candidate = candidates[-1]  # without a timestamp, the last row of the view wins
-    if entry is None or entry.state == "failed":
+    candidate = _newest(plan, key, versions, timestamped)
+    if candidate is None:
+        return
+    if entry is None or entry.state in ("failed", SENDING):
         plan.counts["new"] += 1
         plan.to_send.append(candidate)
         return

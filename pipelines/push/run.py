@@ -67,13 +67,13 @@ def run_push(
     datahub: DataHub,
     dry_run: bool = False,
     record_types: list[str] | None = None,
+    resend_in_doubt: bool = False,
     log=print,
 ) -> PushReport:
     log(f"warehouse: {refresh_warehouse(lake.lake_root, lake.warehouse_path)}")
-    ledger = Ledger(lake.lake())
     report = PushReport(dry_run)
     definitions = custom_field_definitions(lake)
-    with clients_of(datahub, report.stats) as clients:
+    with Ledger(lake.lake()) as ledger, clients_of(datahub, report.stats) as clients:
         if not dry_run:
             resumed = imports.resume_imports(clients, ledger, IMPORT_DEADLINE_SECONDS)
             if resumed:
@@ -82,7 +82,7 @@ def run_push(
             outbound = OUTBOUND[record_type]
             rows = outbound_rows(lake.warehouse_path, outbound.view)
             accepted = ledger.latest(record_type)
-            plan = make_plan(record_type, rows, accepted, definitions)
+            plan = make_plan(record_type, rows, accepted, definitions, resend_in_doubt)
             figures = plan.figures()
             rejections = plan.rejections
             if not dry_run:
@@ -92,6 +92,7 @@ def run_push(
                     sent = send_plan(plan, clients, ledger)
                 rejections = rejections + sent.rejections
                 figures |= {"sent": sent.accepted, "refused": sent.refused}
+                ledger.compact()  # the record type's acknowledgements into `sync.pushed`
             ledger.reject(record_type, rejections)
             report.figures[record_type] = figures
             log(f"{record_type}: " + ", ".join(f"{k} {v}" for k, v in figures.items()))

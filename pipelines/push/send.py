@@ -1,5 +1,7 @@
-"""Send a plan: records, events and profile updates several at a time, each accepted batch
-written to the ledger before the next goes; rows the service refuses are kept as rejected."""
+"""Send a plan: records, events and profile updates several at a time. Each worker commits
+the service's answer to the ledger's journal before it sends its next row, so a run killed at
+any moment sends again at most the `WORKERS` requests that were in flight; rows the service
+refuses are kept as rejected."""
 
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -7,16 +9,17 @@ from dataclasses import dataclass, field
 
 from pipelines.clients.datahub import DataHubClient
 from pipelines.push.ledger import Ledger
-from pipelines.push.plan import Plan, Planned
+from pipelines.push.plan import OUTBOUND, SENDING, Plan, Planned
 from pipelines.transport import ServiceError
 
 #: Requests in flight at once: profile updates are paced per key (6,000/min) whatever this
-#: is; records have no documented limit, so this bounds what one run asks of the service.
+#: is; records have no documented limit, so this bounds what one run asks of the service. It
+#: is also what a killed run may send twice (README, "Push to the data hub").
 WORKERS = 8
 #: Answers that refuse the row itself (not the moment): kept as rejected, never retried.
 REFUSED = frozenset({400, 403, 404, 409, 413, 422})
-#: Rows accepted between two ledger writes: what a killed run may have to check again.
-LEDGER_BATCH = 500
+#: Rows handed to the workers at a time: after a failure no more than these are tried.
+WINDOW = 500
 
 
 @dataclass
@@ -35,52 +38,64 @@ def _send_one(record_type: str, client: DataHubClient, planned: Planned) -> str 
     if record_type == "contact_profile":
         client.update_channel_contact_profile(planned.body)
         return None
-    return client.submit(record_type, planned.body)
+    idempotent = not OUTBOUND[record_type].at_most_once
+    return client.submit(record_type, planned.body, idempotent=idempotent)
 
 
 def send_plan(
     plan: Plan, clients: Mapping[str, DataHubClient], ledger: Ledger, workers: int = WORKERS
 ) -> Sent:
     """Send every planned row; a refusal (4xx) becomes a rejection naming the service's
-    field; any other failure stops the run after the batch's accepted rows are recorded, so
-    a re-run resumes there."""
+    field; any other failure stops the run once the rows in flight have ended, every
+    acceptance recorded, so a re-run resumes there."""
     sent = Sent()
-    failure: Exception | None = None
+    at_most_once = OUTBOUND[plan.record_type].at_most_once
 
-    def attempt(planned: Planned):
+    def attempt(planned: Planned) -> Exception | None:
         client = clients.get(planned.connection)
         if client is None:
             unknown = {"error": {"code": "unknown_connection", "field": "connection"}}
-            return planned, None, ServiceError("push to", planned.connection, 400, unknown)
+            return ServiceError("push to", planned.connection, 400, unknown)
+        if at_most_once:
+            ledger.record(plan.record_type, [_entry(planned, None, SENDING)])
         try:
-            return planned, _send_one(plan.record_type, client, planned), None
-        except Exception as error:  # recorded below, after the batch's accepted rows
-            return planned, None, error
+            event_id = _send_one(plan.record_type, client, planned)
+        except Exception as error:  # sorted below: a refusal of the row, or the run's end
+            if at_most_once and _not_taken(error):
+                ledger.record(plan.record_type, [_entry(planned, None, "failed")])
+            return error
+        ledger.record(plan.record_type, [_entry(planned, event_id, "accepted")])
+        return None
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        for chunk in _chunks(plan.to_send, LEDGER_BATCH):
-            accepted = []
-            for planned, event_id, error in pool.map(attempt, chunk):
+        for window in _chunks(plan.to_send, WINDOW):
+            failure: Exception | None = None
+            for planned, error in zip(window, pool.map(attempt, window), strict=True):
                 if error is None:
-                    accepted.append(_entry(planned, event_id))
+                    sent.accepted += 1
                 elif isinstance(error, ServiceError) and error.status in REFUSED:
                     sent.refused += 1
                     sent.rejections.append(_refusal(planned, error))
                 else:
                     failure = failure or error
-            sent.accepted += ledger.record(plan.record_type, accepted)
             if failure is not None:
                 raise failure
     return sent
 
 
-def _entry(planned: Planned, event_id: str | None) -> dict:
+def _not_taken(error: Exception) -> bool:
+    """The service answered that it did not take the row; after a 5xx or a lost answer it
+    may have, so an at-most-once row stays in doubt."""
+    return isinstance(error, ServiceError) and (error.status in REFUSED or error.status == 429)
+
+
+def _entry(planned: Planned, event_id: str | None, state: str) -> dict:
     return {
         "key": planned.key,
         "timestamp": planned.timestamp,
         "content_hash": planned.content_hash,
         "content": planned.content,
-        "state": "accepted",
+        "state": state,
         "event_id": event_id,
         "connection": planned.connection,
     }

@@ -10,7 +10,9 @@ Choices of this module, where neither says anything:
 - a field absent from the row is absent from the body; a null one is sent as null;
 - strings must be strings and numbers numbers (int, float or Decimal, Decimal sent as float);
   nothing is coerced; a whole-number field takes an integral Decimal or float and sends an int;
-- a date-time is an aware `datetime` or an ISO 8601 string with offset, sent as `isoformat()`;
+- a date-time is an aware `datetime` (a TIMESTAMPTZ column) or ISO 8601 text with an offset
+  in any form Python reads (`T` or a space, `Z`, `+08`, `+08:00`, DuckDB's text of a
+  TIMESTAMPTZ), sent as `isoformat()`; a naive one is refused, the field named;
   a date is a `date` or a YYYY-MM-DD string;
 - `display_email` must look like `local@domain.tld`: a client rule, the service takes any text.
 """
@@ -54,7 +56,8 @@ CUSTOM_NUMBER_LIMIT = 2_147_483_647  # section 8
 CUSTOM_NUMBER_DIGITS = 15  # section 8
 CUSTOM_TEXT_LIMIT = 255  # section 8
 
-_DATE_TIME_TEXT = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}")
+#: A date, then `T` or a space, then an hour: what makes text a date-time before Python reads it.
+_DATE_TIME_TEXT = re.compile(r"[0-9]{4}-?[0-9]{2}-?[0-9]{2}[Tt ][0-9]{2}")
 _DATE_TEXT = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 _CURRENCY = re.compile(r"[A-Z]{3}")
 _E164 = re.compile(r"\+[1-9][0-9]{7,14}")  # "+", 8 to 15 digits, the first not 0 (sandbox)
@@ -96,8 +99,9 @@ def _whole_number(minimum: int, value: object) -> int:
     return int(number)
 
 
-def _date_time(value: object) -> str:
-    """ISO 8601 with timezone (section 2); unix seconds and naive times are refused."""
+def moment(value: object) -> datetime:
+    """An aware date-time (section 2: ISO 8601 with timezone) from a native timestamp or
+    text; unix seconds and naive times are refused."""
     if isinstance(value, str):
         if not _DATE_TIME_TEXT.match(value):
             raise ValueError("must be an ISO 8601 date-time with timezone")
@@ -109,7 +113,11 @@ def _date_time(value: object) -> str:
         raise ValueError(f"must be a date-time with timezone, not {_kind(value)}")
     if value.utcoffset() is None:
         raise ValueError("needs a timezone (ISO 8601 with offset)")
-    return value.isoformat()
+    return value
+
+
+def _date_time(value: object) -> str:
+    return moment(value).isoformat()
 
 
 def _date(value: object) -> str:

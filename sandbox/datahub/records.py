@@ -220,7 +220,7 @@ class RecordStore:
         event_id = str(uuid.uuid4())
         with self._lock:
             self._behavior_events.append(
-                {"event_id": event_id, "event": event.model_dump(mode="json")}
+                {"event_id": event_id, "event": event.model_dump(mode="json", exclude_unset=True)}
             )
         return event_id
 
@@ -249,6 +249,11 @@ class RecordStore:
         """Every accepted submission of one record type, in arrival order."""
         with self._lock:
             return [s.summary() for s in self._submissions[record_type]]
+
+    def behavior_events(self) -> list[dict]:
+        """Every stored behavior event as submitted, with its event_id, in arrival order."""
+        with self._lock:
+            return list(self._behavior_events)
 
     def behavior_counts(self) -> dict[str, int]:
         with self._lock:
@@ -321,5 +326,9 @@ def records_admin(store: RecordStore) -> APIRouter:
     @router.get("/behavior-events")
     def behavior_events() -> dict[str, int]:
         return store.behavior_counts()
+
+    @router.get("/behavior-events/all")
+    def every_behavior_event() -> list[dict]:
+        return store.behavior_events()
 
     return router

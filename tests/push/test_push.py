@@ -1,9 +1,17 @@
 """The push against the sandbox's ground truth: newest version wins, nothing lost, nothing
 sent twice, every refusal kept with its reason."""
 
+import os
+import random
+import signal
+import subprocess
+import sys
 import threading
-from collections import defaultdict
+import time
+from collections import Counter, defaultdict
+from datetime import timedelta
 from functools import partial
+from pathlib import Path
 
 import dagster as dg
 import duckdb
@@ -13,14 +21,15 @@ import pyarrow.parquet as pq
 from assets import datahub, push
 from pipelines.clients.datahub import DataHubClient
 from pipelines.lake import Lake
-from pipelines.push import imports
-from pipelines.push.ledger import PUSHED, Ledger
+from pipelines.push import imports, send
+from pipelines.push.ledger import PUSHED, Ledger, as_json
 from pipelines.push.plan import OUTBOUND, content_hash, row_key
 from pipelines.push.run import outbound_rows
 from pipelines.push.shop import SHOP_STREAMS, generate_shop
-from pipelines.push.validation import validate_record
+from pipelines.push.validation import moment, validate_record
 from sandbox.faults import FaultSpec
 
+ROOT = Path(__file__).resolve().parents[2]
 RECORDS = ("coupon", "order", "order_fulfillment", "membership_tier", "point", "reservation")
 
 
@@ -54,21 +63,31 @@ def currents(sandbox, record_type: str) -> dict[str, dict]:
 
 
 def newest_valid_versions(resources, record_type: str) -> dict[str, dict]:
-    """What the sandbox must hold per key: the newest valid version, unless two valid
-    versions share the newest timestamp with different content (a conflict: not sent)."""
+    """What the sandbox must hold per key: its newest version, if that one is valid and the
+    only one at its timestamp (a key whose newest version is invalid or in conflict waits,
+    and none of its older versions is sent)."""
     versions = defaultdict(list)
     rows = outbound_rows(resources["lake"].warehouse_path, OUTBOUND[record_type].view)
     for row in rows:
         body, problems = validate_record(record_type, row)
-        if not problems:
-            versions[row_key(record_type, row)].append(body)
+        versions[row_key(record_type, row)].append((moment(row["timestamp"]), body))
     expected = {}
-    for key, bodies in versions.items():
-        newest = max(b["timestamp"] for b in bodies)
-        at_newest = {content_hash(b) for b in bodies if b["timestamp"] == newest}
-        if len(at_newest) == 1:
-            expected[key] = next(b for b in bodies if b["timestamp"] == newest)
+    for key, found in versions.items():
+        newest = max(at for at, _ in found)
+        at_newest = [body for at, body in found if at == newest]
+        if None not in at_newest and len({content_hash(b) for b in at_newest}) == 1:
+            expected[key] = at_newest[0]
     return expected
+
+
+def held_as_expected(sandbox, resources, record_type: str) -> dict[str, dict]:
+    """The sandbox's current state of each key, asserted to be `newest_valid_versions`."""
+    expected = newest_valid_versions(resources, record_type)
+    held = currents(sandbox, record_type)
+    assert set(held) == set(expected), record_type
+    for key, body in expected.items():
+        assert held[key]["current"]["timestamp"] == body["timestamp"], (record_type, key)
+    return held
 
 
 def test_each_key_holds_its_newest_version_sent_once(start_sandbox, sync_env):
@@ -76,13 +95,9 @@ def test_each_key_holds_its_newest_version_sent_once(start_sandbox, sync_env):
     resources = pushable(sandbox, sync_env)
     figures = run_push(resources)
     for record_type in RECORDS:
-        expected = newest_valid_versions(resources, record_type)
-        held = currents(sandbox, record_type)
-        assert set(held) == set(expected), record_type
-        for key, body in expected.items():
-            assert held[key]["current"]["timestamp"] == body["timestamp"], (record_type, key)
-            assert held[key]["submissions"] == 1, (record_type, key)
-        assert figures[record_type]["sent"] == len(expected)
+        held = held_as_expected(sandbox, resources, record_type)
+        assert all(entry["submissions"] == 1 for entry in held.values()), record_type
+        assert figures[record_type]["sent"] == len(held)
         assert figures[record_type]["rejected"] > 0  # the planted invalid rows and conflict
 
 
@@ -115,12 +130,12 @@ def test_killed_half_way_and_run_again_every_row_is_accepted_once(
     calls = {"n": 0}
     lock = threading.Lock()
 
-    def crashing(self, record_type, body):
+    def crashing(self, record_type, body, **options):
         with lock:
             calls["n"] += 1
             if calls["n"] > 700:
                 raise RuntimeError("the process died here")
-        return original(self, record_type, body)
+        return original(self, record_type, body, **options)
 
     monkeypatch.setattr(DataHubClient, "submit", crashing)
     failed = run_push(resources, record_types=list(RECORDS), check=False)
@@ -129,10 +144,8 @@ def test_killed_half_way_and_run_again_every_row_is_accepted_once(
     figures = run_push(resources, record_types=list(RECORDS))
     assert sum(f["unchanged"] for f in figures.values()) > 0  # the first run's work counted
     for record_type in RECORDS:
-        expected = newest_valid_versions(resources, record_type)
-        held = currents(sandbox, record_type)
-        assert set(held) == set(expected), record_type
-        assert all(held[k]["submissions"] == 1 for k in expected), record_type
+        held = held_as_expected(sandbox, resources, record_type)
+        assert all(entry["submissions"] == 1 for entry in held.values()), record_type
 
 
 def test_429s_with_retry_after_still_land_every_row_once_under_the_limit(start_sandbox, sync_env):
@@ -144,10 +157,8 @@ def test_429s_with_retry_after_still_land_every_row_once_under_the_limit(start_s
     figures = run_push(resources, record_types=["contact_profile", "coupon"])
     assert sandbox.app.sandbox.faults.injected.get("rate", 0) > 0
     assert sandbox.app.sandbox.limiter.refused == 0  # the profile-update limit itself
-    expected = newest_valid_versions(resources, "coupon")
-    held = currents(sandbox, "coupon")
-    assert set(held) == set(expected)
-    assert all(held[k]["submissions"] == 1 for k in expected)
+    held = held_as_expected(sandbox, resources, "coupon")
+    assert all(entry["submissions"] == 1 for entry in held.values())
     updates = httpx.get(f"{sandbox.url}/_sandbox/datahub/default/profile-updates").json()
     assert updates["accepted"] == figures["contact_profile"]["sent"] > 0
 
@@ -312,3 +323,143 @@ def test_a_failed_import_task_is_retried_and_its_size_recorded(start_sandbox, sy
 def lake_query(resources, sql: str) -> list[tuple]:
     lake = resources["lake"].lake()
     return lake.query(sql.format(pushed=lake.relation(PUSHED)))
+
+
+def rejected_rows(resources, source: str) -> dict[str, str]:
+    """The warehouse's `sync.rejected` rows of one source: key -> reason."""
+    with duckdb.connect(resources["lake"].warehouse_path, read_only=True) as con:
+        rows = con.execute(
+            "SELECT key, reason FROM sync.rejected WHERE source = ?", [source]
+        ).fetchall()
+    return dict(rows)
+
+
+def test_a_key_whose_newest_version_is_invalid_or_in_conflict_waits_until_fixed(
+    start_sandbox, sync_env
+):
+    """Regression: with a valid 10:00 version and an invalid 11:00 one, the 10:00 version was
+    sent and became the hub's current state, though the warehouse knew it was superseded."""
+    sandbox = start_sandbox()
+    resources = pushable(sandbox, sync_env)
+    run_push(resources, record_types=["order"])
+    held = currents(sandbox, "order")
+    planted = rejected_rows(resources, "waiting")  # the demo shop's own conflict
+    lake: Lake = resources["lake"].lake()
+    orders = next(s for s in SHOP_STREAMS if s.name == "orders")
+    table = pq.read_table(lake.path(orders, "shop")).to_pylist()
+    invalid_key, conflict_key = sorted(held)[:2]
+
+    def newest(key: str) -> dict:
+        return max((r for r in table if r["id"] == key), key=lambda r: r["timestamp"])
+
+    later = newest(invalid_key)["timestamp"] + timedelta(hours=1)
+    invalid = newest(invalid_key) | {"timestamp": later, "currency": "TWDX"}
+    conflict_at = newest(conflict_key)["timestamp"] + timedelta(hours=1)
+    returned = newest(conflict_key) | {"timestamp": conflict_at, "status": "returned"}
+    cancelled = returned | {"status": "cancelled"}
+    # A key never sent: a valid version at 10:00, an invalid one at 11:00.
+    fresh_valid = newest(invalid_key) | {"id": "O-NEWEST-INVALID"}
+    fresh_invalid = fresh_valid | {"timestamp": later, "currency": "TWDX"}
+    lake.write(orders, "shop", table + [invalid, returned, cancelled, fresh_valid, fresh_invalid])
+
+    figures = run_push(resources, record_types=["order"])
+    assert figures["order"]["sent"] == 0
+    assert figures["order"]["waiting"] == len(planted) + 3
+    assert currents(sandbox, "order") == held
+    waiting = rejected_rows(resources, "waiting")
+    assert set(waiting) - set(planted) == {invalid_key, conflict_key, "O-NEWEST-INVALID"}
+    assert f"newest version ({later.isoformat()}) is invalid" in waiting[invalid_key]
+    assert "conflict" in waiting[conflict_key]
+
+    fixed = [invalid, returned, fresh_valid, fresh_invalid]
+    fixed[0], fixed[3] = (row | {"currency": "TWD"} for row in (invalid, fresh_invalid))
+    lake.write(orders, "shop", table + fixed)
+    figures = run_push(resources, record_types=["order"])
+    assert figures["order"]["sent"] == 3 and figures["order"]["waiting"] == len(planted)
+    now_held = currents(sandbox, "order")
+    for key, version in [
+        (invalid_key, invalid),
+        (conflict_key, returned),
+        ("O-NEWEST-INVALID", fresh_invalid),
+    ]:
+        assert moment(now_held[key]["current"]["timestamp"]) == version["timestamp"], key
+    assert now_held[invalid_key]["current"]["currency"] == "TWD"
+    assert now_held[conflict_key]["current"]["status"] == "returned"
+    assert now_held["O-NEWEST-INVALID"]["submissions"] == 1
+    assert rejected_rows(resources, "waiting") == planted
+
+
+#: Where the sandbox takes commerce records and behavior events (sandbox/README.md).
+SUBMISSION_PATHS = ("/datahub/v1/records/", "/datahub/v1/events/behavior")
+KILLS = 10
+
+
+def submissions(sandbox) -> int:
+    return sum(
+        entry["count"]
+        for entry in sandbox.app.traffic.summary()
+        if entry["method"] == "POST" and entry["path"].startswith(SUBMISSION_PATHS)
+    )
+
+
+def push_until(sandbox, env: dict, types: list[str], stop_at: int | None) -> int | None:
+    """`python -m pipelines push` as a user runs it; SIGKILLed once the sandbox has seen
+    `stop_at` submissions. Its exit code, or None if it was killed."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pipelines", "push", "--types", *types],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        while process.poll() is None:
+            if stop_at is not None and submissions(sandbox) >= stop_at:
+                process.send_signal(signal.SIGKILL)
+                process.wait()
+                return None
+            time.sleep(0.005)
+        return process.returncode
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def test_a_push_killed_at_random_points_resends_at_most_what_was_in_flight(start_sandbox, sync_env):
+    """Regression: 10 SIGKILLs during a push, then full runs, stored 2,083 submissions
+    twice (529 behavior events among them): acknowledgements were written to the ledger
+    every 500 rows, so a kill lost up to a batch of them."""
+    sandbox = start_sandbox()
+    resources = pushable(sandbox, sync_env)
+    types = [*RECORDS, "behavior_event"]
+    planned = run_push(resources, dry_run=True, record_types=types)
+    total = sum(figures["new"] for figures in planned.values())
+    rng = random.Random(20261123)
+    env = dict(os.environ)
+    for _ in range(KILLS):
+        stop_at = submissions(sandbox) + rng.randint(1, total // (2 * KILLS))
+        assert push_until(sandbox, env, types, stop_at) is None, "the push ended before its kill"
+    assert push_until(sandbox, env, types, None) == 0
+    assert push_until(sandbox, env, types, None) == 0  # a run with no change
+    assert submissions(sandbox) >= total
+
+    twice = 0
+    for record_type in RECORDS:
+        held = held_as_expected(sandbox, resources, record_type)
+        twice += sum(entry["submissions"] - 1 for entry in held.values())
+    assert twice <= KILLS * send.WORKERS
+
+    # Behavior events: no key stored twice (a body as often as the keys that carry it: some
+    # events are alike), and the keys never stored are those a kill left in doubt.
+    keys_of = defaultdict(set)
+    for row in outbound_rows(resources["lake"].warehouse_path, "behavior_events"):
+        body, problems = validate_record("behavior_event", row)
+        if not problems:
+            keys_of[as_json(body)].add(row["event_key"])
+    stored = httpx.get(f"{sandbox.url}/_sandbox/datahub/default/behavior-events/all").json()
+    stored_bodies = Counter(as_json(entry["event"]) for entry in stored)
+    assert all(count <= len(keys_of[body]) for body, count in stored_bodies.items())
+    never_stored = sum(len(keys) - stored_bodies[body] for body, keys in keys_of.items())
+    in_doubt = rejected_rows(resources, "in_doubt")
+    assert never_stored == len(in_doubt) <= KILLS * send.WORKERS

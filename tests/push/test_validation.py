@@ -14,6 +14,7 @@ from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
 from typing import Any, NamedTuple
 
+import duckdb
 import pytest
 from starlette.testclient import TestClient
 
@@ -582,10 +583,15 @@ def time_cases() -> Iterator:
         datetime(2026, 10, 30, 1, 0, tzinfo=timezone(timedelta(hours=-5))),
         "2026-10-30T09:15:30Z",
         "2026-10-30T09:15:30.250+09:00",
+        "2026-10-30 09:15:30+08",  # DuckDB's text of a TIMESTAMPTZ
+        "2026-10-30 01:15:30.5+00",
+        "2026-10-30 09:15:30+05:30",
+        "20261030T091530Z",  # ISO 8601 basic format
     )
     refused = (
         datetime(2026, 10, 30, 9, 15),  # naive
         "2026-10-30T09:15:30",
+        "2026-10-30 09:15:30",  # DuckDB's text of a naive TIMESTAMP
         date(2026, 10, 30),
         "1700000000",
         1700000000,
@@ -1073,3 +1079,24 @@ def test_client_is_stricter_than_the_sandbox_on_empty_keys_and_email_shape(
     assert body is None
     assert problem_fields(problems) == [column]
     assert send_import(hub, import_key, expected_body(row)).status_code == 200
+
+
+def test_timestamps_a_view_casts_to_text_are_read_and_naive_ones_name_the_field():
+    """A view that casts its timestamps to text had every row refused: DuckDB writes a
+    TIMESTAMPTZ as `2026-10-30 09:15:30.25+08`, with a space and an hours-only offset."""
+    with duckdb.connect() as con:
+        con.execute("SET TimeZone = 'Asia/Taipei'")
+        [(as_text, native, naive)] = con.execute(
+            "SELECT TIMESTAMPTZ '2026-10-30 09:15:30.25+08'::VARCHAR, "
+            "TIMESTAMPTZ '2026-10-30 09:15:30.25+08', TIMESTAMP '2026-10-30 09:15:30'::VARCHAR"
+        ).fetchall()
+    moment = TS + timedelta(milliseconds=250)
+    for value in (as_text, native):
+        body, problems = validate_record("order", ROWS["order"] | {"timestamp": value})
+        assert problems == []
+        assert datetime.fromisoformat(body["timestamp"]) == moment
+    body, problems = validate_record("order", ROWS["order"] | {"timestamp": naive})
+    assert body is None
+    assert [(p.field, p.reason) for p in problems] == [
+        ("timestamp", "needs a timezone (ISO 8601 with offset)")
+    ]

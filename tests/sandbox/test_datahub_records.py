@@ -949,6 +949,11 @@ def test_admin_routes_list_current_states_and_behavior_counts(own_app):
         assert inspector.get("/_sandbox/datahub/jp/records/invoice").status_code == 404
         counts = inspector.get("/_sandbox/datahub/jp/behavior-events").json()
         assert counts == {"page_view": 2, "purchase": 1}
+        stored = inspector.get("/_sandbox/datahub/jp/behavior-events/all").json()
+        assert [row["event"] for row in stored] == [
+            behavior_event(b) for b in ("page_view", "page_view", "purchase")
+        ]
+        assert len({row["event_id"] for row in stored}) == 3
 
 
 def test_concurrent_submissions_keep_the_latest_and_count_all(own_app):

@@ -1,0 +1,101 @@
+"""The push's journal (pipelines/push/journal.py): every acknowledgement reaches the ledger's
+files exactly once, whatever stops a compaction half-way and however many run at once."""
+
+import threading
+from datetime import UTC, datetime
+
+import pytest
+
+from pipelines.lake import Lake
+from pipelines.push.journal import Journal, journal_path
+from pipelines.push.ledger import PUSHED, Ledger
+
+
+def entries(first: int, count: int) -> list[dict]:
+    return [
+        {
+            "record_type": "order",
+            "key": f"ord-{n}",
+            "timestamp": datetime(2026, 10, 1, tzinfo=UTC),
+            "content_hash": f"h{n}",
+            "content": "{}",
+            "state": "accepted",
+            "event_id": f"ev-{n}",
+            "connection": "default",
+        }
+        for n in range(first, first + count)
+    ]
+
+
+def ledger_keys(lake: Lake) -> list[str]:
+    relation = lake.relation(PUSHED)
+    return [] if relation is None else [k for (k,) in lake.query(f"SELECT key FROM {relation}")]
+
+
+@pytest.fixture
+def lake(tmp_path) -> Lake:
+    return Lake(tmp_path / "lake")
+
+
+def test_what_is_journaled_is_read_back_by_the_ledger_once(lake):
+    with Ledger(lake) as ledger:
+        ledger.record(
+            "order", [{k: v for k, v in e.items() if k != "record_type"} for e in entries(0, 3)]
+        )
+        latest = ledger.latest("order")
+        assert sorted(latest) == ["ord-0", "ord-1", "ord-2"]
+        assert latest["ord-1"].timestamp == datetime(2026, 10, 1, tzinfo=UTC)
+        assert ledger.compact() == 0  # already in the lake
+    assert sorted(ledger_keys(lake)) == ["ord-0", "ord-1", "ord-2"]
+    assert journal_path(lake.root).exists()
+
+
+def test_a_compaction_stopped_after_its_file_is_written_moves_nothing_twice(lake, monkeypatch):
+    """The file is in the lake but the journal's rows were not deleted (a kill between the
+    two): the file's name says which rows it holds, so the next compaction only deletes."""
+    journal = Journal(journal_path(lake.root))
+    journal.record(entries(0, 5))
+    written = Lake.write
+
+    def write_then_die(self, *args, **kwargs):
+        written(self, *args, **kwargs)
+        raise KeyboardInterrupt("killed after the rename")
+
+    monkeypatch.setattr(Lake, "write", write_then_die)
+    with pytest.raises(KeyboardInterrupt):
+        journal.compact(lake, PUSHED)
+    monkeypatch.setattr(Lake, "write", written)
+    assert len(ledger_keys(lake)) == 5
+    journal.record(entries(5, 2))
+    assert journal.compact(lake, PUSHED) == 2
+    assert journal.compact(lake, PUSHED) == 0
+    assert sorted(ledger_keys(lake)) == sorted(f"ord-{n}" for n in range(7))
+    journal.close()
+
+
+def test_compactions_in_several_processes_at_once_write_each_row_once(lake):
+    """Two journals on one file stand for two processes; one keeps recording meanwhile."""
+    path = journal_path(lake.root)
+    writer, compactors = Journal(path), [Journal(path), Journal(path)]
+    done = threading.Event()
+
+    def record() -> None:
+        for batch in range(50):
+            writer.record(entries(batch * 10, 10))
+        done.set()
+
+    def compact(journal: Journal) -> None:
+        while not done.is_set():
+            journal.compact(lake, PUSHED)
+        journal.compact(lake, PUSHED)
+
+    threads = [threading.Thread(target=record)]
+    threads += [threading.Thread(target=compact, args=(j,)) for j in compactors]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    keys = ledger_keys(lake)
+    assert len(keys) == len(set(keys)) == 500
+    for journal in (writer, *compactors):
+        journal.close()
