@@ -1,132 +1,184 @@
-"""The push's write-ahead journal: every answer of the data hub committed the moment it
-arrives, before the worker that got it sends anything else.
+"""The push's write-ahead journal: every answer of the data hub written the moment it arrives,
+before the worker that got it sends anything else.
 
-A record the hub accepted, an import task it started or finished: each is one row here,
-committed (`pipelines/durable.py`: it survives a killed process and a power loss) before the
-next request of that worker goes. A push killed at any moment has therefore
-lost no acknowledgement; what it may send again is only what was in flight when it died.
+A record the hub accepted, an import task it started or finished: each is one line of JSON
+appended to this process's journal file with one `write` call before the worker's next
+request goes. Once `write` returns, the line is the kernel's: it survives the process being
+killed at any moment, so a killed push has lost no acknowledgement, and what it may send
+again is only what was in flight when it died. A power loss or an OS crash may still lose
+the last lines (they are not fsynced: a sync per answer doubled the push's CPU, bench: push);
+the records they acknowledged are then sent again, which latest-timestamp-wins makes
+harmless. What must never be sent twice (an at-most-once row's `sending` mark) is written
+with `fsync=True`, on the disk before its request goes.
 
-The journal is not the ledger: `compact` moves its rows into the lake's `sync/pushed` files,
-and `Ledger` does that before it reads, so the lake stays the state. A compacted file is named
-after this journal and the newest row id it holds (`journal-<uuid>-<id>`), which makes the
-move idempotent: a crash after the file is written and before the rows are deleted leaves a
-file whose name says those rows are in the lake, and the next compaction only deletes them.
+Each process writes a file of its own, `journal-<uuid>.jsonl` in the journal folder, and holds
+an exclusive `flock` on it while it is open. `compact` moves every file no live process holds
+into the lake's `sync/pushed`, as one Parquet file named like it, then deletes it: a
+compaction stopped between the two writes the same Parquet file again next time, never a
+second one. `Ledger` compacts before it reads, so the lake stays the state.
 """
 
 from __future__ import annotations
 
+import fcntl
+import json
 import os
 import threading
-from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime
+import uuid
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from pipelines.durable import open_durable
+import pyarrow as pa
+import pyarrow.json as pa_json
+
 from pipelines.lake import Lake, Stream
 
-#: The ledger's columns the journal keeps; `timestamp` and `pushed_at` as ISO 8601 text.
-COLUMNS = (
-    "record_type",
-    "key",
-    "timestamp",
-    "content_hash",
-    "content",
-    "state",
-    "event_id",
-    "task_id",
-    "updated_contact_size",
-    "connection",
-    "pushed_at",
-)
-SCHEMA = f"""
-CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS entries (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    {", ".join(COLUMNS)}
-);
-"""
-FILE_PREFIX = "journal"
-_TIMES = ("timestamp", "pushed_at")
+FILE_PREFIX = "journal-"
+SUFFIX = ".jsonl"
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+MICROSECOND = timedelta(microseconds=1)
+#: How much of a file's end is read at a time to find its last newline.
+TAIL_BYTES = 1 << 16
+#: How much of a journal file is read and written as one row group of the ledger.
+BLOCK_BYTES = 1 << 20
 
 
 def journal_path(lake_root: str | os.PathLike[str], env: Mapping[str, str] | None = None) -> Path:
-    """`PUSH_JOURNAL`, else `push/journal.sqlite3` in the data directory beside the lake."""
+    """`PUSH_JOURNAL`, else the folder `push/journal` in the data directory beside the lake."""
     env = os.environ if env is None else env
     if env.get("PUSH_JOURNAL"):
         return Path(env["PUSH_JOURNAL"])
-    return Path(lake_root).parent / "push" / "journal.sqlite3"
+    return Path(lake_root).parent / "push" / "journal"
 
 
 class Journal:
-    """Thread-safe: the push's workers share one connection, writes serialized by a lock."""
+    """The push's workers append to one file, each answer in one `write`, from any thread;
+    `close` and `compact` only while none is recording."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = Path(path)
+    def __init__(self, folder: str | os.PathLike[str]) -> None:
+        self.folder = Path(folder)
         self._lock = threading.Lock()
-        # A compaction in another process holds the write lock for the time of one file.
-        self._db, file_uuid = open_durable(self.path, SCHEMA, "journal_uuid", timeout=60.0)
-        # Part of the lake's file names, which take lowercase letters, digits and '-'.
-        self.uuid = file_uuid.replace("-", "")
+        self._fd: int | None = None
+
+    def record(self, entries: Iterable[Mapping], fsync: bool = False) -> int:
+        """Append entries (ledger rows); returns how many once the kernel holds them, and
+        with `fsync` once they are on the disk."""
+        pushed_at = _micros(datetime.now(UTC))
+        lines = [
+            json.dumps({k: _micros(v) for k, v in entry.items()} | {"pushed_at": pushed_at})
+            for entry in entries
+        ]
+        if not lines:
+            return 0
+        data = ("\n".join(lines) + "\n").encode()
+        fd = self._fd
+        if fd is None:
+            with self._lock:
+                fd = self._fd if self._fd is not None else self._open()
+        # No lock around the write: the kernel appends each `write` to an O_APPEND file
+        # whole, and a lock held across the syscall made the workers queue behind it.
+        written = os.write(fd, data)
+        if written != len(data):  # a full disk: what was written is cut short
+            raise OSError(f"{self.folder}: only {written} of {len(data)} bytes written")
+        if fsync:
+            os.fsync(fd)
+        return len(lines)
+
+    def _open(self) -> int:
+        """A new file of this process, locked before it gets the name `compact` looks for."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        name = f"{FILE_PREFIX}{uuid.uuid4().hex}{SUFFIX}"
+        aside = self.folder / f".{name}.tmp"
+        fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        os.rename(aside, self.folder / name)
+        self._fd = fd
+        return fd
 
     def close(self) -> None:
+        """Close this process's file (its lines stay for the next compaction)."""
         with self._lock:
-            self._db.close()
-
-    def record(self, entries: Iterable[Mapping]) -> int:
-        """Commit entries (ledger rows) in one transaction; returns how many."""
-        pushed_at = datetime.now(UTC).isoformat()
-        rows = [
-            tuple(_as_text(entry.get(c)) for c in COLUMNS[:-1]) + (pushed_at,) for entry in entries
-        ]
-        if not rows:
-            return 0
-        placeholders = ", ".join("?" for _ in COLUMNS)
-        with self._lock:
-            self._db.execute("BEGIN")
-            self._db.executemany(
-                f"INSERT INTO entries ({', '.join(COLUMNS)}) VALUES ({placeholders})", rows
-            )
-            self._db.execute("COMMIT")
-        return len(rows)
+            if self._fd is not None:
+                os.close(self._fd)  # releases the lock
+                self._fd = None
 
     def compact(self, lake: Lake, stream: Stream) -> int:
-        """Move every journaled row into one file of `stream`; returns the rows moved."""
-        prefix = f"{FILE_PREFIX}-{self.uuid}-"
-        with self._lock:
-            # Held through the file's write: two processes never write the same rows twice.
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                landed = max(
-                    (
-                        int(path.stem.removeprefix(prefix))
-                        for path in lake.stream_dir(stream).glob(f"{prefix}*.parquet")
-                    ),
-                    default=0,
-                )
-                cursor = self._db.execute(
-                    f"SELECT id, {', '.join(COLUMNS)} FROM entries WHERE id > ? ORDER BY id",
-                    (landed,),
-                )
-                rows = [dict(zip(("id", *COLUMNS), row, strict=True)) for row in cursor]
-                if rows:
-                    top = rows[-1]["id"]
-                    lake.write(stream, f"{prefix}{top}", (_as_ledger_row(r) for r in rows))
-                    landed = top
-                self._db.execute("DELETE FROM entries WHERE id <= ?", (landed,))
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-        return len(rows)
+        """Move every journal file no live process holds (this one's included: it is closed
+        first, and the next answer opens a new one) into `stream`; returns the rows moved.
+        A file a killed process left before naming it holds nothing and is removed."""
+        self.close()
+        moved = 0
+        for path in sorted(self.folder.glob(f"{FILE_PREFIX}*{SUFFIX}")):
+            with _unless_held(path) as fd:
+                if fd is None:
+                    continue
+                if _whole_lines(fd):
+                    with lake.writer(stream, path.name.removesuffix(SUFFIX)) as out:
+                        for table in _tables(path, stream):
+                            out.write_table(table)  # a row group per block: memory stays flat
+                    moved += out.rows
+                path.unlink(missing_ok=True)
+        for path in self.folder.glob(f".{FILE_PREFIX}*.tmp"):
+            with _unless_held(path) as fd:
+                if fd is not None:
+                    path.unlink(missing_ok=True)
+        return moved
 
 
-def _as_text(value: object) -> object:
-    return value.isoformat() if isinstance(value, datetime) else value
+@contextmanager
+def _unless_held(path: Path) -> Iterator[int | None]:
+    """The file open and locked, or None if a live process holds it (or it is gone)."""
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except FileNotFoundError:  # another compaction took it
+        yield None
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:  # a live push is writing it
+            yield None
+            return
+        yield fd
+    finally:
+        os.close(fd)
 
 
-def _as_ledger_row(row: dict) -> dict:
-    del row["id"]
-    for name in _TIMES:
-        if row[name] is not None:
-            row[name] = datetime.fromisoformat(row[name])
-    return row
+def _micros(value: object) -> object:
+    """A datetime as UTC microseconds since the epoch (the lake's unit); else as it is."""
+    if isinstance(value, datetime):
+        return (value - EPOCH) // MICROSECOND
+    return value
+
+
+def _whole_lines(fd: int) -> int:
+    """Cut a last line without its newline: its `write` was cut short (a full disk) and
+    raised, so no worker took it as written. The size left, in bytes."""
+    size = end = os.fstat(fd).st_size
+    while end > 0:
+        start = max(0, end - TAIL_BYTES)
+        tail = os.pread(fd, end - start, start)
+        if (newline := tail.rfind(b"\n")) >= 0:
+            end = start + newline + 1
+            break
+        end = start
+    if end < size:
+        os.ftruncate(fd, end)
+    return end
+
+
+def _tables(path: Path, stream: Stream) -> Iterator[pa.Table]:
+    """A journal file's lines as tables of `stream`, a block at a time."""
+    # Times were written as microseconds: read as integers, then cast.
+    as_read = pa.schema(
+        field.with_type(pa.int64()) if pa.types.is_timestamp(field.type) else field
+        for field in stream.schema
+    )
+    options = pa_json.ParseOptions(explicit_schema=as_read, unexpected_field_behavior="error")
+    # One thread: the push's own workers are done, and Arrow's pool would hold more memory.
+    blocks = pa_json.ReadOptions(use_threads=False, block_size=BLOCK_BYTES)
+    with pa.OSFile(str(path)) as file:
+        for batch in pa_json.open_json(file, read_options=blocks, parse_options=options):
+            yield pa.Table.from_batches([batch]).select(stream.schema.names).cast(stream.schema)

@@ -1,6 +1,6 @@
 """The push ledger (`sync.pushed`) and the rejected rows (`sync.rejected`), both in the lake.
 
-The ledger is append-only. Each answer of the service is committed to the journal
+The ledger is append-only. Each answer of the service is written to the journal
 (`pipelines/push/journal.py`) as it arrives, and the journal is moved into the ledger's files
 before the ledger is read, so a run killed at any moment resumes from everything the service
 had acknowledged. Rejections are a snapshot per record type, replaced each run; a rejection
@@ -118,10 +118,12 @@ class Ledger:
         )
         return {key: Entry(*latest) for key, latest in rows}
 
-    def record(self, record_type: str, entries: Iterable[dict]) -> int:
-        """Commit acknowledgements (each with key, content_hash, content, state, ...) to the
-        journal before returning: what the service accepted is never asked of it again."""
-        return self.journal.record(entry | {"record_type": record_type} for entry in entries)
+    def record(self, record_type: str, entries: Iterable[dict], fsync: bool = False) -> int:
+        """Write acknowledgements (each with key, content_hash, content, state, ...) to the
+        journal before returning: what the service accepted is never asked of it again.
+        `fsync`: on the disk before returning, for what a power loss must not undo."""
+        rows = (entry | {"record_type": record_type} for entry in entries)
+        return self.journal.record(rows, fsync)
 
     def reject(self, record_type: str, rejections: list[dict]) -> None:
         """Replace the record type's rejections; a rejection seen before keeps first_seen."""

@@ -1,10 +1,11 @@
-"""Send a plan: records, events and profile updates several at a time. Each worker commits
+"""Send a plan: records, events and profile updates several at a time. Each worker writes
 the service's answer to the ledger's journal before it sends its next row, so a run killed at
 any moment sends again at most the `WORKERS` requests that were in flight; rows the service
 refuses are kept as rejected."""
 
-from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections import deque
+from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from pipelines.clients.datahub import DataHubClient
@@ -18,7 +19,8 @@ from pipelines.transport import ServiceError
 WORKERS = 8
 #: Answers that refuse the row itself (not the moment): kept as rejected, never retried.
 REFUSED = frozenset({400, 403, 404, 409, 413, 422})
-#: Rows handed to the workers at a time: after a failure no more than these are tried.
+#: Rows handed to the workers ahead of the oldest unanswered one: after a failure no more
+#: than these are tried.
 WINDOW = 500
 
 
@@ -27,11 +29,6 @@ class Sent:
     accepted: int = 0
     refused: int = 0
     rejections: list[dict] = field(default_factory=list)
-
-
-def _chunks(items: Sequence[Planned], size: int) -> Iterator[Sequence[Planned]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
 
 
 def _send_one(record_type: str, client: DataHubClient, planned: Planned) -> str | None:
@@ -57,7 +54,7 @@ def send_plan(
             unknown = {"error": {"code": "unknown_connection", "field": "connection"}}
             return ServiceError("push to", planned.connection, 400, unknown)
         if at_most_once:
-            ledger.record(plan.record_type, [_entry(planned, None, SENDING)])
+            ledger.record(plan.record_type, [_entry(planned, None, SENDING)], fsync=True)
         try:
             event_id = _send_one(plan.record_type, client, planned)
         except Exception as error:  # sorted below: a refusal of the row, or the run's end
@@ -67,19 +64,32 @@ def send_plan(
         ledger.record(plan.record_type, [_entry(planned, event_id, "accepted")])
         return None
 
+    failure: Exception | None = None
+
+    def settle(planned: Planned, outcome: Future[Exception | None]) -> None:
+        nonlocal failure
+        error = outcome.result()
+        if error is None:
+            sent.accepted += 1
+        elif isinstance(error, ServiceError) and error.status in REFUSED:
+            sent.refused += 1
+            sent.rejections.append(_refusal(planned, error))
+        else:
+            failure = failure or error
+
+    # A sliding window, not batches: the workers never wait for the slowest of a batch.
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        for window in _chunks(plan.to_send, WINDOW):
-            failure: Exception | None = None
-            for planned, error in zip(window, pool.map(attempt, window), strict=True):
-                if error is None:
-                    sent.accepted += 1
-                elif isinstance(error, ServiceError) and error.status in REFUSED:
-                    sent.refused += 1
-                    sent.rejections.append(_refusal(planned, error))
-                else:
-                    failure = failure or error
+        queued: deque[tuple[Planned, Future[Exception | None]]] = deque()
+        for planned in plan.to_send:
             if failure is not None:
-                raise failure
+                break
+            queued.append((planned, pool.submit(attempt, planned)))
+            if len(queued) >= WINDOW:
+                settle(*queued.popleft())
+        while queued:
+            settle(*queued.popleft())
+    if failure is not None:
+        raise failure
     return sent
 
 

@@ -5,7 +5,7 @@ resend an event it saw answered), so the inbox, not the lake, is the system of r
 webhooks until compaction copies it out. Rows are never deleted: the UNIQUE idempotency key
 is what remembers, across restarts, which events were already accepted.
 
-Durability: `pipelines/durable.py` fsyncs the WAL at every commit. NORMAL would survive a
+Durability: `synchronous = FULL` fsyncs the WAL at every commit. NORMAL would survive a
 crash of the process but could lose the last commits on power loss or an OS crash, after
 the sender was told 200 and stopped retrying; one fsync per event is cheap at webhook rates.
 
@@ -17,13 +17,14 @@ compaction's watermark.
 from __future__ import annotations
 
 import os
+import sqlite3
 import threading
+import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime
 from pathlib import Path
 
-from pipelines.durable import open_durable
 from pipelines.webhooks.envelope import Envelope
 
 SCHEMA = """
@@ -94,9 +95,23 @@ class Inbox:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        # The lake records which inbox its files were compacted from, by this uuid.
-        self._db, self.uuid = open_durable(self.path, SCHEMA, "inbox_uuid", timeout=10.0)
+        self._db = sqlite3.connect(
+            self.path, isolation_level=None, check_same_thread=False, timeout=10.0
+        )
+        self._db.execute("PRAGMA journal_mode = WAL")
+        self._db.execute("PRAGMA synchronous = FULL")
+        with self._lock:
+            self._db.executescript(SCHEMA)
+            # Names this inbox: the lake records which inbox its files were compacted from.
+            self._db.execute(
+                "INSERT OR IGNORE INTO meta (name, value) VALUES ('inbox_uuid', ?)",
+                (str(uuid.uuid4()),),
+            )
+            self.uuid: str = self._db.execute(
+                "SELECT value FROM meta WHERE name = 'inbox_uuid'"
+            ).fetchone()[0]
 
     def __enter__(self) -> Inbox:
         return self

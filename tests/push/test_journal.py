@@ -1,8 +1,11 @@
 """The push's journal (pipelines/push/journal.py): every acknowledgement reaches the ledger's
 files exactly once, whatever stops a compaction half-way and however many run at once."""
 
+import fcntl
+import os
 import threading
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
@@ -55,26 +58,27 @@ def test_a_compaction_stopped_after_its_file_is_written_moves_nothing_twice(lake
     two): the file's name says which rows it holds, so the next compaction only deletes."""
     journal = Journal(journal_path(lake.root))
     journal.record(entries(0, 5))
-    written = Lake.write
+    unlink = Path.unlink
 
-    def write_then_die(self, *args, **kwargs):
-        written(self, *args, **kwargs)
+    def die_before_unlinking(self, *args, **kwargs):
         raise KeyboardInterrupt("killed after the rename")
 
-    monkeypatch.setattr(Lake, "write", write_then_die)
+    monkeypatch.setattr(Path, "unlink", die_before_unlinking)
     with pytest.raises(KeyboardInterrupt):
         journal.compact(lake, PUSHED)
-    monkeypatch.setattr(Lake, "write", written)
+    monkeypatch.setattr(Path, "unlink", unlink)
     assert len(ledger_keys(lake)) == 5
     journal.record(entries(5, 2))
-    assert journal.compact(lake, PUSHED) == 2
+    assert journal.compact(lake, PUSHED) == 5 + 2  # the first file written again, in place
     assert journal.compact(lake, PUSHED) == 0
     assert sorted(ledger_keys(lake)) == sorted(f"ord-{n}" for n in range(7))
     journal.close()
 
 
 def test_compactions_in_several_processes_at_once_write_each_row_once(lake):
-    """Two journals on one file stand for two processes; one keeps recording meanwhile."""
+    """Journals on one folder stand for processes (a file lock is per open file, so they
+    exclude each other as processes do): a push that ends every few batches and a new one
+    that starts, while two compactions run."""
     path = journal_path(lake.root)
     writer, compactors = Journal(path), [Journal(path), Journal(path)]
     done = threading.Event()
@@ -82,6 +86,8 @@ def test_compactions_in_several_processes_at_once_write_each_row_once(lake):
     def record() -> None:
         for batch in range(50):
             writer.record(entries(batch * 10, 10))
+            if batch % 5 == 4:
+                writer.close()  # the push ends; the next record opens a file of its own
         done.set()
 
     def compact(journal: Journal) -> None:
@@ -97,5 +103,42 @@ def test_compactions_in_several_processes_at_once_write_each_row_once(lake):
         thread.join(timeout=120)
     keys = ledger_keys(lake)
     assert len(keys) == len(set(keys)) == 500
+    assert list(path.iterdir()) == []
     for journal in (writer, *compactors):
         journal.close()
+
+
+def test_a_file_a_killed_push_left_unnamed_is_removed_and_a_held_one_kept(lake):
+    """A push killed between creating its file and naming it leaves an empty `.tmp`; one
+    that a live push still holds is not touched."""
+    folder = journal_path(lake.root)
+    folder.mkdir(parents=True)
+    left = folder / ".journal-left.jsonl.tmp"
+    left.touch()
+    held = folder / ".journal-held.jsonl.tmp"
+    fd = os.open(held, os.O_WRONLY | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        Journal(folder).compact(lake, PUSHED)
+        assert not left.exists() and held.exists()
+    finally:
+        os.close(fd)
+
+
+def test_a_line_cut_short_is_left_out_and_long_lines_kept(lake):
+    """A `write` cut short by a full disk raised in its worker, so its line was never taken
+    as written; the lines before it are, however long (longer than one read of the end)."""
+    folder = journal_path(lake.root)
+    journal = Journal(folder)
+    long = entries(0, 1)[0] | {"content": "x" * 200_000}
+    assert journal.record([long, *entries(1, 1)]) == 2
+    journal.close()
+    [path] = folder.glob("journal-*.jsonl")
+    with path.open("ab") as file:
+        file.write(b'{"record_type": "order", "key": "ord-cut", "cont')
+    assert journal.compact(lake, PUSHED) == 2
+    relation = lake.relation(PUSHED)
+    assert sorted(lake.query(f"SELECT key, length(content) FROM {relation}")) == [
+        ("ord-0", 200_000),
+        ("ord-1", 2),
+    ]
