@@ -24,6 +24,7 @@ import fcntl
 import json
 import os
 import threading
+import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -39,6 +40,8 @@ FILE_PREFIX = "journal-"
 SUFFIX = ".jsonl"
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MICROSECOND = timedelta(microseconds=1)
+#: A file not named yet is a killed push's once it is this old.
+LEFT_BEHIND_SECONDS = 3600
 #: How much of a file's end is read at a time to find its last newline.
 TAIL_BYTES = 1 << 16
 #: How much of a journal file is read and written as one row group of the ledger.
@@ -121,10 +124,20 @@ class Journal:
                     moved += out.rows
                 path.unlink(missing_ok=True)
         for path in self.folder.glob(f".{FILE_PREFIX}*.tmp"):
-            with _unless_held(path) as fd:
-                if fd is not None:
-                    path.unlink(missing_ok=True)
+            # A push names its file microseconds after creating it, and locks it only in
+            # between: one left an hour is a killed push's, never one about to be named.
+            if _age_seconds(path) > LEFT_BEHIND_SECONDS:
+                with _unless_held(path) as fd:
+                    if fd is not None:
+                        path.unlink(missing_ok=True)
         return moved
+
+
+def _age_seconds(path: Path) -> float:
+    try:
+        return time.time() - path.stat().st_mtime
+    except FileNotFoundError:
+        return 0.0
 
 
 @contextmanager

@@ -4,6 +4,7 @@ files exactly once, whatever stops a compaction half-way and however many run at
 import fcntl
 import os
 import threading
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -110,17 +111,22 @@ def test_compactions_in_several_processes_at_once_write_each_row_once(lake):
 
 def test_a_file_a_killed_push_left_unnamed_is_removed_and_a_held_one_kept(lake):
     """A push killed between creating its file and naming it leaves an empty `.tmp`; one
-    that a live push still holds is not touched."""
+    that a live push still holds, or has just created, is not touched. Regression: a
+    compaction removed a file a push had created and not yet locked, and the push failed."""
     folder = journal_path(lake.root)
     folder.mkdir(parents=True)
-    left = folder / ".journal-left.jsonl.tmp"
+    left, fresh = folder / ".journal-left.jsonl.tmp", folder / ".journal-new.jsonl.tmp"
     left.touch()
+    fresh.touch()  # being created right now: not locked yet, about to be named
+    an_hour_ago = time.time() - 3601
+    os.utime(left, (an_hour_ago, an_hour_ago))
     held = folder / ".journal-held.jsonl.tmp"
     fd = os.open(held, os.O_WRONLY | os.O_CREAT)
+    os.utime(held, (an_hour_ago, an_hour_ago))
     fcntl.flock(fd, fcntl.LOCK_EX)
     try:
         Journal(folder).compact(lake, PUSHED)
-        assert not left.exists() and held.exists()
+        assert not left.exists() and fresh.exists() and held.exists()
     finally:
         os.close(fd)
 
