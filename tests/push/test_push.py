@@ -435,10 +435,11 @@ def test_a_push_killed_at_random_points_resends_at_most_what_was_in_flight(start
     types = [*RECORDS, "behavior_event"]
     planned = run_push(resources, dry_run=True, record_types=types)
     total = sum(figures["new"] for figures in planned.values())
-    rng = random.Random(20261123)
+    # Kills at random points over the whole push, behavior events (sent last) included.
+    cuts = sorted(random.Random(20261123).sample(range(1, total), KILLS))
     env = dict(os.environ)
-    for _ in range(KILLS):
-        stop_at = submissions(sandbox) + rng.randint(1, total // (2 * KILLS))
+    for cut in cuts:
+        stop_at = max(cut, submissions(sandbox) + 1)
         assert push_until(sandbox, env, types, stop_at) is None, "the push ended before its kill"
     assert push_until(sandbox, env, types, None) == 0
     assert push_until(sandbox, env, types, None) == 0  # a run with no change
@@ -451,7 +452,8 @@ def test_a_push_killed_at_random_points_resends_at_most_what_was_in_flight(start
     assert twice <= KILLS * send.WORKERS
 
     # Behavior events: no key stored twice (a body as often as the keys that carry it: some
-    # events are alike), and the keys never stored are those a kill left in doubt.
+    # events are alike); a key never stored is one a kill left in doubt (some in doubt did
+    # arrive: the hub cannot be asked, so they are reported either way).
     keys_of = defaultdict(set)
     for row in outbound_rows(resources["lake"].warehouse_path, "behavior_events"):
         body, problems = validate_record("behavior_event", row)
@@ -462,4 +464,4 @@ def test_a_push_killed_at_random_points_resends_at_most_what_was_in_flight(start
     assert all(count <= len(keys_of[body]) for body, count in stored_bodies.items())
     never_stored = sum(len(keys) - stored_bodies[body] for body, keys in keys_of.items())
     in_doubt = rejected_rows(resources, "in_doubt")
-    assert never_stored == len(in_doubt) <= KILLS * send.WORKERS
+    assert never_stored <= len(in_doubt) <= KILLS * send.WORKERS
