@@ -42,7 +42,7 @@ from pipelines.transport import CallStats, ServiceError, Transport
 SERVICE = "comment"
 POOL = "comment_api"
 KINDS = {"python", "parquet"}
-#: An account whose token expires within this many days is flagged (issue 3, checks).
+#: An account whose token expires within this many days is flagged (a warning check).
 TOKEN_WARNING_DAYS = 7
 
 TIMESTAMP = pa.timestamp("s", tz="UTC")

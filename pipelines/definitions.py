@@ -1,5 +1,5 @@
 """The Dagster code location: every service's assets and checks merged, the warehouse views,
-jobs per service, hourly and daily schedules, freshness checks (STYLE.md, "Layout")."""
+jobs per service, hourly and daily schedules, freshness checks (README.md, "Dagster")."""
 
 from datetime import timedelta
 
@@ -19,7 +19,7 @@ from pipelines.settings import load_settings
 SERVICES = {"comment": comment, "conversation": conversation, "datahub": datahub}
 STREAMS = PULLED
 STREAM_ASSETS = [asset for module in SERVICES.values() for asset in module.ASSETS]
-#: Streams pulled every hour (issue 3: logs, stats and messages); the rest daily.
+#: Streams pulled every hour (logs, stats and messages: they change all day); the rest daily.
 HOURLY = {"trigger_logs", "daily_stats", "messages"}
 
 
@@ -87,7 +87,7 @@ JOBS = _jobs()
 
 
 def _recent_days_schedule(job_name: str, cron: str) -> dg.ScheduleDefinition:
-    """Yesterday and today in one run: what can still change (issue 3, increments)."""
+    """Yesterday and today in one run: the days that can still change."""
 
     @dg.schedule(name=f"{job_name}_hourly", cron_schedule=cron, job_name=job_name)
     def recent_days(context: dg.ScheduleEvaluationContext) -> dg.RunRequest:

@@ -41,7 +41,7 @@ class Outbound:
     at_most_once: bool = False
 
 
-#: Record keys: spec section 2 and the issue (coupon id; order id; fulfillment order_id;
+#: Record keys: spec section 2 (coupon id; order id; fulfillment order_id;
 #: tier, point and reservation with the customer); behavior events by the brand's event_key;
 #: contacts by the three ids a profile update names; import rows by the matching attribute.
 OUTBOUND: dict[str, Outbound] = {

@@ -1,5 +1,5 @@
 """The demo shop: a brand's own system, written to the lake for the examples in `sql/outbound/`
-to push to the data hub (issue 4), so `make demo` sends real data.
+to push to the data hub, so `make demo` sends real data.
 
 Its customers are the data hub members already pulled into the lake, plus some the hub has
 never seen (for `member_imports`), so records and profile updates refer to real contacts.
