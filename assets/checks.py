@@ -3,7 +3,7 @@ the warehouse file, so a check never waits on its lock)."""
 
 import dagster as dg
 
-from assets.landing import LakeResource
+from assets.resources import LakeResource
 from pipelines.lake import Stream
 
 

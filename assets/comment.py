@@ -17,36 +17,41 @@ import pyarrow.parquet as pq
 
 from assets.checks import unique_ids_check
 from assets.landing import (
-    LakeResource,
-    connection_stream,
     land_days,
     land_snapshot,
     parse_moment,
     partition_days,
 )
 from assets.partitions import daily, single_run, today
+from assets.resources import CommentAutomationResource, LakeResource
 from pipelines.clients.base import Connection
 from pipelines.clients.comment import (
     LOG_SCHEMA,
     LOGS_MAX_DAYS,
     LOGS_PAGE_LIMIT,
     STATS_MAX_DAYS,
-    CommentAutomation,
     CommentClient,
     LogTable,
 )
 from pipelines.lake import Lake
 from pipelines.paging import Page, first_page_holding, offset_pages
+from pipelines.streams.comment import (
+    ACCOUNTS,
+    ACTIVITIES,
+    ACTIVITY_DAILY,
+    DAILY_STATS,
+    POSTS,
+    SERVICE,
+    STREAMS,
+    TRIGGER_LOGS,
+    WORKSPACE,
+)
 from pipelines.transport import CallStats, ServiceError, Transport
 
-SERVICE = "comment"
 POOL = "comment_api"
 KINDS = {"python", "parquet"}
 #: An account whose token expires within this many days is flagged (a warning check).
 TOKEN_WARNING_DAYS = 7
-
-TIMESTAMP = pa.timestamp("s", tz="UTC")
-TEXTS = pa.list_(pa.string())
 
 
 def _key(name: str) -> dg.AssetKey:
@@ -54,22 +59,6 @@ def _key(name: str) -> dg.AssetKey:
 
 
 # -- workspace, accounts, posts --------------------------------------------------------------
-
-WORKSPACE = connection_stream(
-    SERVICE,
-    "workspace",
-    [
-        ("id", pa.string()),
-        ("name", pa.string()),
-        ("plan", pa.string()),
-        ("trial_ends_at", TIMESTAMP),
-        ("service_status", pa.string()),
-        ("billing_url", pa.string()),
-        ("user", pa.string()),  # JSON: inner fields "not shown" (spec section 2)
-        ("usage", pa.string()),  # JSON
-        ("api_key_scope", pa.string()),  # the key itself is never landed
-    ],
-)
 
 
 def _workspace_rows(transport: Transport, connection: Connection) -> Iterator[dict]:
@@ -95,24 +84,10 @@ def _workspace_rows(transport: Transport, connection: Connection) -> Iterator[di
     pool=POOL,
     description="The workspace of each key (`GET /me`): plan, trial end, service status.",
 )
-def workspace(context: dg.AssetExecutionContext, comment: CommentAutomation, lake: LakeResource):
+def workspace(
+    context: dg.AssetExecutionContext, comment: CommentAutomationResource, lake: LakeResource
+):
     return land_snapshot(context, comment, lake.lake(), WORKSPACE, _workspace_rows)
-
-
-ACCOUNTS = connection_stream(
-    SERVICE,
-    "accounts",
-    [
-        ("id", pa.string()),
-        ("platform", pa.string()),
-        ("handle", pa.string()),
-        ("username", pa.string()),
-        ("page_name", pa.string()),
-        ("supported_triggers", TEXTS),
-        ("token_expires_at", TIMESTAMP),
-        ("connected_at", TIMESTAMP),
-    ],
-)
 
 
 def _account_rows(transport: Transport, connection: Connection) -> Iterator[dict]:
@@ -131,24 +106,12 @@ def _account_rows(transport: Transport, connection: Connection) -> Iterator[dict
     pool=POOL,
     description="Connected Instagram, Facebook and Threads accounts and their token expiry.",
 )
-def accounts(context: dg.AssetExecutionContext, comment: CommentAutomation, lake: LakeResource):
+def accounts(
+    context: dg.AssetExecutionContext, comment: CommentAutomationResource, lake: LakeResource
+):
     return land_snapshot(context, comment, lake.lake(), ACCOUNTS, _account_rows)
 
 
-POSTS = connection_stream(
-    SERVICE,
-    "posts",
-    [
-        ("account_id", pa.string()),
-        ("kind", pa.string()),
-        ("id", pa.string()),
-        ("caption", pa.string()),
-        ("media_type", pa.string()),
-        ("timestamp", TIMESTAMP),
-        ("permalink", pa.string()),
-    ],
-    key=("account_id", "kind", "id"),
-)
 POST_KINDS = ("posts", "story")
 
 
@@ -164,7 +127,9 @@ POST_KINDS = ("posts", "story")
         "others still land."
     ),
 )
-def posts(context: dg.AssetExecutionContext, comment: CommentAutomation, lake: LakeResource):
+def posts(
+    context: dg.AssetExecutionContext, comment: CommentAutomationResource, lake: LakeResource
+):
     failed: list[str] = []
 
     def rows(transport: Transport, connection: Connection) -> Iterator[dict]:
@@ -199,33 +164,6 @@ def posts(context: dg.AssetExecutionContext, comment: CommentAutomation, lake: L
 
 # -- activities -------------------------------------------------------------------------------
 
-ACTIVITIES = connection_stream(
-    SERVICE,
-    "activities",
-    [
-        ("id", pa.string()),
-        ("name", pa.string()),
-        ("status", pa.string()),
-        ("account_id", pa.string()),
-        ("platform", pa.string()),
-        ("trigger", pa.string()),
-        ("keywords", TEXTS),
-        ("match", pa.string()),
-        ("public_replies", TEXTS),
-        ("dm", pa.string()),  # JSON: one DM in one of three shapes (spec section 2, DmBlock)
-        ("post_scope", pa.string()),
-        ("post_ids", TEXTS),
-        ("follow_gate", pa.string()),  # JSON
-        ("start_at", TIMESTAMP),
-        ("end_at", TIMESTAMP),
-        ("created_at", TIMESTAMP),
-        ("updated_at", TIMESTAMP),
-        ("dashboard_url", pa.string()),
-        ("public_replies_sent", pa.int64()),
-        ("dms_sent", pa.int64()),
-    ],
-)
-
 
 def _activity_rows(transport: Transport, connection: Connection) -> Iterator[dict]:
     for activity in CommentClient(transport).activities().activities:
@@ -250,16 +188,10 @@ def _activity_rows(transport: Transport, connection: Connection) -> Iterator[dic
     pool=POOL,
     description="Every activity (comment automation) with its stats totals.",
 )
-def activities(context: dg.AssetExecutionContext, comment: CommentAutomation, lake: LakeResource):
+def activities(
+    context: dg.AssetExecutionContext, comment: CommentAutomationResource, lake: LakeResource
+):
     return land_snapshot(context, comment, lake.lake(), ACTIVITIES, _activity_rows)
-
-
-ACTIVITY_DAILY = connection_stream(
-    SERVICE,
-    "activity_daily",
-    [("activity_id", pa.string()), ("date", pa.date32()), ("successful_triggers", pa.int64())],
-    key=("activity_id", "date"),
-)
 
 
 def _activity_daily_rows(transport: Transport, connection: Connection) -> Iterator[dict]:
@@ -282,33 +214,12 @@ def _activity_daily_rows(transport: Transport, connection: Connection) -> Iterat
     description="The 14-day trend of successful triggers per activity (`GET /activities/{id}`).",
 )
 def activity_daily(
-    context: dg.AssetExecutionContext, comment: CommentAutomation, lake: LakeResource
+    context: dg.AssetExecutionContext, comment: CommentAutomationResource, lake: LakeResource
 ):
     return land_snapshot(context, comment, lake.lake(), ACTIVITY_DAILY, _activity_daily_rows)
 
 
 # -- trigger logs -----------------------------------------------------------------------------
-
-TRIGGER_LOGS = connection_stream(
-    SERVICE,
-    "trigger_logs",
-    [
-        ("id", pa.string()),
-        ("activity_id", pa.string()),
-        ("activity_name", pa.string()),
-        ("account_id", pa.string()),
-        ("trigger", pa.string()),
-        ("username", pa.string()),
-        ("comment_text", pa.string()),
-        ("post_id", pa.string()),
-        ("action", pa.string()),
-        ("status", pa.string()),
-        ("error", pa.string()),
-        ("created_at", TIMESTAMP),
-    ],
-    daily=True,
-    history_days=LOGS_MAX_DAYS,
-)
 
 
 def _served_since(days: list[date], served_days: int, what: str) -> int:
@@ -487,7 +398,9 @@ def _trigger_log_days(
         "when the list shifts; the service keeps 365 days."
     ),
 )
-def trigger_logs(context: dg.AssetExecutionContext, comment: CommentAutomation, lake: LakeResource):
+def trigger_logs(
+    context: dg.AssetExecutionContext, comment: CommentAutomationResource, lake: LakeResource
+):
     def rows_by_day(transport: Transport, connection: Connection, days: list[date]):
         return _trigger_log_days(transport, connection, days, lake, context.log)
 
@@ -497,15 +410,6 @@ def trigger_logs(context: dg.AssetExecutionContext, comment: CommentAutomation, 
 
 
 # -- daily stats ------------------------------------------------------------------------------
-
-DAILY_STATS = connection_stream(
-    SERVICE,
-    "daily_stats",
-    [("public_replies", pa.int64()), ("dms", pa.int64()), ("failed", pa.int64())],
-    daily=True,
-    key=("date",),
-    history_days=STATS_MAX_DAYS,
-)
 
 
 def _stats_days(
@@ -529,7 +433,9 @@ def _stats_days(
     backfill_policy=single_run,
     description="Public replies, DMs and failures per UTC day (`GET /stats`; 90 days served).",
 )
-def daily_stats(context: dg.AssetExecutionContext, comment: CommentAutomation, lake: LakeResource):
+def daily_stats(
+    context: dg.AssetExecutionContext, comment: CommentAutomationResource, lake: LakeResource
+):
     days = partition_days(context)
     return land_days(context, comment, lake.lake(), DAILY_STATS, days, _stats_days)
 
@@ -574,7 +480,9 @@ def logs_match_daily_stats(lake: LakeResource) -> dg.AssetCheckResult:
 
 
 @dg.asset_check(asset=_key("trigger_logs"), name="rows_equal_service_total", blocking=False)
-def rows_equal_service_total(comment: CommentAutomation, lake: LakeResource) -> dg.AssetCheckResult:
+def rows_equal_service_total(
+    comment: CommentAutomationResource, lake: LakeResource
+) -> dg.AssetCheckResult:
     """The landed rows of the served window equal the service's `total` (one request per
     connection). Only meaningful once every served day is landed; until then it warns."""
     store = lake.lake()
@@ -635,15 +543,6 @@ def tokens_not_expiring(lake: LakeResource) -> dg.AssetCheckResult:
     )
 
 
-STREAMS = [
-    WORKSPACE,
-    ACCOUNTS,
-    POSTS,
-    ACTIVITIES,
-    ACTIVITY_DAILY,
-    TRIGGER_LOGS,
-    DAILY_STATS,
-]
 ASSETS = [workspace, accounts, posts, activities, activity_daily, trigger_logs, daily_stats]
 CHECKS = [
     *(unique_ids_check(stream, _key(stream.name)) for stream in STREAMS),

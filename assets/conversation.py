@@ -24,26 +24,32 @@ import pyarrow.parquet as pq
 
 from assets.checks import unique_ids_check
 from assets.landing import (
-    LakeResource,
-    call_metadata,
-    connection_stream,
     land_snapshot,
     parse_moment,
     partition_days,
     pulled_at,
 )
 from assets.partitions import daily, single_run
+from assets.resources import ConversationResource, LakeResource
 from pipelines.clients.base import Connection, Model
-from pipelines.clients.conversation import ConversationClient, ConversationService
+from pipelines.clients.conversation import ConversationClient
 from pipelines.lake import QUERY_SETTINGS, Lake, Stream
 from pipelines.paging import cursor_pages
+from pipelines.streams.conversation import (
+    ASSIGNMENTS,
+    CHANNELS,
+    MEMBERS,
+    MESSAGES,
+    SERVICE,
+    STREAMS,
+    TEAMS,
+    TIMESTAMP,
+    USERS,
+)
 from pipelines.transport import CallStats, ServiceError, Transport
 
-SERVICE = "conversation"
 POOL = "conversation_api"
 KINDS = {"python", "parquet"}
-#: Microseconds: the spec does not bound the precision of its timestamps.
-TIMESTAMP = pa.timestamp("us", tz="UTC")
 #: Bytes of the backup file parsed at a time (Arrow's CSV block).
 CSV_BLOCK_BYTES = 1 << 20
 #: Members looked up per batch of the ones seen in messages: bounds what is in flight.
@@ -67,45 +73,11 @@ def _row(record: Model, stream: Stream) -> dict:
 
 # -- channels, teams, users ------------------------------------------------------------------
 
-CHANNELS = connection_stream(
-    SERVICE,
-    "channels",
-    [
-        ("id", pa.int64()),
-        ("uuid", pa.string()),
-        ("name", pa.string()),
-        ("type", pa.string()),
-        ("status", pa.string()),
-        ("language_code", pa.string()),
-        ("timezone", pa.string()),
-        ("external_channel_id", pa.string()),
-        ("external_access_token_expired_at", TIMESTAMP),
-        ("broadcast_enabled", pa.bool_()),
-        ("user_recognition_enabled", pa.bool_()),
-        ("created_at", TIMESTAMP),
-        ("updated_at", TIMESTAMP),
-    ],
-)
-
 
 def _channel_rows(client: ConversationClient) -> Iterator[dict]:
     # The full list, not the paginated one: only it carries the full record (spec section 2).
     for channel in client.list_channels().channels:
         yield _row(channel, CHANNELS)
-
-
-TEAMS = connection_stream(
-    SERVICE,
-    "teams",
-    [
-        ("id", pa.int64()),
-        ("name", pa.string()),
-        ("description", pa.string()),
-        ("category", pa.string()),
-        ("external_team_id", pa.string()),
-        ("routing_rule", pa.string()),
-    ],
-)
 
 
 def _team_rows(client: ConversationClient) -> Iterator[dict]:
@@ -115,26 +87,6 @@ def _team_rows(client: ConversationClient) -> Iterator[dict]:
 
     for teams in cursor_pages(fetch):
         yield from (_row(team, TEAMS) for team in teams)
-
-
-USERS = connection_stream(
-    SERVICE,
-    "users",
-    [
-        ("id", pa.int64()),
-        ("name", pa.string()),
-        ("chat_name", pa.string()),
-        ("avatar", pa.string()),
-        ("external_user_id", pa.string()),
-        ("created_at", TIMESTAMP),
-        ("role_name", pa.string()),
-        ("role_type", pa.string()),
-        ("on_duty_status", pa.string()),
-        ("status", pa.string()),
-        ("type", pa.string()),
-        ("is_internal_user", pa.bool_()),
-    ],
-)
 
 
 def _user_rows(client: ConversationClient) -> Iterator[dict]:
@@ -157,7 +109,7 @@ def _directory_asset(
         description=doc,
     )
     def directory_asset(
-        context: dg.AssetExecutionContext, conversation: ConversationService, lake: LakeResource
+        context: dg.AssetExecutionContext, conversation: ConversationResource, lake: LakeResource
     ) -> dg.MaterializeResult:
         return land_snapshot(
             context,
@@ -179,29 +131,6 @@ users = _directory_asset(USERS, _user_rows, "Users of each region (`list_users`,
 
 # -- messages: one backup per connection for the run's range ---------------------------------
 
-MESSAGES = connection_stream(
-    SERVICE,
-    "messages",
-    # The backup file's columns (sandbox README: the spec shows no file format).
-    [
-        ("message_uuid", pa.string()),
-        ("conversation_id", pa.int64()),
-        ("channel_id", pa.int64()),
-        ("member_id", pa.int64()),
-        ("sender_type", pa.string()),
-        ("sender_id", pa.int64()),
-        ("message_type", pa.string()),
-        ("text", pa.string()),
-        ("url", pa.string()),
-        ("mime_type", pa.string()),
-        ("timestamp", TIMESTAMP),
-    ],
-    daily=True,
-    key=("message_uuid",),
-    # The spec shows no retention: a first sync reaches a full year back from now, which
-    # touches 366 calendar days.
-    history_days=366,
-)
 BACKUP_COLUMNS = [name for name in MESSAGES.schema.names if name != "connection"]
 #: Empty in the file for text messages; null in the lake (spec section 9: image messages only).
 IMAGE_COLUMNS = ("url", "mime_type")
@@ -357,7 +286,7 @@ def _range_bounds(days: list[date]) -> tuple[datetime, datetime]:
     "range of a run (a backfill is one backup, not one per day).",
 )
 def messages(
-    context: dg.AssetExecutionContext, conversation: ConversationService, lake: LakeResource
+    context: dg.AssetExecutionContext, conversation: ConversationResource, lake: LakeResource
 ) -> dg.MaterializeResult:
     days = partition_days(context)
     started_at, ended_at = _range_bounds(days)
@@ -392,7 +321,7 @@ def messages(
         "unchanged_days": sum(len(result.unchanged_days) for result in landed.values()),
         "first_day": days[0].isoformat(),
         "last_day": days[-1].isoformat(),
-        **call_metadata(stats),
+        **stats.as_metadata(),
     }
     differ = sorted(name for name, result in landed.items() if result.rows != result.file_rows)
     if differ:
@@ -414,7 +343,7 @@ def _landed_rows(lake: Lake, connection: str, days: Iterable[date]) -> int:
 
 @dg.asset_check(asset=_key("messages"), name="rows_match_backup", blocking=False)
 def rows_match_backup(
-    context: dg.AssetCheckExecutionContext, conversation: ConversationService, lake: LakeResource
+    context: dg.AssetCheckExecutionContext, conversation: ConversationResource, lake: LakeResource
 ) -> dg.AssetCheckResult:
     """The lake still holds, for the last materialized range, the backup file's row count."""
     event = context.instance.get_latest_materialization_event(_key("messages"))
@@ -523,7 +452,7 @@ def _distinct_members(con: duckdb.DuckDBPyConnection, table: str, files: list[st
 
 def _land_per_member(
     context: dg.AssetExecutionContext,
-    conversation: ConversationService,
+    conversation: ConversationResource,
     lake: Lake,
     stream: Stream,
     row_of: Callable[[ConversationClient, int, int], dict],
@@ -587,66 +516,9 @@ def _land_per_member(
     return result
 
 
-MEMBERS = connection_stream(
-    SERVICE,
-    "members",
-    [
-        ("channel_id", pa.int64()),
-        ("id", pa.int64()),
-        ("account_manager", pa.string()),
-        ("assign_type", pa.string()),
-        ("avatar", pa.string()),
-        ("birthday", pa.string()),
-        ("city", pa.string()),
-        ("company", pa.string()),
-        ("connect_id", pa.string()),
-        ("country", pa.string()),
-        ("created_at", TIMESTAMP),
-        ("custom_id", pa.string()),
-        ("display_name", pa.string()),
-        ("email", pa.string()),
-        ("engagement_level", pa.string()),
-        ("external_channel_id", pa.string()),
-        ("external_member_id", pa.string()),
-        ("gender", pa.string()),
-        ("last_member_message_send", TIMESTAMP),
-        ("last_message_at", TIMESTAMP),
-        ("location", pa.string()),
-        ("member_level", pa.string()),
-        ("mobile", pa.string()),
-        ("name", pa.string()),
-        ("note", pa.string()),
-        ("original_email", pa.string()),
-        ("original_mobile", pa.string()),
-        ("original_name", pa.string()),
-        ("processing_state", pa.string()),
-        ("star_mark", pa.bool_()),
-        ("status", pa.string()),
-        ("type", pa.string()),
-        ("updated_at", TIMESTAMP),
-    ],
-    # The lookup takes the channel with the id (spec section 4): key on both.
-    key=("channel_id", "id"),
-)
-
-
 def _member_row(client: ConversationClient, channel_id: int, member_id: int) -> dict:
     member = client.get_member_by_id(channel_id, member_id)
     return {**_row(member, MEMBERS), "channel_id": channel_id}
-
-
-ASSIGNMENTS = connection_stream(
-    SERVICE,
-    "assignments",
-    [
-        ("channel_id", pa.int64()),
-        ("member_id", pa.int64()),
-        ("assign_type", pa.string()),
-        ("team_id", pa.int64()),
-        ("user_id", pa.int64()),
-    ],
-    key=("channel_id", "member_id"),
-)
 
 
 def _assignment_row(client: ConversationClient, channel_id: int, member_id: int) -> dict:
@@ -673,7 +545,7 @@ def _per_member_asset(
         description=doc,
     )
     def per_member_asset(
-        context: dg.AssetExecutionContext, conversation: ConversationService, lake: LakeResource
+        context: dg.AssetExecutionContext, conversation: ConversationResource, lake: LakeResource
     ) -> dg.MaterializeResult:
         return _land_per_member(context, conversation, lake.lake(), stream, row_of)
 
@@ -701,7 +573,7 @@ assignments = _per_member_asset(
 def _matches_members_seen(stream: Stream) -> dg.AssetChecksDefinition:
     @dg.asset_check(asset=_key(stream.name), name="matches_members_in_messages", blocking=False)
     def matches_members_in_messages(
-        conversation: ConversationService, lake: LakeResource
+        conversation: ConversationResource, lake: LakeResource
     ) -> dg.AssetCheckResult:
         """One row per distinct member of the connection's landed messages."""
         store = lake.lake()
@@ -717,7 +589,6 @@ def _matches_members_seen(stream: Stream) -> dg.AssetChecksDefinition:
     return matches_members_in_messages
 
 
-STREAMS: list[Stream] = [CHANNELS, TEAMS, USERS, MESSAGES, MEMBERS, ASSIGNMENTS]
 ASSETS = [channels, teams, users, messages, members, assignments]
 CHECKS = [
     *(unique_ids_check(stream, _key(stream.name)) for stream in STREAMS),

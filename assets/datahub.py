@@ -14,14 +14,13 @@ import pyarrow.parquet as pq
 
 from assets.checks import unique_ids_check
 from assets.landing import (
-    LakeResource,
-    call_metadata,
     land_days,
     land_snapshot,
     partition_days,
     pulled_at,
 )
 from assets.partitions import daily, single_run, today
+from assets.resources import DataHubResource, LakeResource
 from pipelines.clients.base import Connection
 from pipelines.clients.datahub import (
     REPORT_MAX_DAYS,
@@ -32,13 +31,21 @@ from pipelines.clients.datahub import (
     ExportResult,
 )
 from pipelines.lake import Lake, Stream, read_columns
+from pipelines.streams.datahub import (
+    BROADCAST_REPORTS,
+    BROADCASTS,
+    CUSTOM_FIELD_OPTION,
+    CUSTOM_FIELDS,
+    MEMBER_TEXT_COLUMNS,
+    MEMBERS,
+    SERVICE,
+    STREAMS,
+)
 from pipelines.transport import CallStats, Transport, TruncatedBody
 
-SERVICE = "datahub"
 #: The value of `DataHub.pool()`: one concurrency pool per service key.
 POOL = f"{DataHub.service}_api"
 KINDS = {"python", "parquet"}
-TIMESTAMP = pa.timestamp("s", tz="UTC")
 
 
 def asset_key(stream: Stream) -> dg.AssetKey:
@@ -46,34 +53,6 @@ def asset_key(stream: Stream) -> dg.AssetKey:
 
 
 # -- custom_fields ------------------------------------------------------------------------
-
-CUSTOM_FIELD_OPTION = pa.struct(
-    [
-        ("id", pa.int64()),
-        ("key", pa.string()),
-        ("name", pa.string()),
-        ("description", pa.string()),
-        ("position", pa.int64()),
-        ("active", pa.bool_()),
-    ]
-)
-CUSTOM_FIELDS = Stream(
-    SERVICE,
-    "custom_fields",
-    pa.schema(
-        [
-            ("id", pa.int64()),
-            ("name", pa.string()),
-            ("key", pa.string()),
-            ("type", pa.string()),
-            ("description", pa.string()),
-            ("slot_number", pa.int64()),
-            ("active", pa.bool_()),
-            ("options", pa.list_(CUSTOM_FIELD_OPTION)),
-            ("connection", pa.string()),
-        ]
-    ),
-)
 
 
 def custom_field_rows(client: DataHubClient) -> Iterator[dict]:
@@ -94,7 +73,7 @@ def custom_field_rows(client: DataHubClient) -> Iterator[dict]:
     description="Custom field definitions, archived ones included, with their options.",
 )
 def custom_fields(
-    context: dg.AssetExecutionContext, lake: LakeResource, datahub: DataHub
+    context: dg.AssetExecutionContext, lake: LakeResource, datahub: DataHubResource
 ) -> dg.MaterializeResult:
     return land_snapshot(
         context,
@@ -106,22 +85,6 @@ def custom_fields(
 
 
 # -- broadcasts ---------------------------------------------------------------------------
-
-BROADCASTS = Stream(
-    SERVICE,
-    "broadcasts",
-    pa.schema(
-        [
-            ("id", pa.int64()),
-            ("source", pa.string()),
-            ("name", pa.string()),
-            ("sent_date", TIMESTAMP),
-            ("status", pa.string()),
-            ("created_at", TIMESTAMP),
-            ("connection", pa.string()),
-        ]
-    ),
-)
 
 
 def broadcast_rows(client: DataHubClient) -> Iterator[dict]:
@@ -137,7 +100,7 @@ def broadcast_rows(client: DataHubClient) -> Iterator[dict]:
     description="Broadcasts, sent and scheduled.",
 )
 def broadcasts(
-    context: dg.AssetExecutionContext, lake: LakeResource, datahub: DataHub
+    context: dg.AssetExecutionContext, lake: LakeResource, datahub: DataHubResource
 ) -> dg.MaterializeResult:
     return land_snapshot(
         context,
@@ -149,32 +112,6 @@ def broadcasts(
 
 
 # -- broadcast_reports --------------------------------------------------------------------
-
-BROADCAST_REPORTS = Stream(
-    SERVICE,
-    "broadcast_reports",
-    pa.schema(
-        [
-            ("broadcast_id", pa.int64()),
-            ("name", pa.string()),
-            ("source", pa.string()),
-            ("sent_date", TIMESTAMP),
-            ("segment_name", pa.string()),
-            ("sent", pa.int64()),
-            ("open_count", pa.int64()),
-            ("clicks", pa.int64()),
-            ("start_date", pa.date32()),
-            ("end_date", pa.date32()),
-            ("connection", pa.string()),
-            # Further fields of the report, "not shown" in the spec (section 4), as JSON.
-            ("report", pa.string()),
-        ]
-    ),
-    daily=True,
-    # A broadcast has one snapshot per day; `date` is the hive folder's column (DuckDB reads
-    # it from the path, also in `unique_ids_check`).
-    key=("date", "broadcast_id"),
-)
 
 
 def report_window(broadcast: Broadcast, day: date, has_snapshot: bool) -> tuple[date, date] | None:
@@ -220,7 +157,7 @@ def reported_broadcasts(lake: Lake, connection: str, except_days: Iterable[date]
 
 
 def report_rows_by_day(
-    lake: Lake, datahub: DataHub
+    lake: Lake, datahub: DataHubResource
 ) -> Callable[[Transport, Connection, list[date]], Iterator[tuple[date, list[dict]]]]:
     def rows_by_day(
         transport: Transport, connection: Connection, days: list[date]
@@ -256,7 +193,7 @@ def report_rows_by_day(
     ),
 )
 def broadcast_reports(
-    context: dg.AssetExecutionContext, lake: LakeResource, datahub: DataHub
+    context: dg.AssetExecutionContext, lake: LakeResource, datahub: DataHubResource
 ) -> dg.MaterializeResult:
     the_lake = lake.lake()
     return land_days(
@@ -271,42 +208,6 @@ def broadcast_reports(
 
 # -- members ------------------------------------------------------------------------------
 
-#: The export file's columns besides `member_id` (spec section 2, contact profile fields).
-MEMBER_TEXT_COLUMNS = (
-    "customer_id",
-    "connect_id",
-    "full_name",
-    "display_name",
-    "display_email",
-    "display_mobile",
-    "gender",
-    "birthday",
-    "region",
-    "city",
-    "address",
-    "company",
-    "member_level",
-    "source",
-    "line_uid",
-    "channel_type",
-    "external_member_id",
-    "account_manager",
-)
-MEMBERS = Stream(
-    SERVICE,
-    "members",
-    pa.schema(
-        [
-            ("member_id", pa.int64()),
-            *((name, pa.string()) for name in MEMBER_TEXT_COLUMNS),
-            ("connection", pa.string()),
-        ]
-    ),
-    # One export per connection and day, kept: the latest is `datahub.members`, the
-    # sequence is the profiles' change history (`marts.member_profile_history`).
-    daily=True,
-    key=("date", "member_id"),
-)
 #: The columns read from the export file, by header name.
 EXPORT_COLUMNS = ("member_id", *MEMBER_TEXT_COLUMNS)
 #: Rows parsed before a batch is written: memory is bounded by this, not by the export.
@@ -425,7 +326,7 @@ def land_member_export(
     ),
 )
 def members(
-    context: dg.AssetExecutionContext, lake: LakeResource, datahub: DataHub
+    context: dg.AssetExecutionContext, lake: LakeResource, datahub: DataHubResource
 ) -> dg.MaterializeResult:
     the_lake = lake.lake()
     stats = CallStats()
@@ -443,7 +344,7 @@ def members(
         metadata={
             "rows": sum(counts.values()),
             "rows_per_connection": counts,
-            **call_metadata(stats),
+            **stats.as_metadata(),
         }
     )
 
@@ -494,7 +395,6 @@ def one_report_per_broadcast(lake: LakeResource) -> dg.AssetCheckResult:
     )
 
 
-STREAMS: list[Stream] = [CUSTOM_FIELDS, BROADCASTS, BROADCAST_REPORTS, MEMBERS]
 ASSETS = [custom_fields, broadcasts, broadcast_reports, members]
 CHECKS = [
     *(unique_ids_check(stream, asset_key(stream)) for stream in STREAMS),

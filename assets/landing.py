@@ -13,26 +13,9 @@ from datetime import UTC, date, datetime, timedelta
 import dagster as dg
 import pyarrow as pa
 
-from pipelines.clients.base import Connection, ServiceResource
+from pipelines.clients.base import Connection, Service
 from pipelines.lake import Lake, Stream
 from pipelines.transport import CallStats, Transport
-
-
-class LakeResource(dg.ConfigurableResource):
-    """Where the lake and the warehouse live (`LAKE_ROOT`, `WAREHOUSE_PATH`)."""
-
-    lake_root: str = "data/lake"
-    warehouse_path: str = "data/warehouse.duckdb"
-
-    def lake(self) -> Lake:
-        return Lake(self.lake_root)
-
-
-def connection_stream(
-    service: str, name: str, fields: list[tuple[str, pa.DataType]], **options
-) -> Stream:
-    """A pulled stream: its fields after the `connection` every row carries."""
-    return Stream(service, name, pa.schema([("connection", pa.string()), *fields]), **options)
 
 
 def parse_moment(text: str | None) -> datetime | None:
@@ -55,13 +38,9 @@ def _with_connection(
             yield row
 
 
-def call_metadata(stats: CallStats) -> dict[str, int]:
-    return stats.as_metadata()
-
-
 def land_snapshot(
     context: dg.AssetExecutionContext,
-    resource: ServiceResource,
+    resource: Service,
     lake: Lake,
     stream: Stream,
     rows_of: Callable[[Transport, Connection], Iterable[dict] | Iterable[pa.Table]],
@@ -82,7 +61,7 @@ def land_snapshot(
         metadata={
             "rows": sum(counts.values()),
             "rows_per_connection": counts,
-            **call_metadata(stats),
+            **stats.as_metadata(),
             **(extra_metadata() if extra_metadata else {}),
         }
     )
@@ -97,7 +76,7 @@ def partition_days(context: dg.AssetExecutionContext) -> list[date]:
 
 def land_days(
     context: dg.AssetExecutionContext,
-    resource: ServiceResource,
+    resource: Service,
     lake: Lake,
     stream: Stream,
     days: list[date],
@@ -150,7 +129,7 @@ def land_days(
             "unchanged_days": unchanged,
             "first_day": days[0].isoformat() if days else "",
             "last_day": days[-1].isoformat() if days else "",
-            **call_metadata(stats),
+            **stats.as_metadata(),
             **(extra_metadata or {}),
         }
     )

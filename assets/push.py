@@ -4,8 +4,7 @@ rejected."""
 
 import dagster as dg
 
-from assets.landing import LakeResource
-from pipelines.clients.datahub import DataHub
+from assets.resources import DataHubResource, LakeResource
 from pipelines.push.run import ORDER, run_push
 
 
@@ -21,7 +20,7 @@ class PushConfig(dg.Config):
 
 @dg.op(pool="datahub_api", description="Plan, and unless a dry run, send the outbound rows.")
 def push_to_datahub(
-    context: dg.OpExecutionContext, config: PushConfig, lake: LakeResource, datahub: DataHub
+    context: dg.OpExecutionContext, config: PushConfig, lake: LakeResource, datahub: DataHubResource
 ) -> dg.Output:
     unknown = sorted(set(config.record_types) - set(ORDER))
     if unknown:

@@ -7,7 +7,7 @@ it when the inbox holds events the lake lacks (README.md, "Receive the data hub'
 # No `from __future__ import annotations`: Dagster reads the context and resource annotations.
 import dagster as dg
 
-from assets.landing import LakeResource
+from assets.resources import LakeResource
 from pipelines.catalog import refresh_warehouse
 from pipelines.webhooks.compaction import (
     WEBHOOK_EVENTS,

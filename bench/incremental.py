@@ -34,6 +34,7 @@ from datetime import UTC, datetime, timedelta
 import duckdb
 import httpx
 
+from assets import definitions
 from bench.common import (
     COMMENT_KEY,
     ROOT,
@@ -45,7 +46,6 @@ from bench.common import (
     sandbox,
     traffic,
 )
-from pipelines import definitions
 from pipelines.clients import conversation, datahub
 from pipelines.clients.comment import LOGS_PAGE_LIMIT
 from pipelines.sandbox_process import running_sandbox

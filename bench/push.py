@@ -423,7 +423,7 @@ def import_limits(
 def push_with_import_rows(rows: int, push_args: list[str]) -> int:
     """`python -m pipelines push …` with at most `rows` rows per import call (the pipeline's
     own chunking, pacing and task wait; only the chunk size differs from 10,000)."""
-    from pipelines.__main__ import main as pipelines_main
+    from assets.cli import main as pipelines_main
     from pipelines.push import imports
 
     imports.send_imports = partial(imports.send_imports, max_rows=rows)

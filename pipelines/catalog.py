@@ -2,9 +2,9 @@
 
 from pathlib import Path
 
-from assets import comment, conversation, datahub
 from pipelines.lake import Lake
 from pipelines.push import ledger, shop
+from pipelines.streams import comment, conversation, datahub
 from pipelines.warehouse import Warehouse, WarehouseBusy
 from pipelines.webhooks.compaction import WEBHOOK_EVENTS, WEBHOOK_QUARANTINE
 

@@ -17,13 +17,13 @@ import dagster as dg
 import duckdb
 import httpx
 
-from assets import webhooks
-from pipelines import definitions
-from pipelines.__main__ import run_push_command
+from assets import definitions, webhooks
+from assets.cli import run_push_command
+from assets.resources import build_resources
+from assets.sync import run_sync
 from pipelines.lake import Lake
 from pipelines.push.shop import generate_shop
 from pipelines.reconcile import reconcile
-from pipelines.resources import build_resources
 from pipelines.sandbox_process import (
     RATE_WINDOW_SECONDS,
     point_at_sandbox,
@@ -31,7 +31,6 @@ from pipelines.sandbox_process import (
     running_sandbox,
 )
 from pipelines.settings import load_settings
-from pipelines.sync import run_sync
 
 
 def land_webhook_events(base: str, settings) -> dict[str, int]:

@@ -28,6 +28,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pydantic
 
 # Arrow's buffers from malloc, not its default mimalloc pool, which keeps freed pages: a
 # year of trigger logs peaks 20 MB lower (bench: pull, peak memory), no slower.
@@ -75,6 +76,23 @@ def check_connection_name(name: str) -> str:
             f"connection name {name!r}: use 1-64 lowercase letters, digits, '_' or '-'"
         )
     return name
+
+
+def connection_stream(
+    service: str, name: str, fields: list[tuple[str, pa.DataType]], **options
+) -> Stream:
+    """A pulled stream: its fields after the `connection` every row carries."""
+    return Stream(service, name, pa.schema([("connection", pa.string()), *fields]), **options)
+
+
+class LakeLocation(pydantic.BaseModel):
+    """Where the lake and the warehouse live (`LAKE_ROOT`, `WAREHOUSE_PATH`)."""
+
+    lake_root: str = "data/lake"
+    warehouse_path: str = "data/warehouse.duckdb"
+
+    def lake(self) -> Lake:
+        return Lake(self.lake_root)
 
 
 class Lake:

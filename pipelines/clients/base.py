@@ -1,5 +1,7 @@
-"""What every service client shares: connections, models that tolerate new fields, and the
-Dagster resource shape (one `ConfigurableResource` per service, keys through `EnvVar`)."""
+"""What every service client shares: connections, models that tolerate new fields, and a
+service's settings (`Service`: its connections, pacing, timeouts), from which each of its
+connections gets a transport. The Dagster layer makes each `Service` a resource
+(`assets/resources.py`); nothing here knows of Dagster."""
 
 from __future__ import annotations
 
@@ -8,7 +10,6 @@ from contextlib import contextmanager
 from typing import ClassVar
 from urllib.parse import quote
 
-import dagster as dg
 import pydantic
 
 from pipelines.lake import check_connection_name
@@ -34,12 +35,12 @@ def check_path_overrides(service: str, overrides: dict[str, str], known: dict[st
     return overrides
 
 
-class Connection(dg.Config):
+class Connection(pydantic.BaseModel):
     """One account on one deployment: a workspace key, or a region's key."""
 
     name: str = pydantic.Field(description="lowercase; lands in every row as `connection`")
     base_url: str
-    api_key: str = pydantic.Field(description="from the environment through dg.EnvVar")
+    api_key: str = pydantic.Field(description="read from the environment, never written")
 
     @pydantic.field_validator("name")
     @classmethod
@@ -47,8 +48,8 @@ class Connection(dg.Config):
         return check_connection_name(value)
 
 
-class ServiceResource(dg.ConfigurableResource):
-    """Base of the per-service resources. Subclasses set `service`, `rates` and `auth`."""
+class Service(pydantic.BaseModel):
+    """A service's settings. Subclasses set `service`, `rates` and `auth_headers`."""
 
     service: ClassVar[str]
     #: Documented limits per bucket of operations (spec section 8 of each service).

@@ -10,7 +10,7 @@ import pyarrow.json as pajson
 import pydantic
 from typing_extensions import TypedDict
 
-from pipelines.clients.base import Model, ServiceResource
+from pipelines.clients.base import Model, Service
 from pipelines.transport import Rate, Transport, whole_json
 
 #: Spec section 8: 120 requests per minute per key, every operation.
@@ -234,7 +234,7 @@ class CommentClient:
         return self.transport.get("/stats", Stats, params={"days": days})
 
 
-class CommentAutomation(ServiceResource):
+class CommentAutomation(Service):
     """Connections are workspaces: one key each."""
 
     service: ClassVar[str] = "comment"

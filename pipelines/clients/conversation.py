@@ -13,7 +13,7 @@ from typing import ClassVar, TypeVar
 
 import pydantic
 
-from pipelines.clients.base import Model, ServiceResource, check_path_overrides, fill_path
+from pipelines.clients.base import Model, Service, check_path_overrides, fill_path
 from pipelines.jobs import wait_for_job
 from pipelines.transport import Rate, Transport
 
@@ -240,7 +240,7 @@ def _page(cursor: str | None, limit: int) -> dict[str, object]:
     return {"limit": limit} | ({"cursor": cursor} if cursor else {})
 
 
-class ConversationService(ServiceResource):
+class ConversationService(Service):
     """Connections are regions (`default`, `jp`), each with its own base address and key."""
 
     service: ClassVar[str] = "conversation"

@@ -13,7 +13,7 @@ from typing import Any, ClassVar, TypeVar
 
 import pydantic
 
-from pipelines.clients.base import Model, ServiceResource, check_path_overrides, fill_path
+from pipelines.clients.base import Model, Service, check_path_overrides, fill_path
 from pipelines.jobs import wait_for_job
 from pipelines.transport import Rate, Transport
 
@@ -208,7 +208,7 @@ class DataHubClient:
         return self.transport.download_with_retry(path, consume)
 
 
-class DataHub(ServiceResource):
+class DataHub(Service):
     """Connections are regions (`default`, `jp`), one key each."""
 
     service: ClassVar[str] = "datahub"

@@ -9,14 +9,14 @@ from dataclasses import dataclass, field
 
 import duckdb
 
-from assets.datahub import CUSTOM_FIELDS
-from assets.landing import LakeResource
 from pipelines.catalog import refresh_warehouse
 from pipelines.clients.datahub import DataHub, DataHubClient
+from pipelines.lake import LakeLocation
 from pipelines.push import imports
 from pipelines.push.ledger import Ledger
 from pipelines.push.plan import OUTBOUND, make_plan
 from pipelines.push.send import send_plan
+from pipelines.streams.datahub import CUSTOM_FIELDS
 from pipelines.transport import CallStats
 
 #: Record types in the order they are pushed (`OUTBOUND` is written in that order).
@@ -40,7 +40,7 @@ def outbound_rows(warehouse_path: str, view: str) -> list[dict]:
         return [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
 
 
-def custom_field_definitions(lake: LakeResource) -> dict[str, list[dict]]:
+def custom_field_definitions(lake: LakeLocation) -> dict[str, list[dict]]:
     """Each connection's pulled custom field definitions (datahub.custom_fields), against
     which profile updates are checked."""
     relation = lake.lake().relation(CUSTOM_FIELDS)
@@ -63,7 +63,7 @@ def clients_of(datahub: DataHub, stats: CallStats) -> Iterator[dict[str, DataHub
 
 
 def run_push(
-    lake: LakeResource,
+    lake: LakeLocation,
     datahub: DataHub,
     dry_run: bool = False,
     record_types: list[str] | None = None,

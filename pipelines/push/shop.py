@@ -22,8 +22,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from assets.datahub import MEMBERS
 from pipelines.lake import Lake, Stream
+from pipelines.streams.datahub import MEMBERS
 
 if TYPE_CHECKING:
     from faker import Faker

@@ -15,7 +15,7 @@ import httpx
 import pytest
 import uvicorn
 
-from pipelines.resources import build_resources
+from assets.resources import build_resources
 from pipelines.settings import load_settings
 from sandbox.app import SandboxApp, build_app
 from sandbox.config import SandboxConfig

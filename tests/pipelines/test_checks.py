@@ -7,8 +7,8 @@ import pyarrow as pa
 import pytest
 
 from assets.checks import unique_ids_check
-from assets.landing import LakeResource, connection_stream
-from pipelines.lake import Lake
+from assets.resources import LakeResource
+from pipelines.lake import Lake, connection_stream
 
 EVENTS = connection_stream("test", "events", [("id", pa.string())], daily=True, key=("id",))
 

@@ -30,8 +30,8 @@ from assets.datahub import (
     one_report_per_broadcast,
     report_window,
 )
-from assets.landing import LakeResource
 from assets.partitions import today
+from assets.resources import LakeResource
 from pipelines.catalog import WAREHOUSE_STREAMS
 from pipelines.clients.datahub import Broadcast, DataHub
 from pipelines.jobs import JobDeadlineExceeded

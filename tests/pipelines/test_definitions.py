@@ -13,9 +13,9 @@ from pathlib import Path
 import dagster as dg
 import httpx
 
+from assets import definitions
+from assets.definitions import defs
 from assets.partitions import daily
-from pipelines import definitions
-from pipelines.definitions import defs
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVICES = ("comment", "conversation", "datahub")
@@ -242,7 +242,7 @@ def test_the_webserver_loads_workspace_yaml_with_everything(
     workspace = answer["data"]["workspaceOrError"]
     assert workspace["__typename"] == "Workspace", workspace
     (entry,) = workspace["locationEntries"]
-    assert entry["name"] == "pipelines.definitions"
+    assert entry["name"] == "assets.definitions"
     location = entry["locationOrLoadError"]
     assert location["__typename"] == "RepositoryLocation", location.get("message")
     (repository,) = location["repositories"]

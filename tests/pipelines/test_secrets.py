@@ -22,7 +22,7 @@ import duckdb
 import pyarrow.parquet as pq
 from dagster._serdes import serialize_value
 
-from pipelines.sync import run_sync
+from assets.sync import run_sync
 
 #: The sandbox runs in this process (conftest.py): its own loggers are not the pipeline's.
 SANDBOX_LOGGERS = ("uvicorn", "sandbox")

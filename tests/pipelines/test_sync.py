@@ -10,7 +10,7 @@ from pathlib import Path
 
 import duckdb
 
-from pipelines import definitions
+from assets import definitions
 from pipelines.reconcile import reconcile
 from pipelines.settings import load_settings
 

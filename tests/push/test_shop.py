@@ -17,7 +17,6 @@ import pyarrow.parquet as pq
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from assets.datahub import MEMBERS
 from assets.partitions import today
 from pipelines.catalog import WAREHOUSE_STREAMS
 from pipelines.lake import Lake, Stream
@@ -31,6 +30,7 @@ from pipelines.push.shop import (
     generate_shop,
     new_customer_id,
 )
+from pipelines.streams.datahub import MEMBERS
 from pipelines.warehouse import SQL_DIR, Warehouse
 from sandbox.app import build_app
 from sandbox.config import SandboxConfig

@@ -10,10 +10,10 @@ import duckdb
 import pytest
 
 from assets import webhooks
-from assets.landing import LakeResource
+from assets.resources import LakeResource
+from assets.sync import run_sync
 from pipelines.lake import Lake
 from pipelines.settings import ENVIRONMENT_CONNECTIONS, load_settings
-from pipelines.sync import run_sync
 from pipelines.webhooks.compaction import WEBHOOK_EVENTS, ForeignInbox, compact
 from pipelines.webhooks.envelope import parse_envelope
 from pipelines.webhooks.inbox import Arrival, Inbox, inbox_path

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from assets import webhooks
-from assets.landing import LakeResource
+from assets.resources import LakeResource
 from sandbox.faults import FaultSpec
 from tests.webhooks.conftest import SECRET
 

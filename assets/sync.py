@@ -16,12 +16,11 @@ from dagster._core.storage.tags import (
     ASSET_PARTITION_RANGE_START_TAG,
 )
 
-from assets import webhooks
+from assets import definitions, webhooks
 from assets.partitions import today
-from pipelines import definitions
+from assets.resources import build_resources
 from pipelines.catalog import refresh_warehouse
 from pipelines.lake import Lake, Stream
-from pipelines.resources import build_resources
 from pipelines.settings import Settings, load_settings
 
 #: The console log level of sync runs (SYNC_LOG_LEVEL: DEBUG, INFO, WARNING, ERROR).

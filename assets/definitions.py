@@ -10,10 +10,9 @@ from dagster._core.storage.tags import (
 )
 
 from assets import comment, conversation, datahub, push, webhooks
-from assets.landing import LakeResource
 from assets.partitions import today
+from assets.resources import LakeResource, build_resources
 from pipelines.catalog import PULLED, refresh_warehouse
-from pipelines.resources import build_resources
 from pipelines.settings import load_settings
 
 SERVICES = {"comment": comment, "conversation": conversation, "datahub": datahub}

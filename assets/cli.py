@@ -1,0 +1,106 @@
+"""`python -m pipelines sync [--streams …] [--start D --end D]` and `python -m pipelines
+warehouse` (rebuild the views). Settings come from the environment (README, "Settings")."""
+
+import argparse
+import sys
+from datetime import date
+
+import duckdb
+
+from assets import definitions, push
+from assets.resources import build_resources
+from assets.sync import LOG_LEVEL, dagster_instance, failure_reason, run_sync
+from pipelines.catalog import refresh_warehouse
+from pipelines.push.plan import OUTCOMES
+from pipelines.settings import load_settings
+
+
+def row_counts(warehouse_path: str) -> list[tuple[str, int]]:
+    """Rows per relation, read the way an analyst would: a read-only session."""
+    with duckdb.connect(warehouse_path, read_only=True) as con:
+        return [
+            (
+                stream.relation,
+                con.execute(f"SELECT count(*) FROM {stream.relation}").fetchall()[0][0],
+            )
+            for stream in definitions.STREAMS
+        ]
+
+
+def print_counts(warehouse_path: str) -> None:
+    counts = row_counts(warehouse_path)
+    width = max(len(name) for name, _ in counts)
+    print(f"\n{'relation':<{width}}  {'rows':>10}")
+    for name, rows in counts:
+        print(f"{name:<{width}}  {rows:>10,}")
+
+
+def run_push_command(dry_run: bool, record_types: list[str], resend_in_doubt: bool = False) -> int:
+    """The `push` job in this process; prints the plan's figures per record type."""
+    job = push.push_dry_run if dry_run else push.push
+    config = {"dry_run": dry_run, "record_types": record_types, "resend_in_doubt": resend_in_doubt}
+    with dagster_instance() as instance:
+        result = job.execute_in_process(
+            run_config={
+                "ops": {"push_to_datahub": {"config": config}},
+                "loggers": {"console": {"config": {"log_level": LOG_LEVEL}}},
+            },
+            resources=build_resources(load_settings()),
+            instance=instance,
+            raise_on_error=False,
+        )
+    if not result.success:
+        for event in result.all_events:
+            if event.is_step_failure:
+                print(f"FAILED {event.step_key}: {failure_reason(event)}", file=sys.stderr)
+        return 1
+    figures = result.output_for_node("push_to_datahub")
+    columns = [*OUTCOMES] + ([] if dry_run else ["sent", "refused"])
+    print(f"\n{'record type':<18}" + "".join(f"{c:>10}" for c in columns))
+    for record_type, counts in figures.items():
+        print(f"{record_type:<18}" + "".join(f"{counts.get(c, 0):>10,}" for c in columns))
+    print("\nrejected rows, with the field and the reason: SELECT * FROM sync.rejected")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m pipelines", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    sync = commands.add_parser("sync", help="pull every stream (or those named) into the lake")
+    sync.add_argument(
+        "--streams",
+        nargs="+",
+        metavar="NAME",
+        help="service (comment), stream (trigger_logs) or relation (comment.trigger_logs)",
+    )
+    sync.add_argument("--start", type=date.fromisoformat, help="first day, YYYY-MM-DD (UTC)")
+    sync.add_argument("--end", type=date.fromisoformat, help="last day, YYYY-MM-DD (UTC)")
+    push = commands.add_parser("push", help="send what changed in the outbound views")
+    push.add_argument("--dry-run", action="store_true", help="plan and report; send nothing")
+    push.add_argument("--types", nargs="+", metavar="TYPE", help="record types (default all)")
+    push.add_argument(
+        "--resend-in-doubt",
+        action="store_true",
+        help="send again the behavior events a killed run may have delivered (in_doubt)",
+    )
+    commands.add_parser("warehouse", help="rebuild the warehouse views from sql/")
+    args = parser.parse_args(argv)
+
+    settings = load_settings()
+    if args.command == "warehouse":
+        print(f"warehouse: {refresh_warehouse(settings.lake_root, settings.warehouse_path)}")
+        print_counts(str(settings.warehouse_path))
+        return 0
+    if args.command == "push":
+        return run_push_command(args.dry_run, args.types or [], args.resend_in_doubt)
+    if args.start and args.end and args.start > args.end:
+        parser.error("--start is after --end")
+    report = run_sync(args.streams, args.start, args.end, settings)
+    for relation, (first, last) in report.ranges.items():
+        print(f"{relation}: {first} .. {last}")
+    for step, message in report.failed.items():
+        print(f"FAILED {step}: {message}", file=sys.stderr)
+    print(f"warehouse: {report.warehouse}")
+    if settings.warehouse_path.exists():
+        print_counts(str(settings.warehouse_path))
+    return 0 if report.ok else 1

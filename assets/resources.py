@@ -1,0 +1,61 @@
+"""The Dagster resources: each service's settings (`pipelines/clients/`) and the lake's
+location (`pipelines/lake.py`) as configurable resources, built from `Settings` with every
+key entering only as a `dg.EnvVar`, so Dagster stores the variable's name, never the key."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from pipelines.clients.base import Connection
+from pipelines.clients.comment import CommentAutomation
+from pipelines.clients.conversation import ConversationService
+from pipelines.clients.datahub import DataHub
+from pipelines.lake import LakeLocation
+from pipelines.settings import Settings
+
+
+class LakeResource(dg.ConfigurableResource, LakeLocation):
+    """The lake and the warehouse, as every asset, check and job reads them."""
+
+
+class ConnectionConfig(dg.Config, Connection):
+    """A connection as Dagster configures it: its key through `dg.EnvVar`."""
+
+
+class CommentAutomationResource(dg.ConfigurableResource, CommentAutomation):
+    connections: list[ConnectionConfig]
+
+
+class ConversationResource(dg.ConfigurableResource, ConversationService):
+    connections: list[ConnectionConfig]
+
+
+class DataHubResource(dg.ConfigurableResource, DataHub):
+    connections: list[ConnectionConfig]
+
+
+RESOURCE_CLASSES: dict[str, type[dg.ConfigurableResource]] = {
+    "comment": CommentAutomationResource,
+    "conversation": ConversationResource,
+    "datahub": DataHubResource,
+}
+
+
+def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
+    resources: dict[str, dg.ConfigurableResource] = {
+        "lake": LakeResource(
+            lake_root=str(settings.lake_root), warehouse_path=str(settings.warehouse_path)
+        )
+    }
+    for service, resource_class in RESOURCE_CLASSES.items():
+        options = dict(settings.service_options.get(service, {}))
+        if service in settings.paths:
+            options["paths"] = settings.paths[service]
+        resources[service] = resource_class(
+            connections=[
+                ConnectionConfig(name=c.name, base_url=c.base_url, api_key=dg.EnvVar(c.api_key_env))
+                for c in settings.connections[service]
+            ],
+            **options,
+        )
+    return resources

@@ -1,0 +1,1 @@
+"""Each service's streams, declared once: name, Arrow schema, key, partitioning."""

@@ -1,0 +1,124 @@
+"""The customer data hub's streams: what lands in the lake, column by column.
+
+The clients' models (`pipelines/clients/datahub.py`) say what the service answers; these
+say what the lake keeps of it. The assets (`assets/datahub.py`) land them.
+"""
+
+import pyarrow as pa
+
+from pipelines.lake import Stream
+
+SERVICE = "datahub"
+
+TIMESTAMP = pa.timestamp("s", tz="UTC")
+
+CUSTOM_FIELD_OPTION = pa.struct(
+    [
+        ("id", pa.int64()),
+        ("key", pa.string()),
+        ("name", pa.string()),
+        ("description", pa.string()),
+        ("position", pa.int64()),
+        ("active", pa.bool_()),
+    ]
+)
+
+CUSTOM_FIELDS = Stream(
+    SERVICE,
+    "custom_fields",
+    pa.schema(
+        [
+            ("id", pa.int64()),
+            ("name", pa.string()),
+            ("key", pa.string()),
+            ("type", pa.string()),
+            ("description", pa.string()),
+            ("slot_number", pa.int64()),
+            ("active", pa.bool_()),
+            ("options", pa.list_(CUSTOM_FIELD_OPTION)),
+            ("connection", pa.string()),
+        ]
+    ),
+)
+
+BROADCASTS = Stream(
+    SERVICE,
+    "broadcasts",
+    pa.schema(
+        [
+            ("id", pa.int64()),
+            ("source", pa.string()),
+            ("name", pa.string()),
+            ("sent_date", TIMESTAMP),
+            ("status", pa.string()),
+            ("created_at", TIMESTAMP),
+            ("connection", pa.string()),
+        ]
+    ),
+)
+
+BROADCAST_REPORTS = Stream(
+    SERVICE,
+    "broadcast_reports",
+    pa.schema(
+        [
+            ("broadcast_id", pa.int64()),
+            ("name", pa.string()),
+            ("source", pa.string()),
+            ("sent_date", TIMESTAMP),
+            ("segment_name", pa.string()),
+            ("sent", pa.int64()),
+            ("open_count", pa.int64()),
+            ("clicks", pa.int64()),
+            ("start_date", pa.date32()),
+            ("end_date", pa.date32()),
+            ("connection", pa.string()),
+            # Further fields of the report, "not shown" in the spec (section 4), as JSON.
+            ("report", pa.string()),
+        ]
+    ),
+    daily=True,
+    # A broadcast has one snapshot per day; `date` is the hive folder's column (DuckDB reads
+    # it from the path, also in `unique_ids_check`).
+    key=("date", "broadcast_id"),
+)
+
+#: The export file's columns besides `member_id` (spec section 2, contact profile fields).
+MEMBER_TEXT_COLUMNS = (
+    "customer_id",
+    "connect_id",
+    "full_name",
+    "display_name",
+    "display_email",
+    "display_mobile",
+    "gender",
+    "birthday",
+    "region",
+    "city",
+    "address",
+    "company",
+    "member_level",
+    "source",
+    "line_uid",
+    "channel_type",
+    "external_member_id",
+    "account_manager",
+)
+
+MEMBERS = Stream(
+    SERVICE,
+    "members",
+    pa.schema(
+        [
+            ("member_id", pa.int64()),
+            *((name, pa.string()) for name in MEMBER_TEXT_COLUMNS),
+            ("connection", pa.string()),
+        ]
+    ),
+    # One export per connection and day, kept: the latest is `datahub.members`, the
+    # sequence is the profiles' change history (`marts.member_profile_history`).
+    daily=True,
+    key=("date", "member_id"),
+)
+
+STREAMS: list[Stream] = [CUSTOM_FIELDS, BROADCASTS, BROADCAST_REPORTS, MEMBERS]
