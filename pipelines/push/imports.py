@@ -14,7 +14,6 @@ from pipelines.push.ledger import Ledger
 from pipelines.push.plan import Plan, Planned
 from pipelines.push.send import Sent
 
-RECORD_TYPE = "member_import"
 #: Spec section 8: 1..10000 objects in `data`.
 MAX_ROWS = 10_000
 #: A failed task is imported again this many times in all, then its rows are reported.
@@ -54,11 +53,14 @@ def _wait(client: DataHubClient, task: Task, deadline_seconds: float) -> Task | 
 
 
 def resume_imports(
-    clients: Mapping[str, DataHubClient], ledger: Ledger, deadline_seconds: float
+    record_type: str,
+    clients: Mapping[str, DataHubClient],
+    ledger: Ledger,
+    deadline_seconds: float,
 ) -> int:
     """Poll the tasks a killed run started and record how they ended; returns their count."""
     pending: dict[tuple[str, int], list[Planned]] = defaultdict(list)
-    for key, entry in ledger.latest(RECORD_TYPE).items():
+    for key, entry in ledger.latest(record_type).items():
         if entry.state == "submitted":
             row = Planned(
                 key, {}, entry.content_hash, None, entry.connection, content=entry.content
@@ -69,9 +71,9 @@ def resume_imports(
         done = _wait(client, client.get_task_status(task_id), deadline_seconds)
         if done is None:
             failed = Task(id=task_id, category="import_member", status="failed")
-            ledger.record(RECORD_TYPE, _entries(rows, "failed", failed))
+            ledger.record(record_type, _entries(rows, "failed", failed))
         else:
-            ledger.record(RECORD_TYPE, _entries(rows, "accepted", done))
+            ledger.record(record_type, _entries(rows, "accepted", done))
     return len(pending)
 
 
@@ -105,6 +107,7 @@ def send_imports(
                 submitted = threading.Event()
                 future = pool.submit(
                     _import_chunk,
+                    plan.record_type,
                     client,
                     ledger,
                     import_key,
@@ -140,6 +143,7 @@ def send_imports(
 
 
 def _import_chunk(
+    record_type: str,
     client: DataHubClient,
     ledger: Ledger,
     import_key: str,
@@ -153,11 +157,11 @@ def _import_chunk(
     for _ in range(MAX_ATTEMPTS):
         with starting:
             task = client.import_members(import_key, [row.body for row in chunk])
-            ledger.record(RECORD_TYPE, _entries(chunk, "submitted", task))
+            ledger.record(record_type, _entries(chunk, "submitted", task))
         submitted.set()
         done = _wait(client, task, deadline_seconds)
         if done is not None:
-            ledger.record(RECORD_TYPE, _entries(chunk, "accepted", done))
+            ledger.record(record_type, _entries(chunk, "accepted", done))
             return done
-        ledger.record(RECORD_TYPE, _entries(chunk, "failed", task))
+        ledger.record(record_type, _entries(chunk, "failed", task))
     return None

@@ -17,55 +17,16 @@ Per key (spec section 3: "the submission with the latest timestamp is the curren
 import hashlib
 import json
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime
+from enum import Enum
 from typing import Any
 
 from pipelines.push import validation
 from pipelines.push.ledger import Entry, as_json
 
 DEFAULT_CONNECTION = "default"
-
-
-@dataclass(frozen=True)
-class Outbound:
-    """One record type: the outbound view it is read from and the columns of its key."""
-
-    view: str
-    key: tuple[str, ...]
-    timestamped: bool = True
-    #: The service appends each submission instead of keeping the newest per key, and offers
-    #: no way to ask whether one arrived: a resend would store it twice. Each is recorded as
-    #: `SENDING` before its request, and one whose answer never came is left in doubt.
-    at_most_once: bool = False
-
-
-#: Record keys: spec section 2 (coupon id; order id; fulfillment order_id;
-#: tier, point and reservation with the customer); behavior events by the brand's event_key;
-#: contacts by the three ids a profile update names; import rows by the matching attribute.
-OUTBOUND: dict[str, Outbound] = {
-    # In push order: imports first (they create contacts that profile updates and records
-    # may name), then profiles, records, events.
-    "member_import": Outbound("member_imports", ("import_key",), timestamped=False),
-    "contact_profile": Outbound(
-        "contact_profiles",
-        ("channel_type", "external_channel_id", "external_member_id"),
-        timestamped=False,
-    ),
-    "coupon": Outbound("coupons", ("id",)),
-    "order": Outbound("orders", ("id",)),
-    "order_fulfillment": Outbound("order_fulfillments", ("order_id",)),
-    "membership_tier": Outbound("membership_tiers", ("source_platform_customer_id", "tier_id")),
-    "point": Outbound("points", ("source_platform_customer_id", "type")),
-    "reservation": Outbound("reservations", ("source_platform_customer_id", "id")),
-    "behavior_event": Outbound(
-        "behavior_events", ("event_key",), timestamped=False, at_most_once=True
-    ),
-}
-OUTCOMES = ("new", "changed", "unchanged", "stale", "waiting", "in_doubt", "rejected")
-#: The ledger state of an at-most-once row whose request went and whose answer did not come.
-SENDING = "sending"
 
 
 @dataclass
@@ -78,6 +39,143 @@ class Planned:
     import_key: str | None = None
     #: What the ledger keeps: the whole record, also when `body` is a partial update.
     content: str = ""
+
+
+#: A row's key columns; its key is their values joined by ":".
+KeyColumns = Callable[[Mapping[str, Any]], tuple[str, ...]]
+#: A row and the custom field definitions of the connection it goes to: the body to send, or
+#: None and every problem found.
+Validator = Callable[
+    [Mapping[str, Any], Sequence[Mapping[str, Any]]],
+    tuple[dict | None, list[validation.Problem]],
+]
+#: A key's newest version and the ledger's last accepted one, whose content differs: what to
+#: send, or None when nothing the service keeps would change.
+Diff = Callable[[Planned, Entry], Planned | None]
+
+
+class Sending(Enum):
+    """How the planned rows of a record type reach the service."""
+
+    RECORD = "one submission per row (send.py)"
+    PROFILE_UPDATE = "one partial profile update per row (send.py)"
+    MEMBER_IMPORT = "bulk imports per import_key (imports.py)"
+
+
+def _columns(*names: str) -> KeyColumns:
+    """A key made of the same columns in every row."""
+    return lambda _row: names
+
+
+def _import_key_columns(row: Mapping[str, Any]) -> tuple[str, ...]:
+    """An import row is keyed by the attribute it matches on and that attribute's value, so
+    two rows matching on different attributes are different keys. A row without a usable
+    `import_key` is keyed by that column alone (validation rejects it)."""
+    attribute = row.get("import_key")
+    return ("import_key", attribute) if isinstance(attribute, str) else ("import_key",)
+
+
+def _submitted(record_type: str) -> Validator:
+    """A record submitted one by one, checked against its model (validation.py); custom
+    field definitions concern profile updates only."""
+    return lambda row, _custom_fields: validation.validate_record(record_type, row)
+
+
+def _import_row(
+    row: Mapping[str, Any], _custom_fields: Sequence[Mapping[str, Any]]
+) -> tuple[dict | None, list[validation.Problem]]:
+    """An import row, checked for the attribute its own `import_key` names."""
+    return validation.validate_import_row(row, row.get("import_key"))
+
+
+def _whole_record(candidate: Planned, _last_accepted: Entry) -> Planned:
+    """Any change sends the whole newest version again."""
+    return candidate
+
+
+def _changed_profile_fields(candidate: Planned, last_accepted: Entry) -> Planned | None:
+    """A profile update sends only what changed since the last accepted push (a partial
+    `data`, spec section 4); the ledger then keeps the merged whole for the next diff."""
+    before = dict(json.loads(last_accepted.content).get("data", {}))
+    after = candidate.body["data"]
+    data = {k: v for k, v in after.items() if k != "custom_fields" and before.get(k) != v}
+    custom_before = before.get("custom_fields") or {}
+    custom = {
+        k: v for k, v in (after.get("custom_fields") or {}).items() if custom_before.get(k) != v
+    }
+    if custom:
+        data["custom_fields"] = custom
+    return replace(candidate, body=candidate.body | {"data": data}) if data else None
+
+
+@dataclass(frozen=True)
+class Outbound:
+    """One record type: the outbound view it is read from (`sql/outbound/`), how a row is
+    keyed and checked, how its newest version is compared with the last accepted one, and
+    how it is sent. The planning and sending code reads these, never the type's name."""
+
+    view: str
+    key: KeyColumns
+    validate: Validator
+    #: Rows carry a `timestamp`, the latest of a key being its current state; without one,
+    #: the view's last row of a key is its newest, and any different content is a change.
+    timestamped: bool = True
+    #: The service appends each submission instead of keeping the newest per key, and offers
+    #: no way to ask whether one arrived: a resend would store it twice. Each is recorded as
+    #: `SENDING` before its request, and one whose answer never came is left in doubt.
+    at_most_once: bool = False
+    diff: Diff = _whole_record
+    sending: Sending = Sending.RECORD
+
+
+#: Record keys: spec section 2 (coupon id; order id; fulfillment order_id;
+#: tier, point and reservation with the customer); behavior events by the brand's event_key;
+#: contacts by the three ids a profile update names; import rows by the matching attribute.
+OUTBOUND: dict[str, Outbound] = {
+    # In push order: imports first (they create contacts that profile updates and records
+    # may name), then profiles, records, events.
+    "member_import": Outbound(
+        "member_imports",
+        _import_key_columns,
+        _import_row,
+        timestamped=False,
+        sending=Sending.MEMBER_IMPORT,
+    ),
+    "contact_profile": Outbound(
+        "contact_profiles",
+        _columns("channel_type", "external_channel_id", "external_member_id"),
+        validation.validate_profile_update,
+        timestamped=False,
+        diff=_changed_profile_fields,
+        sending=Sending.PROFILE_UPDATE,
+    ),
+    "coupon": Outbound("coupons", _columns("id"), _submitted("coupon")),
+    "order": Outbound("orders", _columns("id"), _submitted("order")),
+    "order_fulfillment": Outbound(
+        "order_fulfillments", _columns("order_id"), _submitted("order_fulfillment")
+    ),
+    "membership_tier": Outbound(
+        "membership_tiers",
+        _columns("source_platform_customer_id", "tier_id"),
+        _submitted("membership_tier"),
+    ),
+    "point": Outbound(
+        "points", _columns("source_platform_customer_id", "type"), _submitted("point")
+    ),
+    "reservation": Outbound(
+        "reservations", _columns("source_platform_customer_id", "id"), _submitted("reservation")
+    ),
+    "behavior_event": Outbound(
+        "behavior_events",
+        _columns("event_key"),
+        _submitted("behavior_event"),
+        timestamped=False,
+        at_most_once=True,
+    ),
+}
+OUTCOMES = ("new", "changed", "unchanged", "stale", "waiting", "in_doubt", "rejected")
+#: The ledger state of an at-most-once row whose request went and whose answer did not come.
+SENDING = "sending"
 
 
 @dataclass
@@ -106,23 +204,8 @@ def content_hash(body: Mapping[str, Any]) -> str:
 
 
 def row_key(record_type: str, row: Mapping[str, Any]) -> str:
-    columns = OUTBOUND[record_type].key
-    if record_type == "member_import":
-        # An import row is the attribute it matches on and that attribute's value.
-        attribute = row.get("import_key")
-        columns = ("import_key", attribute) if isinstance(attribute, str) else columns
+    columns = OUTBOUND[record_type].key(row)
     return ":".join("" if row.get(c) is None else str(row.get(c)) for c in columns)
-
-
-def _validate(
-    record_type: str, row: Mapping[str, Any], custom_fields: Mapping[str, Sequence[Mapping]]
-) -> tuple[dict | None, list]:
-    if record_type == "contact_profile":
-        connection = row.get("connection") or DEFAULT_CONNECTION
-        return validation.validate_profile_update(row, custom_fields.get(connection, ()))
-    if record_type == "member_import":
-        return validation.validate_import_row(row, row.get("import_key"))
-    return validation.validate_record(record_type, row)
 
 
 def _rejection(key: str, problem_field: str, reason: str, source: str, row) -> dict:
@@ -154,11 +237,12 @@ def make_plan(
     rows a killed run may or may not have delivered (default: report them, send nothing)."""
     custom_fields = custom_fields or {}
     plan = Plan(record_type)
-    timestamped = OUTBOUND[record_type].timestamped
+    outbound = OUTBOUND[record_type]
     versions: dict[str, Versions] = defaultdict(Versions)
     for row in rows:
         key = row_key(record_type, row)
-        body, problems = _validate(record_type, row, custom_fields)
+        connection = row.get("connection") or DEFAULT_CONNECTION
+        body, problems = outbound.validate(row, custom_fields.get(connection, ()))
         of_key = versions[key]
         of_key.last_is_invalid = bool(problems)
         if problems:
@@ -166,7 +250,7 @@ def make_plan(
             plan.rejections += [
                 _rejection(key, p.field, p.reason, "validation", row) for p in problems
             ]
-            if timestamped:
+            if outbound.timestamped:
                 of_key.invalid_times.append(_timestamp(row))
             continue
         of_key.valid.append(
@@ -174,9 +258,12 @@ def make_plan(
                 key=key,
                 body=body,
                 content_hash=content_hash(body),
-                timestamp=_timestamp(body) if timestamped else None,
-                connection=row.get("connection") or DEFAULT_CONNECTION,
-                import_key=row.get("import_key") if record_type == "member_import" else None,
+                timestamp=_timestamp(body) if outbound.timestamped else None,
+                connection=connection,
+                # What a bulk import is grouped by: the attribute its rows match on.
+                import_key=row.get("import_key")
+                if outbound.sending is Sending.MEMBER_IMPORT
+                else None,
                 content=as_json(body),
             )
         )
@@ -186,7 +273,7 @@ def make_plan(
             if entry is not None and entry.state == SENDING and not resend_in_doubt:
                 _in_doubt(plan, key, of_key.valid[-1])
             else:
-                _decide(plan, key, of_key, entry, timestamped)
+                _decide(plan, key, of_key, entry, outbound)
     return plan
 
 
@@ -244,9 +331,9 @@ def _in_doubt(plan: Plan, key: str, row: Planned) -> None:
 
 
 def _decide(
-    plan: Plan, key: str, versions: Versions, entry: Entry | None, timestamped: bool
+    plan: Plan, key: str, versions: Versions, entry: Entry | None, outbound: Outbound
 ) -> None:
-    candidate = _newest(plan, key, versions, timestamped)
+    candidate = _newest(plan, key, versions, outbound.timestamped)
     if candidate is None:
         return
     if entry is None or entry.state in ("failed", SENDING):
@@ -256,7 +343,7 @@ def _decide(
     if entry.content_hash == candidate.content_hash:
         plan.counts["unchanged"] += 1
         return
-    if timestamped and entry.timestamp is not None:
+    if outbound.timestamped and entry.timestamp is not None:
         if candidate.timestamp < entry.timestamp:
             plan.counts["stale"] += 1
             return
@@ -272,32 +359,9 @@ def _decide(
                 )
             )
             return
-    if plan.record_type == "contact_profile":
-        candidate = _only_changed_fields(candidate, json.loads(entry.content))
-        if not candidate.body["data"]:
-            plan.counts["unchanged"] += 1
-            return
+    changed = outbound.diff(candidate, entry)
+    if changed is None:
+        plan.counts["unchanged"] += 1
+        return
     plan.counts["changed"] += 1
-    plan.to_send.append(candidate)
-
-
-def _only_changed_fields(candidate: Planned, last_sent: Mapping[str, Any]) -> Planned:
-    """A profile update sends only what changed since the last accepted push (a partial
-    `data`, spec section 4); the ledger then keeps the merged whole for the next diff."""
-    before = dict(last_sent.get("data", {}))
-    after = candidate.body["data"]
-    data = {k: v for k, v in after.items() if k != "custom_fields" and before.get(k) != v}
-    custom_before = before.get("custom_fields") or {}
-    custom = {
-        k: v for k, v in (after.get("custom_fields") or {}).items() if custom_before.get(k) != v
-    }
-    if custom:
-        data["custom_fields"] = custom
-    return Planned(
-        key=candidate.key,
-        body=candidate.body | {"data": data},
-        content_hash=candidate.content_hash,
-        timestamp=None,
-        connection=candidate.connection,
-        content=candidate.content,
-    )
+    plan.to_send.append(changed)

@@ -14,7 +14,7 @@ from pipelines.clients.datahub import DataHub, DataHubClient
 from pipelines.lake import LakeLocation
 from pipelines.push import imports
 from pipelines.push.ledger import Ledger
-from pipelines.push.plan import OUTBOUND, make_plan
+from pipelines.push.plan import OUTBOUND, Sending, make_plan
 from pipelines.push.send import send_plan
 from pipelines.streams.datahub import CUSTOM_FIELDS
 from pipelines.transport import CallStats
@@ -74,10 +74,13 @@ def run_push(
     report = PushReport(dry_run)
     definitions = custom_field_definitions(lake)
     with Ledger(lake.lake()) as ledger, clients_of(datahub, report.stats) as clients:
-        if not dry_run:
-            resumed = imports.resume_imports(clients, ledger, IMPORT_DEADLINE_SECONDS)
-            if resumed:
-                log(f"member imports: resumed {resumed} task(s) a previous run left polling")
+        for record_type, outbound in OUTBOUND.items():
+            if outbound.sending is Sending.MEMBER_IMPORT and not dry_run:
+                resumed = imports.resume_imports(
+                    record_type, clients, ledger, IMPORT_DEADLINE_SECONDS
+                )
+                if resumed:
+                    log(f"{record_type}: resumed {resumed} task(s) a previous run left polling")
         for record_type in record_types or ORDER:
             outbound = OUTBOUND[record_type]
             rows = outbound_rows(lake.warehouse_path, outbound.view)
@@ -86,7 +89,7 @@ def run_push(
             figures = plan.figures()
             rejections = plan.rejections
             if not dry_run:
-                if record_type == "member_import":
+                if outbound.sending is Sending.MEMBER_IMPORT:
                     sent = imports.send_imports(plan, clients, ledger, IMPORT_DEADLINE_SECONDS)
                 else:
                     sent = send_plan(plan, clients, ledger)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from pipelines.clients.datahub import DataHubClient
 from pipelines.push.ledger import Ledger
-from pipelines.push.plan import OUTBOUND, SENDING, Plan, Planned
+from pipelines.push.plan import OUTBOUND, SENDING, Plan, Planned, Sending
 from pipelines.transport import ServiceError
 
 #: Requests in flight at once: profile updates are paced per key (6,000/min) whatever this
@@ -32,11 +32,12 @@ class Sent:
 
 
 def _send_one(record_type: str, client: DataHubClient, planned: Planned) -> str | None:
-    if record_type == "contact_profile":
+    """The row's `event_id`; a profile update has none."""
+    outbound = OUTBOUND[record_type]
+    if outbound.sending is Sending.PROFILE_UPDATE:
         client.update_channel_contact_profile(planned.body)
         return None
-    idempotent = not OUTBOUND[record_type].at_most_once
-    return client.submit(record_type, planned.body, idempotent=idempotent)
+    return client.submit(record_type, planned.body, idempotent=not outbound.at_most_once)
 
 
 def send_plan(
@@ -46,19 +47,19 @@ def send_plan(
     field; any other failure stops the run once the rows in flight have ended, every
     acceptance recorded, so a re-run resumes there."""
     sent = Sent()
-    at_most_once = OUTBOUND[plan.record_type].at_most_once
+    outbound = OUTBOUND[plan.record_type]
 
     def attempt(planned: Planned) -> Exception | None:
         client = clients.get(planned.connection)
         if client is None:
             unknown = {"error": {"code": "unknown_connection", "field": "connection"}}
             return ServiceError("push to", planned.connection, 400, unknown)
-        if at_most_once:
+        if outbound.at_most_once:
             ledger.record(plan.record_type, [_entry(planned, None, SENDING)], fsync=True)
         try:
             event_id = _send_one(plan.record_type, client, planned)
         except Exception as error:  # sorted below: a refusal of the row, or the run's end
-            if at_most_once and _not_taken(error):
+            if outbound.at_most_once and _not_taken(error):
                 ledger.record(plan.record_type, [_entry(planned, None, "failed")])
             return error
         ledger.record(plan.record_type, [_entry(planned, event_id, "accepted")])

@@ -631,18 +631,6 @@ def _custom_fields(
     return values, problems
 
 
-# -- the interface ------------------------------------------------------------------------------
-
-
-def validate_record(record_type: str, row: Mapping[str, Any]) -> tuple[dict | None, list[Problem]]:
-    """The JSON body of a commerce record or behavior event, or None with every problem."""
-    if record_type == "behavior_event":
-        return _behavior_event(row)
-    if record_type not in RECORD_MODELS:
-        raise ValueError(f"unknown record type {record_type!r}; one of {RECORD_TYPES}")
-    return _validated(RECORD_MODELS[record_type], row)
-
-
 def _behavior_event(row: Mapping[str, Any]) -> tuple[dict | None, list[Problem]]:
     event, problems = _validated(BehaviorEvent, row)
     # The params a behavior needs are checked even when other fields fail, to report them all.
@@ -664,6 +652,24 @@ def _behavior_event(row: Mapping[str, Any]) -> tuple[dict | None, list[Problem]]
     if problems:
         return None, problems
     return event | {"params": checked}, []
+
+
+#: Each record type submitted one by one: a commerce record is its model; a behavior event's
+#: params are checked by the model of its behavior.
+_RECORD_VALIDATORS: dict[str, Callable[[Mapping[str, Any]], tuple[dict | None, list[Problem]]]] = {
+    **{record_type: partial(_validated, model) for record_type, model in RECORD_MODELS.items()},
+    "behavior_event": _behavior_event,
+}
+
+
+# -- the interface ------------------------------------------------------------------------------
+
+
+def validate_record(record_type: str, row: Mapping[str, Any]) -> tuple[dict | None, list[Problem]]:
+    """The JSON body of a commerce record or behavior event, or None with every problem."""
+    if record_type not in _RECORD_VALIDATORS:
+        raise ValueError(f"unknown record type {record_type!r}; one of {RECORD_TYPES}")
+    return _RECORD_VALIDATORS[record_type](row)
 
 
 def validate_profile_update(

@@ -1,12 +1,15 @@
-"""The planning rules of pipelines/push/plan.py, directly: which version of a key is sent,
-and why the others are not. The sandbox tests (test_push.py) show the same end to end."""
+"""The planning rules of pipelines/push/plan.py, directly: how a row is keyed, which version
+of a key is sent, and why the others are not (plus pipelines/push/send.py refusing a row
+planned to an unknown connection). The sandbox tests (test_push.py) show the same end to
+end."""
 
 from datetime import timedelta
 
 import pytest
 
 from pipelines.push.ledger import Entry
-from pipelines.push.plan import SENDING, content_hash, make_plan
+from pipelines.push.plan import OUTCOMES, SENDING, content_hash, make_plan
+from pipelines.push.send import send_plan
 from pipelines.push.validation import validate_record
 from tests.push.test_validation import ROWS, SAMPLES, TS
 
@@ -139,19 +142,147 @@ def test_a_behavior_event_in_doubt_is_reported_and_sent_only_when_asked():
     assert [planned.key for planned in resent.to_send] == ["ev-1"]
 
 
-def test_a_profile_update_sends_only_the_fields_that_changed():
-    row = {
-        "channel_type": "line",
-        "external_channel_id": "1656001001",
-        "external_member_id": "U1",
-        "city": "Taipei",
-        "member_level": "gold",
-    }
-    first = make_plan("contact_profile", [row], {})
-    [planned] = first.to_send
-    entry = Entry(None, planned.content_hash, planned.content, "accepted", None, "default")
+PROFILE = {
+    "channel_type": "line",
+    "external_channel_id": "1656001001",
+    "external_member_id": "U1",
+    "city": "Taipei",
+    "member_level": "gold",
+    "cl_custom_nickname": "Mei",
+}
+#: The connection's pulled definition of the profile's one custom field.
+CUSTOM_FIELDS = {"default": [{"key": "nickname", "type": "text", "active": True}]}
+
+
+def ledger_entry(planned, state: str = "accepted") -> Entry:
+    """The ledger entry of a planned row once the service answered it."""
+    return Entry(
+        planned.timestamp, planned.content_hash, planned.content, state, None, planned.connection
+    )
+
+
+def profile_plan(rows: list[dict], accepted: dict):
+    return make_plan("contact_profile", rows, accepted, CUSTOM_FIELDS)
+
+
+@pytest.mark.parametrize(
+    ("change", "sent_data"),
+    [
+        ({"city": "Kaohsiung"}, {"city": "Kaohsiung"}),
+        ({"cl_custom_nickname": "May"}, {"custom_fields": {"cl_custom_nickname": "May"}}),
+        (
+            {"member_level": None, "cl_custom_nickname": None},
+            {"member_level": None, "custom_fields": {"cl_custom_nickname": None}},
+        ),
+        ({}, None),
+    ],
+    ids=["profile-field", "custom-field-only", "both-cleared", "nothing"],
+)
+def test_a_profile_update_sends_only_the_fields_that_changed(change, sent_data):
+    [planned] = profile_plan([PROFILE], {}).to_send
     key = "line:1656001001:U1"
-    moved = make_plan("contact_profile", [row | {"city": "Kaohsiung"}], {key: entry})
+    moved = profile_plan([PROFILE | change], {key: ledger_entry(planned)})
+    if sent_data is None:
+        assert moved.to_send == [] and moved.counts["unchanged"] == 1
+        return
     [update] = moved.to_send
-    assert update.body["data"] == {"city": "Kaohsiung"} and moved.counts["changed"] == 1
-    assert make_plan("contact_profile", [row], {key: entry}).counts["unchanged"] == 1
+    assert update.body["data"] == sent_data and moved.counts["changed"] == 1
+    # The ledger keeps the whole profile, against which the next push is compared.
+    assert update.content == profile_plan([PROFILE | change], {}).to_send[0].content
+
+
+def member_import(import_key, **values) -> dict:
+    return {"import_key": import_key, "connection": "default"} | values
+
+
+MEI = {"display_email": "mei.lin@shop.example", "customer_id": "C00001234"}
+
+
+def test_member_import_rows_matching_on_different_attributes_are_different_keys():
+    rows = [member_import("display_email", **MEI), member_import("customer_id", **MEI)]
+    plan = make_plan("member_import", rows, {})
+    assert [(p.key, p.import_key) for p in plan.to_send] == [
+        ("display_email:mei.lin@shop.example", "display_email"),
+        ("customer_id:C00001234", "customer_id"),
+    ]
+    assert plan.counts["new"] == 2
+
+
+@pytest.mark.parametrize(
+    ("row", "key", "problem_field"),
+    [
+        (member_import(None, **MEI), "", "import_key"),
+        (member_import("phone", **MEI), "phone:", "import_key"),
+        (member_import(7, **MEI), "7", "import_key"),
+        (member_import("customer_id", display_email="a@b.tw"), "customer_id:", "customer_id"),
+    ],
+    ids=["absent", "not-an-attribute", "not-text", "attribute-without-value"],
+)
+def test_a_member_import_row_without_a_usable_import_key_is_rejected(row, key, problem_field):
+    plan = make_plan("member_import", [row], {})
+    assert plan.to_send == [] and plan.counts["rejected"] == 1
+    assert [(r["key"], r["field"]) for r in plan.rejections] == [(key, problem_field)]
+
+
+UNTIMESTAMPED = {
+    "member_import": (member_import("customer_id", **MEI, city="Taipei"), {"city": "Kaohsiung"}),
+    "contact_profile": (PROFILE, {"city": "Kaohsiung"}),
+    "behavior_event": (
+        page_view("ev-1"),
+        {"params": page_view("ev-1", page_title="Sale")["params"]},
+    ),
+}
+
+
+@pytest.mark.parametrize("accepted_before", [False, True], ids=["new", "changed"])
+@pytest.mark.parametrize("record_type", UNTIMESTAMPED)
+def test_without_a_timestamp_the_last_row_of_a_key_is_its_newest(record_type, accepted_before):
+    first, change = UNTIMESTAMPED[record_type]
+    last = first | change
+    [planned_first] = make_plan(record_type, [first], {}, CUSTOM_FIELDS).to_send
+    [planned_last] = make_plan(record_type, [last], {}, CUSTOM_FIELDS).to_send
+    ledger = {planned_first.key: ledger_entry(planned_first)} if accepted_before else {}
+    plan = make_plan(record_type, [first, last], ledger, CUSTOM_FIELDS)
+    [sent] = plan.to_send
+    assert sent.content == planned_last.content
+    assert plan.counts["changed" if accepted_before else "new"] == 1
+    again = make_plan(
+        record_type, [last, first], {sent.key: ledger_entry(planned_first)}, CUSTOM_FIELDS
+    )
+    assert again.to_send == [] and again.counts["unchanged"] == 1
+
+
+@pytest.mark.parametrize(
+    ("record_type", "row"),
+    [
+        ("order", order(TEN)),
+        ("behavior_event", page_view("ev-1")),
+        ("member_import", member_import("customer_id", **MEI)),
+    ],
+    ids=["order", "behavior_event", "member_import"],
+)
+def test_a_row_whose_last_send_failed_is_sent_again_as_new(record_type, row):
+    """Failed: the service answered that it did not take the row (a refusal, or an import
+    task that failed), so the same content is not unchanged."""
+    [planned] = make_plan(record_type, [row], {}).to_send
+    plan = make_plan(record_type, [row], {planned.key: ledger_entry(planned, "failed")})
+    assert [p.key for p in plan.to_send] == [planned.key]
+    assert plan.figures() == dict.fromkeys(OUTCOMES, 0) | {"new": 1}
+
+
+class Unwritten:
+    """A ledger nothing may reach: a row the send refuses before its request has no answer."""
+
+    def record(self, *_args, **_kwargs):
+        raise AssertionError("the ledger was written")
+
+
+def test_a_row_naming_an_unknown_connection_is_planned_to_it_and_refused_when_sent():
+    plan = make_plan("order", [order(TEN, connection="elsewhere")], {})
+    [planned] = plan.to_send
+    assert planned.connection == "elsewhere" and plan.counts["new"] == 1
+    sent = send_plan(plan, {}, Unwritten())
+    assert (sent.accepted, sent.refused) == (0, 1)
+    [refusal] = sent.rejections
+    assert (refusal["key"], refusal["field"]) == ("ord-1", "connection")
+    assert refusal["reason"] == "refused by the service: 400 unknown_connection"
