@@ -19,7 +19,6 @@ from assets.checks import unique_ids_check
 from assets.landing import (
     land_days,
     land_snapshot,
-    parse_moment,
     partition_days,
 )
 from assets.partitions import daily, single_run, today
@@ -34,6 +33,7 @@ from pipelines.clients.comment import (
     LogTable,
 )
 from pipelines.lake import Lake
+from pipelines.landing import parse_moment
 from pipelines.paging import Page, first_page_holding, offset_pages
 from pipelines.streams.comment import (
     ACCOUNTS,

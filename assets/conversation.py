@@ -25,15 +25,14 @@ import pyarrow.parquet as pq
 from assets.checks import unique_ids_check
 from assets.landing import (
     land_snapshot,
-    parse_moment,
     partition_days,
-    pulled_at,
 )
 from assets.partitions import daily, single_run
 from assets.resources import ConversationResource, LakeResource
 from pipelines.clients.base import Connection, Model
 from pipelines.clients.conversation import ConversationClient
 from pipelines.lake import QUERY_SETTINGS, Lake, Stream
+from pipelines.landing import parse_moment, pulled_at
 from pipelines.paging import cursor_pages
 from pipelines.streams.conversation import (
     ASSIGNMENTS,

@@ -17,7 +17,6 @@ from assets.landing import (
     land_days,
     land_snapshot,
     partition_days,
-    pulled_at,
 )
 from assets.partitions import daily, single_run, today
 from assets.resources import DataHubResource, LakeResource
@@ -31,6 +30,7 @@ from pipelines.clients.datahub import (
     ExportResult,
 )
 from pipelines.lake import Lake, Stream, read_columns
+from pipelines.landing import pulled_at
 from pipelines.streams.datahub import (
     BROADCAST_REPORTS,
     BROADCASTS,

@@ -1,0 +1,120 @@
+"""The one landing path every stream uses: connections in, Parquet files out, figures back.
+
+A stream supplies, per connection, its rows (plain dicts of the stream's Arrow schema, or
+Arrow tables without `connection`); this module opens the connection's transport, adds the
+`connection` column, writes the file(s) atomically and returns what it landed and the calls
+it took. The Dagster layer turns that into a materialization's metadata (`assets/landing.py`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+
+import pyarrow as pa
+
+from pipelines.clients.base import Connection, Service
+from pipelines.lake import Lake, Stream
+from pipelines.transport import CallStats, Transport
+
+Rows = Iterable[dict] | Iterable[pa.Table]
+#: A snapshot stream's rows of one connection.
+RowsOf = Callable[[Transport, Connection], Rows]
+#: A daily stream's rows of one connection: each day once, with its rows, or None when the
+#: service holds nothing new for it.
+RowsByDay = Callable[[Transport, Connection, list[date]], Iterable[tuple[date, Rows | None]]]
+Log = Callable[[str], None]
+
+
+@dataclass
+class Landed:
+    """What one landing wrote, per connection, and the calls it took."""
+
+    rows_per_connection: dict[str, int] = field(default_factory=dict)
+    stats: CallStats = field(default_factory=CallStats)
+    #: Days the service held nothing new for: their landed files stay.
+    unchanged_days: int = 0
+
+    @property
+    def rows(self) -> int:
+        return sum(self.rows_per_connection.values())
+
+
+def parse_moment(text: str | None) -> datetime | None:
+    """An ISO 8601 date-time of a response, or None when the service gave none."""
+    return datetime.fromisoformat(text) if text else None
+
+
+def pulled_at() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _with_connection(rows: Rows, connection: str) -> Iterator[dict | pa.Table]:
+    for row in rows:
+        if isinstance(row, pa.Table):
+            yield row.append_column("connection", pa.repeat(pa.scalar(connection), row.num_rows))
+        else:
+            row["connection"] = connection
+            yield row
+
+
+def land_snapshot(
+    service: Service,
+    lake: Lake,
+    stream: Stream,
+    rows_of: RowsOf,
+    log: Log,
+    file_metadata: Callable[[Connection], dict[str, str]] | None = None,
+) -> Landed:
+    """Replace each connection's snapshot file of `stream` with what the service holds now
+    (`file_metadata`: more of the file's metadata, asked before its rows)."""
+    landed = Landed()
+    for connection in service.connections:
+        metadata = {"pulled_at": pulled_at()} | (file_metadata(connection) if file_metadata else {})
+        with service.transport(connection, landed.stats) as transport:
+            rows = _with_connection(rows_of(transport, connection), connection.name)
+            written = lake.write(stream, connection.name, rows, metadata=metadata)
+        landed.rows_per_connection[connection.name] = written
+        log(f"{stream.relation} [{connection.name}]: {written} rows")
+    return landed
+
+
+def land_days(
+    service: Service,
+    lake: Lake,
+    stream: Stream,
+    days: list[date],
+    rows_by_day: RowsByDay,
+    log: Log,
+) -> Landed:
+    """Land a daily stream for `days`: `rows_by_day` yields each day once with all its rows
+    (in a list or an iterator consumed before the next day is asked for), or with None when
+    the service holds nothing new for it (the landed file stays). Each day's file is replaced
+    whole, and a day it does not yield gets an empty file: "pulled, nothing there" is state
+    too."""
+    landed = Landed()
+    wanted = set(days)
+    for connection in service.connections:
+        seen: set[date] = set()
+        total = 0
+        with service.transport(connection, landed.stats) as transport:
+            for day, rows in rows_by_day(transport, connection, days):
+                if day not in wanted:
+                    continue
+                seen.add(day)
+                if rows is None:
+                    landed.unchanged_days += 1
+                    continue
+                total += lake.write(
+                    stream,
+                    connection.name,
+                    _with_connection(rows, connection.name),
+                    day=day,
+                    metadata={"pulled_at": pulled_at()},
+                )
+        for day in wanted - seen:
+            lake.write(stream, connection.name, [], day=day, metadata={"pulled_at": pulled_at()})
+        landed.rows_per_connection[connection.name] = total
+        log(f"{stream.relation} [{connection.name}]: {total} rows over {len(days)} day(s)")
+    return landed
