@@ -27,12 +27,12 @@ test: lint
 	$(BIN)/python -m pytest -n 2 --durations=10
 
 demo: install
-	$(BIN)/python -m pipelines.demo --port $(SANDBOX_PORT)
+	$(BIN)/python -m demo --port $(SANDBOX_PORT)
 
 # The Dagster UI on the demo's setup; instance settings (pools) from dagster.yaml.
 dev: install
 	mkdir -p data/dagster && cp dagster.yaml data/dagster/dagster.yaml
-	DAGSTER_HOME=$(CURDIR)/data/dagster $(BIN)/python -m pipelines.dev --port $(SANDBOX_PORT)
+	DAGSTER_HOME=$(CURDIR)/data/dagster $(BIN)/python -m demo.dev --port $(SANDBOX_PORT)
 
 # Benchmarks on large sandboxes (README, "Benchmarks"): not part of `make test`. Each prints
 # its table and writes bench/results/<figure>.json; one at a time, so they do not share cores.

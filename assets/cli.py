@@ -83,12 +83,15 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="send again the behavior events a killed run may have delivered (in_doubt)",
     )
-    commands.add_parser("warehouse", help="rebuild the warehouse views from sql/")
+    commands.add_parser("warehouse", help="rebuild the warehouse views from sql/ and WAREHOUSE_SQL")
     args = parser.parse_args(argv)
 
     settings = load_settings()
     if args.command == "warehouse":
-        print(f"warehouse: {refresh_warehouse(settings.lake_root, settings.warehouse_path)}")
+        outcome = refresh_warehouse(
+            settings.lake_root, settings.warehouse_path, settings.warehouse_sql
+        )
+        print(f"warehouse: {outcome}")
         print_counts(str(settings.warehouse_path))
         return 0
     if args.command == "push":

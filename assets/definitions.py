@@ -28,13 +28,14 @@ HOURLY = {"trigger_logs", "daily_stats", "messages"}
     kinds={"duckdb"},
     deps=STREAM_ASSETS,
     description=(
-        "`warehouse.duckdb`: a view per stream and the marts, from `sql/`. Rewritten only when "
+        "`warehouse.duckdb`: a view per stream and the marts, from `sql/` and the folders "
+        "`WAREHOUSE_SQL` lists. Rewritten only when "
         "a definition changes; if another process holds the file, the lake still has the data "
         "and this reports it instead of failing."
     ),
 )
 def warehouse_views(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
-    outcome = refresh_warehouse(lake.lake_root, lake.warehouse_path)
+    outcome = refresh_warehouse(lake.lake_root, lake.warehouse_path, lake.warehouse_sql)
     context.log.info(f"warehouse: {outcome}")
     return dg.MaterializeResult(metadata={"warehouse": outcome})
 

@@ -44,7 +44,9 @@ RESOURCE_CLASSES: dict[str, type[dg.ConfigurableResource]] = {
 def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
     resources: dict[str, dg.ConfigurableResource] = {
         "lake": LakeResource(
-            lake_root=str(settings.lake_root), warehouse_path=str(settings.warehouse_path)
+            lake_root=str(settings.lake_root),
+            warehouse_path=str(settings.warehouse_path),
+            warehouse_sql=[str(folder) for folder in settings.warehouse_sql],
         )
     }
     for service, resource_class in RESOURCE_CLASSES.items():

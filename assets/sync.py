@@ -140,5 +140,7 @@ def run_sync(
             _run(snapshots, resources, instance, report, "snapshots")
         if not streams:  # a full sync also lands the webhook events the receiver stored
             _run(webhooks.ASSETS, resources, instance, report, "datahub.webhook_events")
-    report.warehouse = refresh_warehouse(settings.lake_root, settings.warehouse_path)
+    report.warehouse = refresh_warehouse(
+        settings.lake_root, settings.warehouse_path, settings.warehouse_sql
+    )
     return report

@@ -47,7 +47,7 @@ def webhook_events(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.
             "cannot be rows of webhook_events; kept there with the reason and the raw body"
         )
     # The view reads an empty relation until the stream's first file exists.
-    warehouse = refresh_warehouse(lake.lake_root, lake.warehouse_path)
+    warehouse = refresh_warehouse(lake.lake_root, lake.warehouse_path, lake.warehouse_sql)
     return dg.MaterializeResult(
         metadata={
             "rows": done.rows,

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import httpx
 
-from pipelines.sandbox_process import running_sandbox
+from sandbox.process import running_sandbox
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"

@@ -48,7 +48,7 @@ from bench.common import (
 )
 from pipelines.clients import conversation, datahub
 from pipelines.clients.comment import LOGS_PAGE_LIMIT
-from pipelines.sandbox_process import running_sandbox
+from sandbox.process import running_sandbox
 
 DATA = ROOT / "data" / "bench" / "incremental"
 SERVICES = ("comment", "conversation", "datahub")

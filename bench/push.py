@@ -5,7 +5,7 @@ Three sandboxes (medium scale, seed 7, frozen), one after the other:
 
 1. limits off, pipeline unpaced: the commerce records of a demo shop of
    `COMMERCE_CUSTOMERS` customers, then the profile updates of one of `PROFILE_CUSTOMERS`
-   (`pipelines/push/shop.py`'s own generator at a larger size: its profile updates are only
+   (`demo/shop.py`'s own generator at a larger size: its profile updates are only
    ~0.19 per customer, its commerce records ~7.8, so one size cannot give both in a short run);
 2. limits on, the real 60 s window: the same profile updates, paced at 6,000/min;
 3. limits on, every window `IMPORT_WINDOW` s (tasks scaled alike): `IMPORT_CALLS` member
@@ -38,9 +38,10 @@ import dagster as dg
 import duckdb
 import httpx
 
+import demo
 from bench.common import ROOT, measured_run, pipeline_env, report, sandbox, traffic
+from demo.shop import declare_shop, generate_shop
 from pipelines.lake import Lake
-from pipelines.push.shop import generate_shop
 
 DATA = ROOT / "data" / "bench" / "push"
 SCALE = "medium"  # 25,000 contacts: enough hub members for the shop's customers
@@ -201,10 +202,14 @@ def timed_push(base: str, env: dict[str, str], args: list[str], paths: list[str]
 
 def environment(base: str, data: Path, options: dict) -> dict[str, str]:
     """The pipeline's environment, with a Dagster home of its own: the push run's metadata
-    (its own request, 429 and retry counts) stays readable after the process ends."""
+    (its own request, 429 and retry counts) stays readable after the process ends. The
+    outbound views are the demo's (`WAREHOUSE_SQL=demo/sql`), over the demo shop's tables,
+    declared here so a warehouse build before `generate_shop` finds them."""
     home = data / "dagster"
     home.mkdir(parents=True, exist_ok=True)
-    return pipeline_env(base, data, ("datahub",), options) | {"DAGSTER_HOME": str(home)}
+    declare_shop(Lake(data / "lake"))
+    env = pipeline_env(base, data, ("datahub",), options) | demo.environment()
+    return env | {"DAGSTER_HOME": str(home)}
 
 
 def seed_lake(source: Path, target: Path) -> None:

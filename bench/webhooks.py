@@ -40,13 +40,13 @@ import pyarrow.parquet as pq
 
 from bench.common import ROOT, free_port, report
 from pipelines.lake import Lake
-from pipelines.sandbox_process import running_process
 from pipelines.webhooks.compaction import WEBHOOK_EVENTS, compact
 from pipelines.webhooks.inbox import Inbox, inbox_path
 from pipelines.webhooks.receiver import WEBHOOK_PATH
 from sandbox.app import build_app
 from sandbox.clock import iso
 from sandbox.config import SandboxConfig
+from sandbox.process import running_process
 from sandbox.webhooks import USER_AGENT, sign
 
 SENDERS = 50

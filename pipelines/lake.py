@@ -86,10 +86,12 @@ def connection_stream(
 
 
 class LakeLocation(pydantic.BaseModel):
-    """Where the lake and the warehouse live (`LAKE_ROOT`, `WAREHOUSE_PATH`)."""
+    """Where the lake and the warehouse live (`LAKE_ROOT`, `WAREHOUSE_PATH`), and the extra
+    SQL folders the warehouse is built from (`WAREHOUSE_SQL`, pipelines/settings.py)."""
 
     lake_root: str = "data/lake"
     warehouse_path: str = "data/warehouse.duckdb"
+    warehouse_sql: list[str] = []
 
     def lake(self) -> Lake:
         return Lake(self.lake_root)

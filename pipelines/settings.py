@@ -3,6 +3,14 @@ file for more connections, path overrides and rate windows (`SYNC_CONFIG`, defau
 `./sync.toml` when it exists). Keys are only ever named here (the variable that holds them),
 so they reach the resources through `dg.EnvVar` and never through a file.
 
+`WAREHOUSE_SQL`: more SQL folders for the warehouse, laid out like `sql/` (a subfolder per
+schema) and built after it (pipelines/warehouse.py says in which order): where a user's own
+views live, the `outbound` views the push sends among them. A list separated by `os.pathsep`
+(`:` on Linux and macOS), relative to the working directory; default none. `make demo` and
+`make dev` set it to `demo/sql` (the demo shop and its example outbound views). Every
+warehouse build (sync, push, `python -m pipelines warehouse`, the webhook compaction) reads
+it from here, through `Settings.warehouse_sql` and the `lake` resource.
+
 The file's shape (every section optional):
 
     [[connections.comment]]        # one more workspace
@@ -54,6 +62,18 @@ class Settings:
     connections: dict[str, list[ConnectionSetting]]
     paths: dict[str, dict[str, str]] = field(default_factory=dict)
     service_options: dict[str, dict] = field(default_factory=dict)
+    #: `WAREHOUSE_SQL`, in the order listed.
+    warehouse_sql: tuple[Path, ...] = ()
+
+
+def warehouse_sql(value: str) -> tuple[Path, ...]:
+    """The folders of a `WAREHOUSE_SQL` value; each must exist (a misspelt one would leave
+    its views out of the warehouse without a word)."""
+    folders = tuple(Path(entry) for entry in value.split(os.pathsep) if entry.strip())
+    missing = [str(folder) for folder in folders if not folder.is_dir()]
+    if missing:
+        raise FileNotFoundError(f"WAREHOUSE_SQL names {missing}, which are not folders")
+    return folders
 
 
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
@@ -86,4 +106,5 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         connections=connections,
         paths=document.get("paths", {}),
         service_options=document.get("service", {}),
+        warehouse_sql=warehouse_sql(env.get("WAREHOUSE_SQL", "")),
     )

@@ -1,6 +1,10 @@
 """One push run, shared by `python -m pipelines push` and the Dagster jobs: refresh the
 outbound views, resume imports a killed run left polling, then per record type plan and (not
-in a dry run) send, keeping every rejected row with its reason."""
+in a dry run) send, keeping every rejected row with its reason.
+
+The outbound views are the user's: the product ships none (demo/sql/outbound holds the
+demo's examples). A record type whose view is missing plans and sends nothing, and says so;
+the others proceed."""
 
 import json
 from collections.abc import Iterator
@@ -14,7 +18,7 @@ from pipelines.clients.datahub import DataHub, DataHubClient
 from pipelines.lake import LakeLocation
 from pipelines.push import imports
 from pipelines.push.ledger import Ledger
-from pipelines.push.plan import OUTBOUND, Sending, make_plan
+from pipelines.push.plan import OUTBOUND, OUTCOMES, Sending, make_plan
 from pipelines.push.send import send_plan
 from pipelines.streams.datahub import CUSTOM_FIELDS
 from pipelines.transport import CallStats
@@ -38,6 +42,19 @@ def outbound_rows(warehouse_path: str, view: str) -> list[dict]:
         cursor = con.execute(f"SELECT * FROM outbound.{view}")
         columns = [column[0] for column in cursor.description]
         return [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
+
+
+def outbound_views(warehouse_path: str) -> set[str]:
+    """The views of schema `outbound` the warehouse holds."""
+    with duckdb.connect(warehouse_path, read_only=True) as con:
+        found = con.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'outbound'"
+        ).fetchall()
+    return {name for (name,) in found}
+
+
+def missing_view(view: str) -> str:
+    return f"no outbound.{view} view: write one in a folder listed in WAREHOUSE_SQL"
 
 
 def custom_field_definitions(lake: LakeLocation) -> dict[str, list[dict]]:
@@ -70,8 +87,10 @@ def run_push(
     resend_in_doubt: bool = False,
     log=print,
 ) -> PushReport:
-    log(f"warehouse: {refresh_warehouse(lake.lake_root, lake.warehouse_path)}")
+    outcome = refresh_warehouse(lake.lake_root, lake.warehouse_path, lake.warehouse_sql)
+    log(f"warehouse: {outcome}")
     report = PushReport(dry_run)
+    views = outbound_views(lake.warehouse_path)
     definitions = custom_field_definitions(lake)
     with Ledger(lake.lake()) as ledger, clients_of(datahub, report.stats) as clients:
         for record_type, outbound in OUTBOUND.items():
@@ -83,6 +102,10 @@ def run_push(
                     log(f"{record_type}: resumed {resumed} task(s) a previous run left polling")
         for record_type in record_types or ORDER:
             outbound = OUTBOUND[record_type]
+            if outbound.view not in views:
+                report.figures[record_type] = dict.fromkeys(OUTCOMES, 0)
+                log(f"{record_type}: {missing_view(outbound.view)}; nothing planned")
+                continue
             rows = outbound_rows(lake.warehouse_path, outbound.view)
             accepted = ledger.latest(record_type)
             plan = make_plan(record_type, rows, accepted, definitions, resend_in_doubt)
@@ -100,5 +123,5 @@ def run_push(
             report.figures[record_type] = figures
             log(f"{record_type}: " + ", ".join(f"{k} {v}" for k, v in figures.items()))
     # The ledger and the rejections may have their first files now: their views follow.
-    refresh_warehouse(lake.lake_root, lake.warehouse_path)
+    refresh_warehouse(lake.lake_root, lake.warehouse_path, lake.warehouse_sql)
     return report

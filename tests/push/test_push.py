@@ -3,6 +3,7 @@ sent twice, every refusal kept with its reason."""
 
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -19,14 +20,17 @@ import httpx
 import pyarrow.parquet as pq
 
 from assets import datahub, push
+from assets.resources import build_resources
+from demo import SQL_DIR as DEMO_SQL
+from demo.shop import SHOP_STREAMS, generate_shop
 from pipelines.clients.datahub import DataHubClient
 from pipelines.lake import Lake
 from pipelines.push import imports, send
 from pipelines.push.ledger import PUSHED, Ledger, as_json
-from pipelines.push.plan import OUTBOUND, content_hash, row_key
+from pipelines.push.plan import OUTBOUND, OUTCOMES, content_hash, row_key
 from pipelines.push.run import outbound_rows
-from pipelines.push.shop import SHOP_STREAMS, generate_shop
 from pipelines.push.validation import moment, validate_record
+from pipelines.settings import load_settings
 from sandbox.faults import FaultSpec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -99,6 +103,45 @@ def test_each_key_holds_its_newest_version_sent_once(start_sandbox, sync_env):
         assert all(entry["submissions"] == 1 for entry in held.values()), record_type
         assert figures[record_type]["sent"] == len(held)
         assert figures[record_type]["rejected"] > 0  # the planted invalid rows and conflict
+
+
+def push_said(resources) -> tuple[dict, str]:
+    """A real push's figures, and what it logged."""
+    with dg.DagsterInstance.ephemeral() as instance:
+        result = push.push.execute_in_process(resources=resources, instance=instance)
+        said = "\n".join(record.user_message for record in instance.all_logs(result.run_id))
+    return result.output_for_node("push_to_datahub"), said
+
+
+def test_a_record_type_without_its_outbound_view_plans_nothing_and_the_others_proceed(
+    start_sandbox, sync_env, monkeypatch, tmp_path
+):
+    """A product without the demo: the user has written only `outbound.coupons` (over the
+    shop's tables); every other record type says its view is missing and plans nothing, and
+    the coupons are sent. Without any folder in WAREHOUSE_SQL, nothing is planned at all."""
+    sandbox = start_sandbox()
+    pushable(sandbox, sync_env)
+    own = tmp_path / "own_sql"
+    for schema, names in {"shop": ("coupons", "customers"), "outbound": ("coupons",)}.items():
+        (own / schema).mkdir(parents=True)
+        for name in names:
+            shutil.copy(DEMO_SQL / schema / f"{name}.sql", own / schema)
+    monkeypatch.setenv("WAREHOUSE_SQL", str(own))
+    resources = build_resources(load_settings())
+    assert run_push(resources, dry_run=True)["order"] == dict.fromkeys(OUTCOMES, 0)
+    figures, said = push_said(resources)
+    for record_type, outbound in OUTBOUND.items():
+        if record_type == "coupon":
+            continue
+        assert f"no outbound.{outbound.view} view: write one in a folder listed in " in said
+        assert figures[record_type] == dict.fromkeys(OUTCOMES, 0), record_type
+    held = held_as_expected(sandbox, resources, "coupon")
+    assert figures["coupon"]["sent"] == len(held) > 0
+
+    monkeypatch.delenv("WAREHOUSE_SQL")
+    figures, said = push_said(build_resources(load_settings()))
+    assert all(sum(counts.values()) == 0 for counts in figures.values())
+    assert said.count("WAREHOUSE_SQL") == len(OUTBOUND)
 
 
 def test_an_older_version_arriving_later_is_stale_and_never_sent(start_sandbox, sync_env):

@@ -8,7 +8,7 @@ import socket
 import httpx
 import pytest
 
-from pipelines.sandbox_process import running_sandbox
+from sandbox.process import running_sandbox
 
 OPERATIONS = {
     "/comment/api/v1": {

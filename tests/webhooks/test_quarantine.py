@@ -118,7 +118,7 @@ def test_every_accepted_body_reaches_the_warehouse_or_the_quarantine(receiver, t
     assert not temporary_files(tmp_path / "lake")
 
     warehouse = tmp_path / "warehouse.duckdb"
-    refresh_warehouse(tmp_path / "lake", warehouse)
+    refresh_warehouse(tmp_path / "lake", warehouse, ())
     with duckdb.connect(str(warehouse), read_only=True) as con:
         rows = con.execute(
             "SELECT idempotency_key, date, data::VARCHAR FROM datahub.webhook_events"

@@ -1,5 +1,6 @@
 """`make dev`: the Dagster UI on the demo's setup, against a live sandbox (its clock moves,
-so new trigger logs, messages and member changes keep arriving for the schedules)."""
+so new trigger logs, messages and member changes keep arriving for the schedules), with the
+demo's SQL in the warehouse (`WAREHOUSE_SQL=demo/sql`). `python -m demo.dev`."""
 
 import argparse
 import os
@@ -7,18 +8,23 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pipelines.sandbox_process import RATE_WINDOW_SECONDS, point_at_sandbox, running_sandbox
+import demo
+from demo.shop import declare_shop
+from pipelines.lake import Lake
+from sandbox.process import RATE_WINDOW_SECONDS, point_at_sandbox, running_sandbox
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(prog="python -m pipelines.dev")
+    parser = argparse.ArgumentParser(prog="python -m demo.dev")
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--ui-port", type=int, default=3000)
     parser.add_argument("--data", type=Path, default=Path("data/dev"))
     args = parser.parse_args()
     args.data.mkdir(parents=True, exist_ok=True)
     with running_sandbox(args.port, "--rate-window", str(RATE_WINDOW_SECONDS)) as base:
-        environment = os.environ | point_at_sandbox(base, args.data.resolve())
+        environment = os.environ | point_at_sandbox(base, args.data.resolve()) | demo.environment()
+        # The shop's tables, empty: the demo's views build before anything writes them.
+        declare_shop(Lake(environment["LAKE_ROOT"]))
         print(f"sandbox: {base} (live)\nDagster UI: http://127.0.0.1:{args.ui_port}")
         command = [
             sys.executable,

@@ -1,5 +1,5 @@
-"""The demo shop: a brand's own system, written to the lake for the examples in `sql/outbound/`
-to push to the data hub, so `make demo` sends real data.
+"""The demo shop: a brand's own system, written to the lake for the examples in
+`demo/sql/outbound/` to push to the data hub, so `make demo` sends real data.
 
 Its customers are the data hub members already pulled into the lake, plus some the hub has
 never seen (for `member_imports`), so records and profile updates refer to real contacts.
@@ -7,6 +7,14 @@ The tables hold what a real source delivers and the push must cope with: several
 each record with the time of each state change, some versions out of order, exact
 duplicates, one conflict per record type (same key and timestamp, different content), and a
 handful of invalid rows, one of each kind the push must reject.
+
+How the warehouse finds the tables: the product defines no `shop` stream, so
+`{{ source('shop', 'orders') }}` in demo/sql/shop reads the Parquet files under
+`<lake>/shop/orders/` (pipelines/warehouse.py), typed by the files. The lake is the only
+registry: any process that builds the warehouse with `WAREHOUSE_SQL=demo/sql` (a sync, a
+push in another process, a Dagster run) sees the tables without importing this module. The
+tables must exist before the first such build, so `declare_shop` writes them empty until
+`generate_shop` fills them (the shop's customers are pulled members: it runs after a sync).
 """
 
 from __future__ import annotations
@@ -1030,13 +1038,22 @@ CONFLICTS: dict[str, Callable[[dict], dict]] = {
 # -- the dataset --------------------------------------------------------------------------
 
 
+def declare_shop(lake: Lake) -> None:
+    """Write each shop table the lake lacks, empty: the warehouse can then build the demo's
+    views (`WAREHOUSE_SQL=demo/sql`) before `generate_shop` has run. A table already there
+    is left as it is."""
+    for stream in SHOP_STREAMS:
+        if not lake.files(stream):
+            lake.write(stream, FILE, [])
+
+
 def generate_shop(lake: Lake, seed: int = 7, customers: int = 300) -> dict[str, int]:
     """Write every shop table to the lake; the same seed and pulled members give the same
     tables. Returns the rows written per table."""
     # One generator per table, so a change in one table's draws leaves the others alone.
     rngs = {stream.name: np.random.default_rng([seed, i]) for i, stream in enumerate(SHOP_STREAMS)}
-    # Imported here: the shop's streams are part of every process's catalog, and Faker
-    # alone is 60 MB of resident memory that only the demo's generator needs.
+    # Imported here: Faker alone is 60 MB of resident memory that only the generator needs,
+    # not the processes that only declare the shop's tables.
     from faker import Faker
 
     fake = Faker("en_US")

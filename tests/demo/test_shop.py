@@ -1,5 +1,5 @@
-"""The demo shop (pipelines/push/shop.py) and the outbound views over it (sql/shop,
-sql/outbound): the same seed gives the same tables, every quirk the push must handle is there,
+"""The demo shop (demo/shop.py) and the outbound views over it (demo/sql/shop,
+demo/sql/outbound): the same seed gives the same tables, every quirk the push must handle is there,
 and every outbound row is a body the sandbox's data hub accepts, except the planted invalid
 ones, which it refuses on the field they break."""
 
@@ -18,9 +18,8 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 from assets.partitions import today
-from pipelines.catalog import WAREHOUSE_STREAMS
-from pipelines.lake import Lake, Stream
-from pipelines.push.shop import (
+from demo import SQL_DIR as DEMO_SQL
+from demo.shop import (
     BEHAVIOR_EVENTS,
     CONFLICTS,
     CUSTOMERS,
@@ -30,6 +29,8 @@ from pipelines.push.shop import (
     generate_shop,
     new_customer_id,
 )
+from pipelines.catalog import WAREHOUSE_STREAMS
+from pipelines.lake import Lake, Stream
 from pipelines.streams.datahub import MEMBERS
 from pipelines.warehouse import SQL_DIR, Warehouse
 from sandbox.app import build_app
@@ -114,7 +115,7 @@ def warehouse(tmp_path_factory, shop) -> Iterator[duckdb.DuckDBPyConnection]:
     sql = tmp_path_factory.mktemp("sql") / "sql"
     shutil.copytree(SQL_DIR, sql)
     path = sql.parent / "warehouse.duckdb"
-    Warehouse(path, shop, WAREHOUSE_STREAMS, sql).refresh()
+    Warehouse(path, shop, WAREHOUSE_STREAMS, sql, extra_sql=[DEMO_SQL]).refresh()
     with duckdb.connect(str(path), read_only=True) as con:
         yield con
 

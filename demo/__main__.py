@@ -1,5 +1,6 @@
 """`make demo`: start a sandbox, run the full sync against it, show the warehouse, then push
 a demo shop's records to the data hub, twice (the second run sends nothing).
+`python -m demo`.
 
 The sandbox runs frozen (its data stops at start), so the warehouse must equal its ground
 truth exactly; the table says so per relation. Two comment automation workspaces and both
@@ -17,20 +18,21 @@ import dagster as dg
 import duckdb
 import httpx
 
+import demo
 from assets import definitions, webhooks
 from assets.cli import run_push_command
 from assets.resources import build_resources
 from assets.sync import run_sync
+from demo.shop import declare_shop, generate_shop
 from pipelines.lake import Lake
-from pipelines.push.shop import generate_shop
 from pipelines.reconcile import reconcile
-from pipelines.sandbox_process import (
+from pipelines.settings import load_settings
+from sandbox.process import (
     RATE_WINDOW_SECONDS,
     point_at_sandbox,
     running_process,
     running_sandbox,
 )
-from pipelines.settings import load_settings
 
 
 def land_webhook_events(base: str, settings) -> dict[str, int]:
@@ -47,7 +49,7 @@ def land_webhook_events(base: str, settings) -> dict[str, int]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(prog="python -m pipelines.demo")
+    parser = argparse.ArgumentParser(prog="python -m demo")
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--data", type=Path, default=Path("data/demo"))
     args = parser.parse_args()
@@ -68,8 +70,9 @@ def main() -> int:
     ):
         print(f"sandbox: {base} (frozen, small, seed 7; rate limits per {RATE_WINDOW_SECONDS} s)")
         print(f"webhook receiver: {hook} (the sandbox's data hub signs and sends to it)")
-        os.environ.update(point_at_sandbox(base, args.data))
+        os.environ.update(point_at_sandbox(base, args.data) | demo.environment())
         settings = load_settings()
+        declare_shop(Lake(settings.lake_root))  # the shop's views build before it is written
         # A broadcast goes out first, so its webhook events have a broadcast to join.
         httpx.post(f"{base}/_sandbox/datahub/default/campaigns", timeout=60).raise_for_status()
         print("sync: pulling every stream of the three services into the lake …")
@@ -79,7 +82,7 @@ def main() -> int:
         truth = httpx.get(f"{base}/_sandbox/truth", timeout=60).json()
         shop = generate_shop(Lake(settings.lake_root))
         print(f"\ndemo shop (the brand's own system): {sum(shop.values()):,} rows in shop.*")
-        print("push: the outbound views (sql/outbound) to the data hub …")
+        print("push: the outbound views (demo/sql/outbound) to the data hub …")
         pushed = run_push_command(dry_run=False, record_types=[])
         print("push again: nothing changed, so nothing is sent …")
         again = run_push_command(dry_run=False, record_types=[])

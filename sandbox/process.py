@@ -1,5 +1,5 @@
 """Start a sandbox in a child process and wait until it answers, and point the pipeline at it
-(demo, `make dev`, benchmarks)."""
+(`make demo`, `make dev`, the benchmarks, tests/sandbox/test_server.py)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,49 @@
+"""The layers import one way: the core (`pipelines/`) knows nothing of Dagster or of the
+Dagster layer (`assets/`), and the sandbox, the services' stand-in, knows nothing of the
+product. Read from the source, so a lazy import inside a function counts too."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+#: The command line's launcher: started, never imported (its docstring says why it may).
+LAUNCHER = ROOT / "pipelines" / "__main__.py"
+
+
+def imported_roots(path: Path) -> set[str]:
+    """The top-level package of every module `path` imports, wherever the import sits."""
+    roots = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            roots |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            roots.add(node.module.split(".")[0])
+    return roots
+
+
+def modules(folder: str) -> list[Path]:
+    return sorted(p for p in (ROOT / folder).rglob("*.py") if p != LAUNCHER)
+
+
+@pytest.mark.parametrize(
+    ("folder", "forbidden"),
+    [
+        ("pipelines", {"dagster", "dagster_webserver", "assets", "demo", "sandbox"}),
+        ("sandbox", {"pipelines", "assets", "demo"}),
+    ],
+)
+def test_a_layer_imports_nothing_above_it(folder, forbidden):
+    found = modules(folder)
+    assert len(found) > 10  # the walk saw the package, not an empty folder
+    breaches = {
+        str(path.relative_to(ROOT)): sorted(imported_roots(path) & forbidden) for path in found
+    }
+    assert {path: roots for path, roots in breaches.items() if roots} == {}
+
+
+def test_the_check_sees_a_forbidden_import(tmp_path):
+    module = tmp_path / "module.py"
+    module.write_text("def later():\n    from assets.cli import main\n    import dagster as dg\n")
+    assert imported_roots(module) == {"assets", "dagster"}
