@@ -21,7 +21,7 @@ from assets.landing import (
     land_snapshot,
     partition_days,
 )
-from assets.partitions import daily, single_run, today
+from assets.partitions import daily, single_run
 from assets.resources import CommentAutomationResource, LakeResource
 from pipelines.clients.base import Connection
 from pipelines.clients.comment import (
@@ -33,7 +33,7 @@ from pipelines.clients.comment import (
     LogTable,
 )
 from pipelines.lake import Lake
-from pipelines.landing import parse_moment
+from pipelines.landing import parse_moment, today
 from pipelines.paging import Page, first_page_holding, offset_pages
 from pipelines.streams.comment import (
     ACCOUNTS,

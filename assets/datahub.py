@@ -1,47 +1,33 @@
 """Customer data hub assets, both regions: custom fields, broadcasts, a daily snapshot of each
-broadcast's report, and members through the export task (customer-data-hub-api.md)."""
+broadcast's report, and members through the export task (customer-data-hub-api.md).
+
+What each stream's rows are, and what the checks compare, is in `pipelines/streams/datahub/`;
+this module runs them as Dagster assets and checks and reports their figures."""
 
 # No `from __future__ import annotations`: Dagster reads the context and resource annotations.
-import csv
-import io
-import json
-from collections.abc import Callable, Iterable, Iterator
-from datetime import date, timedelta
+from functools import partial
 
 import dagster as dg
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from assets.checks import unique_ids_check
-from assets.landing import (
-    land_days,
-    land_snapshot,
-    partition_days,
-)
-from assets.partitions import daily, single_run, today
+from assets.landing import land_days, land_snapshot, partition_days
+from assets.partitions import daily, single_run
 from assets.resources import DataHubResource, LakeResource
-from pipelines.clients.base import Connection
-from pipelines.clients.datahub import (
-    REPORT_MAX_DAYS,
-    Broadcast,
-    BroadcastReport,
-    DataHub,
-    DataHubClient,
-    ExportResult,
-)
-from pipelines.lake import Lake, Stream, read_columns
-from pipelines.landing import pulled_at
+from pipelines.clients.datahub import DataHub
+from pipelines.lake import Stream
 from pipelines.streams.datahub import (
     BROADCAST_REPORTS,
     BROADCASTS,
-    CUSTOM_FIELD_OPTION,
     CUSTOM_FIELDS,
-    MEMBER_TEXT_COLUMNS,
     MEMBERS,
     SERVICE,
     STREAMS,
 )
-from pipelines.transport import CallStats, Transport, TruncatedBody
+from pipelines.streams.datahub.checks import export_row_counts, report_coverage
+from pipelines.streams.datahub.export import land_member_exports
+from pipelines.streams.datahub.reports import report_rows_by_day
+from pipelines.streams.datahub.snapshots import broadcast_rows, custom_field_rows
+from pipelines.transport import CallStats
 
 #: The value of `DataHub.pool()`: one concurrency pool per service key.
 POOL = f"{DataHub.service}_api"
@@ -50,19 +36,6 @@ KINDS = {"python", "parquet"}
 
 def asset_key(stream: Stream) -> dg.AssetKey:
     return dg.AssetKey([stream.service, stream.name])
-
-
-# -- custom_fields ------------------------------------------------------------------------
-
-
-def custom_field_rows(client: DataHubClient) -> Iterator[dict]:
-    # `active` unset lists archived fields too (spec section 4: null = all).
-    for field in client.list_custom_fields(active=None):
-        row = field.model_dump(include=set(CUSTOM_FIELDS.schema.names))
-        if field.options is not None:
-            option_names = {option.name for option in CUSTOM_FIELD_OPTION}
-            row["options"] = [option.model_dump(include=option_names) for option in field.options]
-        yield row
 
 
 @dg.asset(
@@ -76,20 +49,8 @@ def custom_fields(
     context: dg.AssetExecutionContext, lake: LakeResource, datahub: DataHubResource
 ) -> dg.MaterializeResult:
     return land_snapshot(
-        context,
-        datahub,
-        lake.lake(),
-        CUSTOM_FIELDS,
-        lambda transport, _: custom_field_rows(datahub.client(transport)),
+        context, datahub, lake.lake(), CUSTOM_FIELDS, partial(custom_field_rows, datahub)
     )
-
-
-# -- broadcasts ---------------------------------------------------------------------------
-
-
-def broadcast_rows(client: DataHubClient) -> Iterator[dict]:
-    for broadcast in client.list_broadcasts():
-        yield broadcast.model_dump(include=set(BROADCASTS.schema.names))
 
 
 @dg.asset(
@@ -103,80 +64,8 @@ def broadcasts(
     context: dg.AssetExecutionContext, lake: LakeResource, datahub: DataHubResource
 ) -> dg.MaterializeResult:
     return land_snapshot(
-        context,
-        datahub,
-        lake.lake(),
-        BROADCASTS,
-        lambda transport, _: broadcast_rows(datahub.client(transport)),
+        context, datahub, lake.lake(), BROADCASTS, partial(broadcast_rows, datahub)
     )
-
-
-# -- broadcast_reports --------------------------------------------------------------------
-
-
-def report_window(broadcast: Broadcast, day: date, has_snapshot: bool) -> tuple[date, date] | None:
-    """The date range of `broadcast`'s report in `day`'s snapshot, or None to keep its last one.
-
-    From the sent day, cut to the 60-day limit (spec section 8); figures change only inside
-    that window, so a broadcast past it is re-read only while the lake holds no snapshot of it.
-    """
-    if broadcast.created_at is not None and broadcast.created_at.date() > day:
-        return None  # it did not exist yet on `day`
-    sent_day = broadcast.sent_date.date() if broadcast.sent_date else None
-    if sent_day is None or sent_day > day:
-        return day, day  # scheduled as of `day`: a zero report
-    last_day = sent_day + timedelta(days=REPORT_MAX_DAYS - 1)
-    if day <= last_day or not has_snapshot:
-        return sent_day, min(last_day, day)
-    return None
-
-
-def report_row(broadcast_id: int, report: BroadcastReport, window: tuple[date, date]) -> dict:
-    row = report.model_dump(include=set(BROADCAST_REPORTS.schema.names))
-    row.update(
-        broadcast_id=broadcast_id,
-        start_date=window[0],
-        end_date=window[1],
-        report=json.dumps(report.model_extra or {}, sort_keys=True, default=str),
-    )
-    return row
-
-
-def reported_broadcasts(lake: Lake, connection: str, except_days: Iterable[date]) -> set[int]:
-    """Broadcasts with a snapshot in the lake outside `except_days` (the days being
-    rewritten, whose snapshots are about to be replaced)."""
-    skip = set(except_days)
-    files = [
-        str(lake.path(BROADCAST_REPORTS, connection, day))
-        for day in lake.days(BROADCAST_REPORTS, connection)
-        if day not in skip
-    ]
-    if not files:
-        return set()
-    return set(read_columns(files, ["broadcast_id"])["broadcast_id"].to_pylist())
-
-
-def report_rows_by_day(
-    lake: Lake, datahub: DataHubResource
-) -> Callable[[Transport, Connection, list[date]], Iterator[tuple[date, list[dict]]]]:
-    def rows_by_day(
-        transport: Transport, connection: Connection, days: list[date]
-    ) -> Iterator[tuple[date, list[dict]]]:
-        client = datahub.client(transport)
-        listed = client.list_broadcasts()
-        snapshotted = reported_broadcasts(lake, connection.name, days)
-        for day in days:  # oldest first: a broadcast's first snapshot lands on its first day
-            rows = []
-            for broadcast in listed:
-                window = report_window(broadcast, day, broadcast.id in snapshotted)
-                if window is None:
-                    continue
-                report = client.get_broadcast_report(broadcast.id, *window)
-                rows.append(report_row(broadcast.id, report, window))
-                snapshotted.add(broadcast.id)
-            yield day, rows
-
-    return rows_by_day
 
 
 @dg.asset(
@@ -202,117 +91,8 @@ def broadcast_reports(
         the_lake,
         BROADCAST_REPORTS,
         partition_days(context),
-        report_rows_by_day(the_lake, datahub),
+        partial(report_rows_by_day, datahub, the_lake),
     )
-
-
-# -- members ------------------------------------------------------------------------------
-
-#: The columns read from the export file, by header name.
-EXPORT_COLUMNS = ("member_id", *MEMBER_TEXT_COLUMNS)
-#: Rows parsed before a batch is written: memory is bounded by this, not by the export.
-EXPORT_BATCH_ROWS = 50_000
-#: File metadata key: the `row_count` the export task announced.
-EXPORT_ROW_COUNT = "export_row_count"
-
-
-class ExportMismatch(Exception):
-    """The export file lacks a column, or does not hold the rows its task announced."""
-
-
-class _ByteStream(io.RawIOBase):
-    """A readable file over an iterator of byte chunks (a streamed download)."""
-
-    def __init__(self, chunks: Iterator[bytes]) -> None:
-        self._chunks = chunks
-        self._left = b""
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: memoryview) -> int:
-        while not self._left:
-            chunk = next(self._chunks, None)
-            if chunk is None:
-                return 0
-            self._left = chunk
-        size = min(len(buffer), len(self._left))
-        buffer[:size] = self._left[:size]
-        self._left = self._left[size:]
-        return size
-
-
-def member_batches(chunks: Iterator[bytes], connection: str) -> Iterator[pa.Table]:
-    """The export CSV (UTF-8, header row, null as empty: the sandbox's choice) as tables of
-    the members schema, EXPORT_BATCH_ROWS at a time. Columns are found by header name; a
-    column the schema does not know is left out."""
-    text = io.TextIOWrapper(io.BufferedReader(_ByteStream(chunks)), "utf-8-sig", newline="")
-    reader = csv.reader(text)
-    header = next(reader, None)
-    if header is None:
-        raise TruncatedBody("the members export file is empty, without its header")
-    missing = [name for name in EXPORT_COLUMNS if name not in header]
-    if missing:
-        raise ExportMismatch(f"the members export file lacks the columns {missing}")
-    positions = {name: header.index(name) for name in EXPORT_COLUMNS}
-    batch: list[list[str]] = []
-    for row in reader:
-        if not row:
-            continue
-        if len(row) != len(header):
-            # A cut body ends in a short line: download again (Transport retries this).
-            raise TruncatedBody(f"members export line {reader.line_num} has {len(row)} fields")
-        batch.append(row)
-        if len(batch) == EXPORT_BATCH_ROWS:
-            yield _members_table(batch, positions, connection)
-            batch = []
-    if batch:
-        yield _members_table(batch, positions, connection)
-
-
-def _members_table(rows: list[list[str]], positions: dict[str, int], connection: str) -> pa.Table:
-    columns = []
-    for field in MEMBERS.schema:
-        if field.name == "connection":
-            columns.append(pa.array([connection] * len(rows), pa.string()))
-            continue
-        position = positions[field.name]
-        text = pa.array([row[position] or None for row in rows], pa.string())
-        columns.append(text.cast(field.type))
-    return pa.Table.from_arrays(columns, schema=MEMBERS.schema)
-
-
-def land_member_export(
-    client: DataHubClient, lake: Lake, connection: str, deadline_seconds: float
-) -> int:
-    """Export, wait for the task, stream its file into the lake; the file appears only when
-    its rows equal the task's `row_count`."""
-    what = (
-        f"members export of connection {connection!r} "
-        "(deadline: [service.datahub] export_deadline_seconds)"
-    )
-    task = client.wait_for_task(
-        client.export_members(), deadline_seconds=deadline_seconds, what=what
-    )
-    row_count = ExportResult.model_validate(task.result or {}).row_count
-    metadata = {
-        "pulled_at": pulled_at(),
-        "export_task_id": str(task.id),
-        EXPORT_ROW_COUNT: str(row_count),
-    }
-
-    def land(chunks: Iterator[bytes]) -> int:
-        with lake.writer(MEMBERS, connection, today(), metadata) as out:
-            for table in member_batches(chunks, connection):
-                out.write_table(table)
-            if out.rows != row_count:
-                raise ExportMismatch(
-                    f"members export task {task.id} of connection {connection!r}: the file "
-                    f"held {out.rows} rows, the task announced row_count {row_count}"
-                )
-        return out.rows
-
-    return client.download_member_export(task.id, land)
 
 
 @dg.asset(
@@ -328,18 +108,8 @@ def land_member_export(
 def members(
     context: dg.AssetExecutionContext, lake: LakeResource, datahub: DataHubResource
 ) -> dg.MaterializeResult:
-    the_lake = lake.lake()
     stats = CallStats()
-    counts: dict[str, int] = {}
-    for connection in datahub.connections:
-        with datahub.transport(connection, stats) as transport:
-            counts[connection.name] = land_member_export(
-                datahub.client(transport),
-                the_lake,
-                connection.name,
-                datahub.export_deadline_seconds,
-            )
-        context.log.info(f"{MEMBERS.relation} [{connection.name}]: {counts[connection.name]} rows")
+    counts = land_member_exports(datahub, lake.lake(), stats, context.log.info)
     return dg.MaterializeResult(
         metadata={
             "rows": sum(counts.values()),
@@ -349,49 +119,26 @@ def members(
     )
 
 
-# -- checks -------------------------------------------------------------------------------
-
-
 @dg.asset_check(asset=asset_key(MEMBERS), name="rows_equal_export_row_count", blocking=False)
 def members_equal_export_row_count(lake: LakeResource) -> dg.AssetCheckResult:
     """Each connection's latest export holds the rows its task announced."""
-    the_lake = lake.lake()
-    landed: dict[str, int] = {}
-    announced: dict[str, int] = {}
-    for path in the_lake.files(MEMBERS):  # sorted by day: the latest file of each wins
-        landed[path.stem] = pq.read_metadata(path).num_rows
-        announced[path.stem] = int(the_lake.read_metadata(path).get(EXPORT_ROW_COUNT, -1))
+    counts = export_row_counts(lake.lake())
     return dg.AssetCheckResult(
-        passed=landed == announced,
-        metadata={"rows_landed": landed, "export_row_count": announced},
+        passed=counts.passed,
+        metadata={"rows_landed": counts.landed, "export_row_count": counts.announced},
     )
-
-
-def _ids_per_connection(files: list, column: str) -> dict[str, set[int]]:
-    if not files:
-        return {}
-    table = read_columns(files, [column, "connection"])
-    found: dict[str, set[int]] = {}
-    for connection, row_id in zip(
-        table["connection"].to_pylist(), table[column].to_pylist(), strict=True
-    ):
-        found.setdefault(connection, set()).add(row_id)
-    return found
 
 
 @dg.asset_check(asset=asset_key(BROADCAST_REPORTS), name="one_report_per_broadcast", blocking=False)
 def one_report_per_broadcast(lake: LakeResource) -> dg.AssetCheckResult:
-    """The latest snapshots (the `datahub.broadcast_reports` view) hold one row for each
-    broadcast of the `broadcasts` snapshot, and none for another."""
-    the_lake = lake.lake()
-    listed = _ids_per_connection(the_lake.files(BROADCASTS), "id")
-    reported = _ids_per_connection(the_lake.files(BROADCAST_REPORTS), "broadcast_id")
-    connections = sorted(set(listed) | set(reported))
-    missing = {c: len(listed.get(c, set()) - reported.get(c, set())) for c in connections}
-    unknown = {c: len(reported.get(c, set()) - listed.get(c, set())) for c in connections}
+    """Every broadcast of the `broadcasts` snapshot has a report, and no report is of another."""
+    coverage = report_coverage(lake.lake())
     return dg.AssetCheckResult(
-        passed=not any(missing.values()) and not any(unknown.values()),
-        metadata={"broadcasts_without_report": missing, "reports_of_unknown_broadcasts": unknown},
+        passed=coverage.passed,
+        metadata={
+            "broadcasts_without_report": coverage.missing,
+            "reports_of_unknown_broadcasts": coverage.unknown,
+        },
     )
 
 

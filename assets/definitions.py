@@ -10,9 +10,9 @@ from dagster._core.storage.tags import (
 )
 
 from assets import comment, conversation, datahub, push, webhooks
-from assets.partitions import today
 from assets.resources import LakeResource, build_resources
 from pipelines.catalog import PULLED, refresh_warehouse
+from pipelines.landing import today
 from pipelines.settings import load_settings
 
 SERVICES = {"comment": comment, "conversation": conversation, "datahub": datahub}

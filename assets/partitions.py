@@ -1,9 +1,8 @@
-"""The daily partitions of time-based streams, and what 'today' means for the pipeline."""
+"""The daily partitions of time-based streams (today is `pipelines/landing.py`'s `today`)."""
 
 from __future__ import annotations
 
 import os
-from datetime import UTC, date, datetime
 
 import dagster as dg
 
@@ -16,8 +15,3 @@ daily = dg.DailyPartitionsDefinition(start_date=START_DATE, end_offset=1, timezo
 
 #: A backfill of any range is one run that fetches the range in one pass.
 single_run = dg.BackfillPolicy.single_run()
-
-
-def today() -> date:
-    """The services' day: UTC, the wall clock's."""
-    return datetime.now(UTC).date()

@@ -17,10 +17,10 @@ from dagster._core.storage.tags import (
 )
 
 from assets import definitions, webhooks
-from assets.partitions import today
 from assets.resources import build_resources
 from pipelines.catalog import refresh_warehouse
 from pipelines.lake import Lake, Stream
+from pipelines.landing import today
 from pipelines.settings import Settings, load_settings
 
 #: The console log level of sync runs (SYNC_LOG_LEVEL: DEBUG, INFO, WARNING, ERROR).

@@ -50,6 +50,11 @@ def pulled_at() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
+def today() -> date:
+    """The services' day: UTC, the wall clock's."""
+    return datetime.now(UTC).date()
+
+
 def _with_connection(rows: Rows, connection: str) -> Iterator[dict | pa.Table]:
     for row in rows:
         if isinstance(row, pa.Table):

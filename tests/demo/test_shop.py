@@ -17,7 +17,6 @@ import pyarrow.parquet as pq
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from assets.partitions import today
 from demo import SQL_DIR as DEMO_SQL
 from demo.shop import (
     BEHAVIOR_EVENTS,
@@ -31,6 +30,7 @@ from demo.shop import (
 )
 from pipelines.catalog import WAREHOUSE_STREAMS
 from pipelines.lake import Lake, Stream
+from pipelines.landing import today
 from pipelines.streams.datahub import MEMBERS
 from pipelines.warehouse import SQL_DIR, Warehouse
 from sandbox.app import build_app

@@ -10,8 +10,8 @@ import httpx
 import pytest
 
 from assets import comment
-from assets.partitions import today
 from pipelines.clients.comment import CommentClient
+from pipelines.landing import today
 from sandbox.faults import FaultSpec
 
 RANGE_START = "dagster/asset_partition_range_start"

@@ -25,9 +25,9 @@ from assets.conversation import (
     messages,
     teams,
 )
-from assets.partitions import today
 from pipelines.clients.conversation import ConversationService
 from pipelines.lake import Lake
+from pipelines.landing import today
 from pipelines.warehouse import SQL_DIR, Warehouse
 from sandbox.faults import FaultSpec
 from tests.pipelines.conftest import APIKEY

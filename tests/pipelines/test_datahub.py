@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import shutil
 import time
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, timedelta
 from pathlib import Path
 
 import dagster as dg
@@ -16,26 +16,22 @@ import pytest
 
 from assets.datahub import (
     ASSETS,
-    BROADCAST_REPORTS,
-    BROADCASTS,
     CHECKS,
-    MEMBERS,
-    STREAMS,
-    ExportMismatch,
     broadcast_reports,
     broadcasts,
     custom_fields,
     members,
     members_equal_export_row_count,
     one_report_per_broadcast,
-    report_window,
 )
-from assets.partitions import today
 from assets.resources import LakeResource
 from pipelines.catalog import WAREHOUSE_STREAMS
-from pipelines.clients.datahub import Broadcast, DataHub
+from pipelines.clients.datahub import DataHub
 from pipelines.jobs import JobDeadlineExceeded
 from pipelines.lake import Lake
+from pipelines.landing import today
+from pipelines.streams.datahub import BROADCAST_REPORTS, BROADCASTS, MEMBERS, STREAMS
+from pipelines.streams.datahub.export import ExportMismatch
 from pipelines.transport import ServiceError
 from pipelines.warehouse import SQL_DIR, Warehouse
 from sandbox.faults import FaultSpec
@@ -290,38 +286,7 @@ def test_daily_snapshots_repull_only_open_broadcasts(frozen_sandbox, sync_env, t
     assert all(latest[key] == day for key in snapshots[day])
 
 
-def at(day: date, hour: int = 12) -> datetime:
-    return datetime(day.year, day.month, day.day, hour, tzinfo=UTC)
-
-
 DAY = date(2026, 3, 31)
-
-
-@pytest.mark.parametrize(
-    ("sent", "created", "has_snapshot", "window"),
-    [
-        # Scheduled as of the day: a zero report of that day alone.
-        (DAY + timedelta(days=3), DAY - timedelta(days=1), False, (DAY, DAY)),
-        # Not created yet on the day: not in that day's snapshot.
-        (DAY + timedelta(days=3), DAY + timedelta(days=1), False, None),
-        # Open: from the sent day to the day.
-        (DAY - timedelta(days=10), DAY - timedelta(days=11), True, (DAY - timedelta(10), DAY)),
-        # Last day of the 60-day window, both ends included.
-        (DAY - timedelta(days=59), DAY - timedelta(days=60), True, (DAY - timedelta(59), DAY)),
-        # Closed and in the lake: keeps its last snapshot.
-        (DAY - timedelta(days=60), DAY - timedelta(days=61), True, None),
-        # Closed, never snapshotted: its whole window, cut to 60 days.
-        (
-            DAY - timedelta(days=200),
-            DAY - timedelta(days=201),
-            False,
-            (DAY - timedelta(200), DAY - timedelta(141)),
-        ),
-    ],
-)
-def test_report_window(sent, created, has_snapshot, window):
-    broadcast = Broadcast(id=1, sent_date=at(sent), created_at=at(created))
-    assert report_window(broadcast, DAY, has_snapshot) == window
 
 
 def test_checks_fail_on_a_lake_that_disagrees(tmp_path):

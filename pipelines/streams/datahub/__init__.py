@@ -1,7 +1,10 @@
 """The customer data hub's streams: what lands in the lake, column by column.
 
 The clients' models (`pipelines/clients/datahub.py`) say what the service answers; these
-say what the lake keeps of it. The assets (`assets/datahub.py`) land them.
+say what the lake keeps of it. How each stream's rows are fetched lives beside them
+(`snapshots.py`: custom fields and broadcasts; `reports.py`: the daily broadcast reports;
+`export.py`: members through the export task), as does what the checks compare
+(`checks.py`); the assets (`assets/datahub.py`) only run these and report to Dagster.
 """
 
 import pyarrow as pa

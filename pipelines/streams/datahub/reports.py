@@ -1,0 +1,76 @@
+"""The daily snapshots of each broadcast's report: which broadcasts a day's snapshot asks for,
+over which date range, and the rows they land as (`land_days` in `assets/landing.py`)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from datetime import date, timedelta
+
+from pipelines.clients.base import Connection
+from pipelines.clients.datahub import REPORT_MAX_DAYS, Broadcast, BroadcastReport, DataHub
+from pipelines.lake import Lake, read_columns
+from pipelines.streams.datahub import BROADCAST_REPORTS
+from pipelines.transport import Transport
+
+
+def report_window(broadcast: Broadcast, day: date, has_snapshot: bool) -> tuple[date, date] | None:
+    """The date range of `broadcast`'s report in `day`'s snapshot, or None to keep its last one.
+
+    From the sent day, cut to the 60-day limit (spec section 8); figures change only inside
+    that window, so a broadcast past it is re-read only while the lake holds no snapshot of it.
+    """
+    if broadcast.created_at is not None and broadcast.created_at.date() > day:
+        return None  # it did not exist yet on `day`
+    sent_day = broadcast.sent_date.date() if broadcast.sent_date else None
+    if sent_day is None or sent_day > day:
+        return day, day  # scheduled as of `day`: a zero report
+    last_day = sent_day + timedelta(days=REPORT_MAX_DAYS - 1)
+    if day <= last_day or not has_snapshot:
+        return sent_day, min(last_day, day)
+    return None
+
+
+def report_row(broadcast_id: int, report: BroadcastReport, window: tuple[date, date]) -> dict:
+    row = report.model_dump(include=set(BROADCAST_REPORTS.schema.names))
+    row.update(
+        broadcast_id=broadcast_id,
+        start_date=window[0],
+        end_date=window[1],
+        report=json.dumps(report.model_extra or {}, sort_keys=True, default=str),
+    )
+    return row
+
+
+def reported_broadcasts(lake: Lake, connection: str, except_days: Iterable[date]) -> set[int]:
+    """Broadcasts with a snapshot in the lake outside `except_days` (the days being
+    rewritten, whose snapshots are about to be replaced)."""
+    skip = set(except_days)
+    files = [
+        str(lake.path(BROADCAST_REPORTS, connection, day))
+        for day in lake.days(BROADCAST_REPORTS, connection)
+        if day not in skip
+    ]
+    if not files:
+        return set()
+    return set(read_columns(files, ["broadcast_id"])["broadcast_id"].to_pylist())
+
+
+def report_rows_by_day(
+    datahub: DataHub, lake: Lake, transport: Transport, connection: Connection, days: list[date]
+) -> Iterator[tuple[date, list[dict]]]:
+    """`land_days`' `rows_by_day` after the settings and the lake: one list of broadcasts,
+    then one report call for each broadcast a day's snapshot takes (`report_window`)."""
+    client = datahub.client(transport)
+    listed = client.list_broadcasts()
+    snapshotted = reported_broadcasts(lake, connection.name, days)
+    for day in days:  # oldest first: a broadcast's first snapshot lands on its first day
+        rows = []
+        for broadcast in listed:
+            window = report_window(broadcast, day, broadcast.id in snapshotted)
+            if window is None:
+                continue
+            report = client.get_broadcast_report(broadcast.id, *window)
+            rows.append(report_row(broadcast.id, report, window))
+            snapshotted.add(broadcast.id)
+        yield day, rows

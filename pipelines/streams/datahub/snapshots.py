@@ -1,0 +1,34 @@
+"""The data hub's snapshot streams: custom fields and broadcasts, each listed whole in one call
+and landed as the connection's file (`land_snapshot` in `assets/landing.py`).
+
+Each function has the shape of that loop's `rows_of(transport, connection)` after the
+service's settings (`DataHub`, for its path overrides); the loop adds the `connection` column.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from pipelines.clients.base import Connection
+from pipelines.clients.datahub import DataHub
+from pipelines.streams.datahub import BROADCASTS, CUSTOM_FIELD_OPTION, CUSTOM_FIELDS
+from pipelines.transport import Transport
+
+
+def custom_field_rows(
+    datahub: DataHub, transport: Transport, connection: Connection
+) -> Iterator[dict]:
+    # `active` unset lists archived fields too (spec section 4: null = all).
+    for field in datahub.client(transport).list_custom_fields(active=None):
+        row = field.model_dump(include=set(CUSTOM_FIELDS.schema.names))
+        if field.options is not None:
+            option_names = {option.name for option in CUSTOM_FIELD_OPTION}
+            row["options"] = [option.model_dump(include=option_names) for option in field.options]
+        yield row
+
+
+def broadcast_rows(
+    datahub: DataHub, transport: Transport, connection: Connection
+) -> Iterator[dict]:
+    for broadcast in datahub.client(transport).list_broadcasts():
+        yield broadcast.model_dump(include=set(BROADCASTS.schema.names))

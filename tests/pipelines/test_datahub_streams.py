@@ -1,0 +1,366 @@
+"""The data hub's streams without Dagster or the sandbox: which reports a day's snapshot asks
+for, how the export file is read and landed, and the checks' verdicts on lakes written by hand.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, date, datetime, timedelta
+
+import httpx
+import pyarrow.parquet as pq
+import pytest
+
+from pipelines.clients.base import Connection
+from pipelines.clients.datahub import Broadcast, DataHub
+from pipelines.lake import Lake
+from pipelines.streams.datahub import BROADCAST_REPORTS, BROADCASTS, MEMBERS
+from pipelines.streams.datahub import export as export_module
+from pipelines.streams.datahub.checks import export_row_counts, report_coverage
+from pipelines.streams.datahub.export import (
+    EXPORT_COLUMNS,
+    EXPORT_ROW_COUNT,
+    ExportMismatch,
+    land_member_export,
+    member_batches,
+)
+from pipelines.streams.datahub.reports import report_rows_by_day, report_window
+from pipelines.streams.datahub.snapshots import custom_field_rows
+from pipelines.transport import RetryPolicy, Transport, TruncatedBody
+
+DAY = date(2026, 3, 31)
+CONNECTION = Connection(name="default", base_url="http://hub", api_key="key")
+SETTINGS = DataHub(connections=[CONNECTION])
+
+
+def at(day: date, hour: int = 12) -> datetime:
+    return datetime(day.year, day.month, day.day, hour, tzinfo=UTC)
+
+
+def service(handle) -> tuple[Transport, list[httpx.Request]]:
+    """A transport to a fake data hub: `handle(request)` answers with JSON or a Response."""
+    calls: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        calls.append(request)
+        body = handle(request)
+        return body if isinstance(body, httpx.Response) else httpx.Response(200, json=body)
+
+    transport = Transport(
+        "http://hub",
+        {"apikey": "key"},
+        api_key="key",
+        retry=RetryPolicy(attempts=1),
+        http_transport=httpx.MockTransport(answer),
+    )
+    return transport, calls
+
+
+# -- custom fields ------------------------------------------------------------------------
+
+
+def test_custom_field_rows_list_archived_fields_with_their_options():
+    gold = {"id": 10, "key": "gold", "name": "Gold", "colour": "amber"}
+    fields = [
+        {"id": 1, "key": "tier", "type": "single_select", "active": False, "options": [gold]},
+        {"id": 2, "key": "note", "type": "text", "active": True, "options": None, "extra": "x"},
+    ]
+    transport, calls = service(lambda request: fields)
+
+    rows = list(custom_field_rows(SETTINGS, transport, CONNECTION))
+
+    assert [(c.url.path, dict(c.url.params)) for c in calls] == [("/cdh/v1/custom-fields/", {})]
+    assert rows[0]["active"] is False
+    assert rows[0]["options"] == [
+        {
+            "id": 10,
+            "key": "gold",
+            "name": "Gold",
+            "description": None,
+            "position": None,
+            "active": None,
+        }
+    ]
+    assert rows[1]["options"] is None
+    assert "extra" not in rows[1]
+
+
+# -- broadcast reports --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("sent", "created", "has_snapshot", "window"),
+    [
+        # Scheduled as of the day: a zero report of that day alone.
+        (DAY + timedelta(days=3), DAY - timedelta(days=1), False, (DAY, DAY)),
+        # Not created yet on the day: not in that day's snapshot.
+        (DAY + timedelta(days=3), DAY + timedelta(days=1), False, None),
+        # Open: from the sent day to the day.
+        (DAY - timedelta(days=10), DAY - timedelta(days=11), True, (DAY - timedelta(10), DAY)),
+        # Last day of the 60-day window, both ends included.
+        (DAY - timedelta(days=59), DAY - timedelta(days=60), True, (DAY - timedelta(59), DAY)),
+        # Closed and in the lake: keeps its last snapshot.
+        (DAY - timedelta(days=60), DAY - timedelta(days=61), True, None),
+        # Closed, never snapshotted: its whole window, cut to 60 days.
+        (
+            DAY - timedelta(days=200),
+            DAY - timedelta(days=201),
+            False,
+            (DAY - timedelta(200), DAY - timedelta(141)),
+        ),
+    ],
+)
+def test_report_window(sent, created, has_snapshot, window):
+    broadcast = Broadcast(id=1, sent_date=at(sent), created_at=at(created))
+    assert report_window(broadcast, DAY, has_snapshot) == window
+
+
+def broadcast(broadcast_id: int, sent: date, created: date) -> dict:
+    return {
+        "id": broadcast_id,
+        "sent_date": at(sent).isoformat(),
+        "created_at": at(created).isoformat(),
+    }
+
+
+def report_answer(request: httpx.Request, listed: list[dict]):
+    if request.url.path == "/v1/broadcasts":
+        return listed
+    return {"sent": 5, "open_count": 3, "clicks": 1, "segment_name": "all", "ctr": 0.2}
+
+
+def snapshot(lake: Lake, day: date, broadcast_ids: list[int]) -> None:
+    rows = [
+        dict.fromkeys(BROADCAST_REPORTS.schema.names) | {"broadcast_id": b, "connection": "default"}
+        for b in broadcast_ids
+    ]
+    lake.write(BROADCAST_REPORTS, "default", rows, day=day)
+
+
+def test_reports_are_asked_for_open_broadcasts_and_those_not_in_the_lake(tmp_path):
+    lake = Lake(tmp_path)
+    earlier, first, second = DAY - timedelta(days=5), DAY - timedelta(days=1), DAY
+    listed = [
+        broadcast(1, DAY - timedelta(days=10), DAY - timedelta(days=11)),  # open
+        broadcast(2, DAY - timedelta(days=100), DAY - timedelta(days=101)),  # closed, in lake
+        broadcast(3, DAY - timedelta(days=200), DAY - timedelta(days=201)),  # closed, not
+        broadcast(4, DAY + timedelta(days=3), DAY - timedelta(days=1)),  # scheduled
+        broadcast(5, DAY + timedelta(days=3), DAY),  # created on the second day
+        # Closed, its only snapshot on a day being rewritten: taken again.
+        broadcast(6, DAY - timedelta(days=90), DAY - timedelta(days=91)),
+    ]
+    snapshot(lake, earlier, [1, 2])
+    snapshot(lake, first, [6])
+    transport, calls = service(lambda request: report_answer(request, listed))
+
+    by_day = dict(report_rows_by_day(SETTINGS, lake, transport, CONNECTION, [first, second]))
+
+    asked = [
+        (c.url.path, c.url.params.get("start_date"), c.url.params.get("end_date")) for c in calls
+    ]
+    sent = {b["id"]: datetime.fromisoformat(b["sent_date"]).date() for b in listed}
+    report = "/v1/broadcasts/{}/report"
+    assert asked == [
+        ("/v1/broadcasts", None, None),
+        # First day: the open one, the closed one never snapshotted (its first 60 days, once),
+        # the scheduled one (a zero report of the day), and the one being rewritten.
+        (report.format(1), str(sent[1]), str(first)),
+        (report.format(3), str(sent[3]), str(sent[3] + timedelta(days=59))),
+        (report.format(4), str(first), str(first)),
+        (report.format(6), str(sent[6]), str(sent[6] + timedelta(days=59))),
+        # Second day: only what can still change, and the broadcast created that day.
+        (report.format(1), str(sent[1]), str(second)),
+        (report.format(4), str(second), str(second)),
+        (report.format(5), str(second), str(second)),
+    ]
+    assert [row["broadcast_id"] for row in by_day[first]] == [1, 3, 4, 6]
+    assert [row["broadcast_id"] for row in by_day[second]] == [1, 4, 5]
+    row = by_day[second][0]
+    assert (row["start_date"], row["end_date"]) == (sent[1], second)
+    assert (row["sent"], row["open_count"], row["clicks"]) == (5, 3, 1)
+    assert json.loads(row["report"]) == {"ctr": 0.2}
+
+
+# -- members export -----------------------------------------------------------------------
+
+
+def export_csv(rows: list[dict], header: list[str] | None = None) -> bytes:
+    header = header or ["member_id", *EXPORT_COLUMNS[1:], "not_in_schema"]
+    lines = [",".join(header)]
+    lines += [",".join(str(row.get(name, "")) for name in header) for row in rows]
+    return ("\ufeff" + "\r\n".join(lines) + "\r\n").encode()
+
+
+def in_chunks(content: bytes, size: int = 7):
+    return iter([content[i : i + size] for i in range(0, len(content), size)])
+
+
+def test_member_batches_read_columns_by_header_in_batches(monkeypatch):
+    monkeypatch.setattr(export_module, "EXPORT_BATCH_ROWS", 2)
+    # Columns in another order than the schema's, one the schema does not know.
+    header = ["not_in_schema", *reversed(EXPORT_COLUMNS)]
+    rows = [
+        {"member_id": n, "full_name": f"Member {n}", "not_in_schema": "x", "city": ""}
+        for n in (1, 2, 3)
+    ]
+
+    tables = list(member_batches(in_chunks(export_csv(rows, header)), "jp"))
+
+    assert [t.num_rows for t in tables] == [2, 1]
+    assert all(t.schema.equals(MEMBERS.schema) for t in tables)
+    first = tables[0].to_pylist()[0]
+    assert first["member_id"] == 1 and first["full_name"] == "Member 1"
+    assert first["connection"] == "jp"
+    assert first["city"] is None  # empty is null
+
+
+@pytest.mark.parametrize(
+    ("content", "error", "message"),
+    [
+        (b"", TruncatedBody, "empty, without its header"),
+        (b"member_id,full_name\r\n1,A\r\n", ExportMismatch, "lacks the columns"),
+        # A cut body: its last line short of fields.
+        (",".join(EXPORT_COLUMNS).encode() + b"\r\n1,Member 1", TruncatedBody, "line 2 has 2"),
+    ],
+)
+def test_member_batches_refuse_a_file_without_its_header_columns_or_cut(content, error, message):
+    with pytest.raises(error, match=message):
+        list(member_batches(in_chunks(content), "default"))
+
+
+def export_service(rows: list[dict], row_count: int):
+    """Start answers a pending task, the next look a finished one, then the file."""
+
+    def handle(request: httpx.Request):
+        if request.url.path == "/v1/members/export":
+            return {"id": 9, "category": "export_member", "status": "pending"}
+        if request.url.path == "/task/9":
+            result = {"row_count": row_count, "download_url": "http://elsewhere/file"}
+            return {"id": 9, "category": "export_member", "status": "success", "result": result}
+        assert request.url.path == "/v1/members/export/9/file"
+        return httpx.Response(200, content=export_csv(rows))
+
+    return service(handle)
+
+
+def test_member_export_lands_with_what_its_task_announced(tmp_path):
+    lake = Lake(tmp_path)
+    transport, calls = export_service([{"member_id": 1}, {"member_id": 2}], row_count=2)
+
+    landed = land_member_export(
+        SETTINGS, transport, lake, "default", today=lambda: DAY, pulled_at=lambda: "moment"
+    )
+
+    assert landed == 2
+    assert [(c.method, c.url.path) for c in calls] == [
+        ("POST", "/v1/members/export"),
+        ("GET", "/task/9"),
+        ("GET", "/v1/members/export/9/file"),
+    ]
+    path = lake.path(MEMBERS, "default", DAY)
+    assert pq.read_table(path)["member_id"].to_pylist() == [1, 2]
+    assert lake.read_metadata(path) == {
+        "pulled_at": "moment",
+        "export_task_id": "9",
+        EXPORT_ROW_COUNT: "2",
+    }
+
+
+def test_member_export_that_misses_announced_rows_does_not_land(tmp_path):
+    lake = Lake(tmp_path)
+    transport, _ = export_service([{"member_id": 1}], row_count=2)
+
+    with pytest.raises(ExportMismatch, match="held 1 rows, the task announced row_count 2"):
+        land_member_export(
+            SETTINGS, transport, lake, "default", today=lambda: DAY, pulled_at=lambda: "moment"
+        )
+
+    assert lake.files(MEMBERS) == []
+
+
+# -- checks -------------------------------------------------------------------------------
+
+
+def land_members(lake: Lake, connection: str, day: date, rows: int, announced: str | None):
+    members = [
+        dict.fromkeys(MEMBERS.schema.names) | {"member_id": n, "connection": connection}
+        for n in range(rows)
+    ]
+    metadata = {EXPORT_ROW_COUNT: announced} if announced is not None else {}
+    lake.write(MEMBERS, connection, members, day=day, metadata=metadata)
+
+
+def test_export_row_counts_pass_when_each_latest_file_holds_its_rows(tmp_path):
+    lake = Lake(tmp_path)
+    # An older file that disagreed is history: only the latest of each connection counts.
+    land_members(lake, "default", DAY - timedelta(days=1), 1, "3")
+    land_members(lake, "default", DAY, 2, "2")
+    land_members(lake, "jp", DAY, 1, "1")
+
+    counts = export_row_counts(lake)
+
+    assert counts.passed
+    assert counts.landed == counts.announced == {"default": 2, "jp": 1}
+
+
+@pytest.mark.parametrize(("rows", "announced", "recorded"), [(1, "2", 2), (1, None, -1)])
+def test_export_row_counts_fail_on_a_file_that_disagrees(tmp_path, rows, announced, recorded):
+    lake = Lake(tmp_path)
+    land_members(lake, "default", DAY, 1, "1")
+    land_members(lake, "jp", DAY, rows, announced)
+
+    counts = export_row_counts(lake)
+
+    assert not counts.passed
+    assert counts.landed == {"default": 1, "jp": rows}
+    assert counts.announced == {"default": 1, "jp": recorded}
+
+
+def test_export_row_counts_pass_on_an_empty_lake(tmp_path):
+    assert export_row_counts(Lake(tmp_path)).passed
+
+
+def land_broadcasts(lake: Lake, connection: str, ids: list[int]) -> None:
+    rows = [
+        dict.fromkeys(BROADCASTS.schema.names) | {"id": i, "connection": connection} for i in ids
+    ]
+    lake.write(BROADCASTS, connection, rows)
+
+
+def land_reports(lake: Lake, connection: str, day: date, ids: list[int]) -> None:
+    rows = [
+        dict.fromkeys(BROADCAST_REPORTS.schema.names)
+        | {"broadcast_id": i, "connection": connection}
+        for i in ids
+    ]
+    lake.write(BROADCAST_REPORTS, connection, rows, day=day)
+
+
+def test_report_coverage_passes_when_every_broadcast_has_a_report(tmp_path):
+    lake = Lake(tmp_path)
+    land_broadcasts(lake, "default", [1, 2, 3])
+    land_broadcasts(lake, "jp", [1])
+    # A closed broadcast's report stays on the day it was taken.
+    land_reports(lake, "default", DAY - timedelta(days=1), [1, 2])
+    land_reports(lake, "default", DAY, [1, 3])
+    land_reports(lake, "jp", DAY, [1])
+
+    coverage = report_coverage(lake)
+
+    assert coverage.passed
+    assert coverage.missing == coverage.unknown == {"default": 0, "jp": 0}
+
+
+def test_report_coverage_counts_missing_and_unknown_per_connection(tmp_path):
+    lake = Lake(tmp_path)
+    land_broadcasts(lake, "default", [1, 2, 3])
+    land_broadcasts(lake, "jp", [1])
+    land_reports(lake, "default", DAY, [1])
+    # Another connection's broadcast of the same id is not this one's.
+    land_reports(lake, "jp", DAY, [1, 2, 3])
+
+    coverage = report_coverage(lake)
+
+    assert not coverage.passed
+    assert coverage.missing == {"default": 2, "jp": 0}
+    assert coverage.unknown == {"default": 0, "jp": 2}
