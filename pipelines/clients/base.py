@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from typing import ClassVar
 from urllib.parse import quote
 
@@ -20,6 +21,11 @@ class Model(pydantic.BaseModel):
     """A response model: a field the service adds later is kept, never an error."""
 
     model_config = pydantic.ConfigDict(extra="allow")
+
+
+def parse_moment(text: str | None) -> datetime | None:
+    """An ISO 8601 date-time of a response, or None when the service gave none."""
+    return datetime.fromisoformat(text) if text else None
 
 
 def fill_path(template: str, **values: object) -> str:
