@@ -12,6 +12,7 @@ import pytest
 from assets import comment
 from pipelines.clients.comment import CommentClient
 from pipelines.landing import today
+from pipelines.streams import comment as streams
 from sandbox.faults import FaultSpec
 
 RANGE_START = "dagster/asset_partition_range_start"
@@ -77,14 +78,14 @@ def test_everything_lands_equal_to_the_truth(frozen_sandbox, sync_env):
     results = full_history(resources)
     scope = workspace_id(frozen_sandbox)
     truth = frozen_sandbox.truth()["comment"][scope]
-    for stream in comment.STREAMS:
+    for stream in streams.STREAMS:
         rows = landed(resources, stream)
         assert len(rows) == truth[stream.name], stream.name
         assert set(rows.fetchnumpy()["connection"]) == {"default"}
     for stream in ("trigger_logs", "activities", "accounts"):
         ids = {
             row[0]
-            for row in landed(resources, getattr(comment, stream.upper())).select("id").fetchall()
+            for row in landed(resources, getattr(streams, stream.upper())).select("id").fetchall()
         }
         assert ids == set(frozen_sandbox.truth_ids("comment", scope, stream)), stream
     checks = [e for r in results for e in r.get_asset_check_evaluations()]
@@ -99,13 +100,13 @@ def test_a_second_run_duplicates_nothing_and_asks_once_when_nothing_is_new(
 ):
     resources = sync_env(frozen_sandbox)
     full_history(resources)
-    before = len(landed(resources, comment.TRIGGER_LOGS))
+    before = len(landed(resources, streams.TRIGGER_LOGS))
     again = materialize(resources, [comment.trigger_logs], today() - timedelta(days=1), today())
     assert metadata(again, "requests")["requests"] == 1
     assert metadata(again, "requests")["unchanged_days"] == 2
     full_history(resources)
-    assert len(landed(resources, comment.TRIGGER_LOGS)) == before
-    ids = landed(resources, comment.TRIGGER_LOGS).select("id")
+    assert len(landed(resources, streams.TRIGGER_LOGS)) == before
+    ids = landed(resources, streams.TRIGGER_LOGS).select("id")
     assert len(ids) == len(ids.distinct())
 
 
@@ -126,8 +127,8 @@ def test_new_logs_cost_their_pages_and_land_before_the_landed_ones(start_sandbox
     clock.advance(landed_first * 60 / per_minute)  # yesterday and today fill up
     last = today()
     materialize(resources, [comment.trigger_logs], last - timedelta(days=364), last)
-    before = len(landed(resources, comment.TRIGGER_LOGS))
-    recent = landed(resources, comment.TRIGGER_LOGS).filter(f"date >= '{last - timedelta(1)}'")
+    before = len(landed(resources, streams.TRIGGER_LOGS))
+    recent = landed(resources, streams.TRIGGER_LOGS).filter(f"date >= '{last - timedelta(1)}'")
     assert len(recent) > 800  # re-reading the two days would cost 4 pages more at least
     # Just past an arrival: the next one is 30 s of wall time away, after the sync.
     due = int(clock.elapsed() * per_minute / 60) + arrivals
@@ -139,7 +140,7 @@ def test_new_logs_cost_their_pages_and_land_before_the_landed_ones(start_sandbox
     result = materialize(resources, [comment.trigger_logs], last - timedelta(days=1), last)
     assert metadata(result, "requests")["requests"] == new // 200 + 1
     assert sorted(sandbox.truth_ids("comment", scope, "trigger_logs")) == truth  # none arrived
-    rows = landed(resources, comment.TRIGGER_LOGS)
+    rows = landed(resources, streams.TRIGGER_LOGS)
     assert sorted(row_id for (row_id,) in rows.select("id").fetchall()) == truth
     checks = result.get_asset_check_evaluations()
     assert all(e.passed for e in checks if e.check_name != "logs_match_daily_stats")
@@ -161,7 +162,7 @@ def test_a_backfill_of_old_days_costs_its_rows_not_the_history(frozen_sandbox, s
         metadata(result, "requests")["requests"]
         <= 1 + math.ceil(math.log2(pages)) + math.ceil(rows / 200) + 1
     )
-    days = {row[0] for row in landed(resources, comment.TRIGGER_LOGS).select("date").fetchall()}
+    days = {row[0] for row in landed(resources, streams.TRIGGER_LOGS).select("date").fetchall()}
     assert min(days) == first and max(days) == last
 
 
@@ -190,7 +191,7 @@ def test_faults_do_not_change_the_result(start_sandbox, sync_env):
     resources = sync_env(sandbox)
     full_history(resources)
     truth = sandbox.truth()["comment"][workspace_id(sandbox)]
-    for stream in comment.STREAMS:
+    for stream in streams.STREAMS:
         assert len(landed(resources, stream)) == truth[stream.name], stream.name
     injected = sandbox.app.sandbox.faults.injected
     assert {"rate", "drop", "truncate"} <= set(injected)  # faults really happened
@@ -225,7 +226,7 @@ def test_paging_drift_loses_and_doubles_nothing(start_sandbox, sync_env, monkeyp
     monkeypatch.setattr(CommentClient, "logs", shifting_logs)
     materialize(resources, [comment.trigger_logs], today() - timedelta(days=364), today())
     after = set(sandbox.truth_ids("comment", scope, "trigger_logs"))
-    rows = landed(resources, comment.TRIGGER_LOGS).select("id, activity_id").fetchall()
+    rows = landed(resources, streams.TRIGGER_LOGS).select("id, activity_id").fetchall()
     ids = [row_id for row_id, _ in rows]
     assert len(ids) == len(set(ids)), "a row landed twice"
     assert (before & after) <= set(ids), "a row that existed throughout was lost"
@@ -267,7 +268,7 @@ def test_account_token_warning_and_workspace_fields(frozen_sandbox, sync_env, st
     # the sandbox's first Instagram account expires within 7 days (sandbox/README.md)
     assert not checks["tokens_not_expiring"].passed
     assert checks["tokens_not_expiring"].severity == dg.AssetCheckSeverity.WARN
-    row = landed(resources, getattr(comment, stream.upper())).fetchall()
+    row = landed(resources, getattr(streams, stream.upper())).fetchall()
     assert row
 
 
@@ -282,6 +283,6 @@ def test_a_platform_that_keeps_failing_reports_the_account_not_the_run(start_san
         e for e in result.get_asset_materialization_events() if e.asset_key == comment.posts.key
     )
     failed = posts.materialization.metadata["failed_accounts"].value
-    accounts = len(landed(resources, comment.ACCOUNTS))
+    accounts = len(landed(resources, streams.ACCOUNTS))
     assert len(failed) == accounts * 2  # posts and stories of every account
-    assert len(landed(resources, comment.POSTS)) == 0
+    assert len(landed(resources, streams.POSTS)) == 0

@@ -1,7 +1,9 @@
 """The comment automation service's streams: what lands in the lake, column by column.
 
 The clients' models (`pipelines/clients/comment.py`) say what the service answers; these
-say what the lake keeps of it. The assets (`assets/comment.py`) land them.
+say what the lake keeps of it. How each stream's rows are fetched lives beside them
+(`snapshots.py`, `trigger_logs.py`, `daily_stats.py`), and what its checks compare
+(`checks.py`); the assets (`assets/comment.py`) only run them through Dagster.
 """
 
 import pyarrow as pa

@@ -1,0 +1,267 @@
+"""How a pull of trigger logs reads only what changed since the last one.
+
+The service lists the logs of its window newest first, by `page`/`limit`, with the list's
+`total` (`pipelines/clients/comment.py`); the lake keeps one file per UTC day, in that same
+newest-first order (`pipelines/lake.py`). A pull of a range of days goes one of three ways:
+
+- Nothing new: a range that ends today compares the lake's `Fingerprint` of its days
+  (rows, newest id) with the first page's. Equal, every day is left as landed: one request.
+- New logs at the head only: the service's total grew by exactly the logs listed before
+  the newest landed one. Only the pages up to it are read (`new_at_head`), and each day
+  that got some is its new logs before its landed ones (`merged_days`).
+- Anything else (a log vanished, the list moved, a backfill of older days): the range is
+  paged once, whole (`paged_days`), from the first page holding its last day, and each day
+  is yielded whole as its pages arrive.
+
+`trigger_log_days` chooses among them; it is the row function of the `trigger_logs` asset
+(`assets/comment.py`), for `land_days` (`assets/landing.py`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Iterator
+from datetime import UTC, date, datetime, time, timedelta
+from itertools import groupby, repeat
+from operator import attrgetter
+from typing import NamedTuple
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from pipelines.clients.base import Connection
+from pipelines.clients.comment import (
+    LOG_SCHEMA,
+    LOGS_MAX_DAYS,
+    LOGS_PAGE_LIMIT,
+    CommentClient,
+    LogTable,
+)
+from pipelines.lake import Lake
+from pipelines.paging import Page, first_page_holding, offset_pages
+from pipelines.streams.comment import TRIGGER_LOGS
+from pipelines.streams.comment.served import served_since
+from pipelines.transport import Transport
+
+#: UTC days as whole numbers: seconds since the epoch // SECONDS_A_DAY.
+SECONDS_A_DAY = 86_400
+EPOCH = date(1970, 1, 1)
+
+#: A day of the range and its logs (tables of `LOG_SCHEMA`, newest first), or None when
+#: its landed file already holds them: what `land_days` takes.
+DayLogs = tuple[date, Iterable[pa.Table] | None]
+
+
+class Fingerprint(NamedTuple):
+    """Some days of the list in two figures. Logs only arrive at the head, so while the
+    rows and the newest id stay the same, so does every log of the days."""
+
+    rows: int
+    newest_id: str | None
+
+    @classmethod
+    def of_first_page(cls, first: LogTable) -> Fingerprint:
+        """The service's side, from the first page of its window: its total, its first id."""
+        newest = first.logs["id"][0].as_py() if first.logs.num_rows else None
+        return cls(first.total, newest)
+
+
+class DayPiece(NamedTuple):
+    """A run of one page's logs that fall on one UTC day, newest first."""
+
+    day: date
+    logs: pa.Table
+
+
+class _Listed(NamedTuple):
+    """A log as paging handles it: its id (to drop one read twice after a shift) and its
+    `created_at` in seconds since the epoch (to stop past the range); the log itself stays
+    in its page's table, at `index`, until its day's piece is cut out of it."""
+
+    id: str
+    moment: int
+    page: pa.Table
+    index: int
+
+
+def trigger_log_days(
+    transport: Transport,
+    connection: Connection,
+    days: list[date],
+    *,
+    lake: Lake,
+    today: date,
+    log: Callable[[str], None],
+) -> Iterator[DayLogs]:
+    """Each day of `days` (oldest first, none before the window the service serves) with its
+    logs, read the cheapest way the lake allows (see the module's docstring); `today` is
+    the service's day, `log` reports which way was taken."""
+    client = CommentClient(transport)
+    window_days = served_since(days, LOGS_MAX_DAYS, "Trigger logs", today)
+    first = client.log_table(days=window_days, page=0)
+    if days[-1] == today:
+        landed = landed_fingerprint(lake, connection.name, days)
+        if landed == Fingerprint.of_first_page(first):
+            log(f"trigger logs [{connection.name}]: nothing new since the last pull")
+            for day in days:
+                yield day, None
+            return
+        head = None if landed is None else new_at_head(client, window_days, first, landed)
+        if head is not None:
+            head_days = pc.cast(head["created_at"], pa.date32())
+            if set(head_days.to_pylist()) <= set(days):
+                log(f"trigger logs [{connection.name}]: {head.num_rows} new since the last pull")
+                yield from merged_days(lake, connection.name, days, head, head_days)
+                return
+    yield from paged_days(client, window_days, first, days)
+
+
+def landed_fingerprint(lake: Lake, connection: str, days: list[date]) -> Fingerprint | None:
+    """The lake's side, or None if one of the days was never landed. The files keep the
+    service's newest-first order, so the newest id is the newest day's first row."""
+    rows, newest = 0, None
+    for day in sorted(days, reverse=True):
+        path = lake.path(TRIGGER_LOGS, connection, day)
+        if not path.exists():
+            return None
+        landed = pq.ParquetFile(path)
+        rows += landed.metadata.num_rows
+        if newest is None and landed.metadata.num_rows:
+            newest = landed.read_row_group(0, columns=["id"]).column("id")[0].as_py()
+    return Fingerprint(rows, newest)
+
+
+def new_at_head(
+    client: CommentClient, window_days: int, first: LogTable, landed: Fingerprint
+) -> pa.Table | None:
+    """The logs listed before the newest landed one, when they are all that changed: the
+    service's total grew by exactly their number, and it stayed put while they were read.
+    None otherwise (a log vanished, or the list moved): the caller pages the range whole."""
+    new = first.total - landed.rows
+    if landed.newest_id is None or new <= 0:
+        return None
+    pages = [first.logs]
+    # The newest landed log sits at position `new`: read the pages up to it, no further.
+    for page in range(1, new // LOGS_PAGE_LIMIT + 1):
+        answer = client.log_table(days=window_days, page=page)
+        if answer.total != first.total:
+            return None
+        pages.append(answer.logs)
+    listed = pa.concat_tables(pages)
+    if listed.num_rows <= new or listed["id"][new].as_py() != landed.newest_id:
+        return None
+    head = listed.slice(0, new)
+    return head if pc.count_distinct(head["id"]).as_py() == new else None
+
+
+def merged_days(
+    lake: Lake, connection: str, days: list[date], head: pa.Table, head_days: pa.Array
+) -> Iterator[DayLogs]:
+    """Each day of `days` that got new logs (`head_days`: the UTC day of each): its new logs,
+    newest first, before its landed ones (the files keep the service's order); the other
+    days unchanged."""
+    for day in days:
+        new = head.filter(pc.equal(head_days, pa.scalar(day, pa.date32())))
+        if not new.num_rows:
+            yield day, None
+            continue
+        landed = pq.read_table(lake.path(TRIGGER_LOGS, connection, day), columns=LOG_SCHEMA.names)
+        yield day, [new, landed]
+
+
+def paged_days(
+    client: CommentClient, window_days: int, first: LogTable, days: list[date]
+) -> Iterator[DayLogs]:
+    """Page the newest-first list once for the whole range, yielding each day whole. Each
+    day streams into its file as its pages arrive: memory holds a row group, never a day or
+    the history."""
+    start = datetime.combine(days[0], time.min, UTC)
+    end = datetime.combine(days[-1] + timedelta(days=1), time.min, UTC)
+    pages = math.ceil(first.total / LOGS_PAGE_LIMIT)
+    start_page = 0
+    if end < datetime.now(UTC) and pages > 1:
+        # A backfill of older days skips the newer pages by binary search.
+        def first_moment(page: int) -> datetime | None:
+            listed = client.log_table(days=window_days, page=page * LOGS_PAGE_LIMIT, limit=1)
+            return listed.logs["created_at"][0].as_py() if listed.logs.num_rows else None
+
+        start_page = first_page_holding(
+            first_moment, pages=pages, is_after_window=lambda moment: moment >= end
+        )
+    listing = _Listing(client, window_days, first)
+    pieces = day_pieces(
+        listing.fetch,
+        start_page=start_page,
+        start_at=int(start.timestamp()),
+        end_at=int(end.timestamp()),
+    )
+    for day, same_day in groupby(pieces, key=attrgetter("day")):
+        yield day, (piece.logs for piece in same_day)
+
+
+class _Listing:
+    """The list's pages as `offset_pages` fetches them. The first page, already read to
+    choose the way, is used once; a later look at page 0 (after a shift) asks again."""
+
+    def __init__(self, client: CommentClient, window_days: int, first: LogTable) -> None:
+        self._client = client
+        self._window_days = window_days
+        self._unused_first: LogTable | None = first
+
+    def fetch(self, page: int) -> Page[_Listed]:
+        # Read-ahead threads fetch only pages after the current one, never page 0.
+        if page == 0 and self._unused_first is not None:
+            answer, self._unused_first = self._unused_first, None
+        else:
+            answer = self._client.log_table(days=self._window_days, page=page)
+        table = answer.logs
+        ids = table["id"].to_pylist()
+        moments = pc.cast(table["created_at"], pa.int64()).to_pylist()
+        return Page(
+            list(map(_Listed, ids, moments, repeat(table), range(table.num_rows))), answer.total
+        )
+
+
+def day_pieces(
+    fetch: Callable[[int], Page[_Listed]], *, start_page: int, start_at: int, end_at: int
+) -> Iterator[DayPiece]:
+    """The logs of [`start_at`, `end_at`) (seconds since the epoch), newest first, as runs of
+    one page on one day; a repeat after a shift of the list is dropped by id."""
+    last_day: int | None = None
+    for batch in offset_pages(
+        fetch,
+        limit=LOGS_PAGE_LIMIT,
+        row_id=attrgetter("id"),
+        start_page=start_page,
+        stop=lambda listed: listed.moment < start_at,
+    ):
+        run_day: int | None = None
+        run: list[_Listed] = []
+        for listed in batch:
+            if listed.moment >= end_at:
+                continue
+            day = listed.moment // SECONDS_A_DAY
+            if last_day is not None and day > last_day:
+                # Arrived at the head after its day was landed (seen again after a step
+                # back): the next run re-pulls that day; landing it would replace the day.
+                continue
+            last_day = day
+            if day != run_day:
+                if run:
+                    yield _piece(run_day, run)
+                run_day, run = day, []
+            run.append(listed)
+        if run:
+            yield _piece(run_day, run)
+
+
+def _piece(day: int, run: list[_Listed]) -> DayPiece:
+    """The logs of `run` (of one page, on UTC day number `day`) as a table: a slice when
+    they are a whole run of the page (as they mostly are), else a `take`."""
+    first = run[0]
+    if run[-1].index - first.index + 1 == len(run):
+        logs = first.page.slice(first.index, len(run))
+    else:
+        logs = first.page.take([listed.index for listed in run])
+    return DayPiece(EPOCH + timedelta(days=day), logs)
