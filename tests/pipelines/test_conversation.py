@@ -13,21 +13,13 @@ import duckdb
 import httpx
 import pytest
 
-import assets.conversation as conversation_assets
-from assets.conversation import (
-    ASSETS,
-    CHECKS,
-    MESSAGES,
-    STREAMS,
-    _land_backup,
-    assignments,
-    members,
-    messages,
-    teams,
-)
+from assets.conversation import ASSETS, CHECKS, assignments, members, messages, teams
 from pipelines.clients.conversation import ConversationService
 from pipelines.lake import Lake
 from pipelines.landing import today
+from pipelines.streams.conversation import MESSAGES, STREAMS, backups
+from pipelines.streams.conversation.backups import land_backup
+from pipelines.streams.conversation.checks import rows_match_backup
 from pipelines.warehouse import SQL_DIR, Warehouse
 from sandbox.faults import FaultSpec
 from tests.pipelines.conftest import APIKEY
@@ -374,7 +366,7 @@ def test_the_csv_is_read_across_any_chunk_boundaries(tmp_path):
     chunks = [body[i : i + 3] for i in range(0, len(body), 3)]
     lake = Lake(tmp_path)
     days = [date(2026, 1, 1), date(2026, 1, 2), date(2026, 1, 3)]
-    landed = _land_backup(lake, "default", days, chunks)
+    landed = land_backup(lake, "default", days, chunks)
     assert landed.file_rows == 3 and landed.rows == 3
     assert landed.rows_per_day == {days[0]: 1, days[1]: 2, days[2]: 0}
     rows = duckdb.sql(
@@ -389,7 +381,7 @@ def test_the_csv_is_read_across_any_chunk_boundaries(tmp_path):
 
 
 def test_a_backup_file_out_of_order_is_refused(tmp_path, monkeypatch):
-    monkeypatch.setattr(conversation_assets, "CSV_BLOCK_BYTES", 200)  # one row per block
+    monkeypatch.setattr(backups, "CSV_BLOCK_BYTES", 200)  # one row per block
     text = "x" * 120
     body = _csv(
         [
@@ -400,4 +392,27 @@ def test_a_backup_file_out_of_order_is_refused(tmp_path, monkeypatch):
         ]
     )
     with pytest.raises(ValueError, match="not oldest first: 2026-01-02 came back"):
-        _land_backup(Lake(tmp_path), "default", [date(2026, 1, 1), date(2026, 1, 2)], [body])
+        land_backup(Lake(tmp_path), "default", [date(2026, 1, 1), date(2026, 1, 2)], [body])
+
+
+def test_rows_match_backup_compares_each_region_over_the_range(tmp_path):
+    lake = Lake(tmp_path)
+    days = [date(2026, 1, 1), date(2026, 1, 2)]
+    body = _csv(
+        [
+            HEADER,
+            _message("a", "x", "2026-01-01T10:00:00+00:00"),
+            _message("b", "y", "2026-01-02T10:00:00+00:00"),
+        ]
+    )
+    land_backup(lake, "default", days, [body])
+    verdict = rows_match_backup(lake, ["default", "jp"], *days, {"default": 2, "jp": 0})
+    assert verdict.passed
+    assert verdict.figures == {
+        "rows_in_lake": {"default": 2, "jp": 0},
+        "backup_rows": {"default": 2, "jp": 0},
+        "first_day": "2026-01-01",
+    }
+    # A day of the range lost from the lake: its rows no longer add up.
+    lake.drop(MESSAGES, "default", days[1])
+    assert not rows_match_backup(lake, ["default"], *days, {"default": 2}).passed

@@ -1,7 +1,10 @@
 """The conversation service's streams: what lands in the lake, column by column.
 
 The clients' models (`pipelines/clients/conversation.py`) say what the service answers; these
-say what the lake keeps of it. The assets (`assets/conversation.py`) land them.
+say what the lake keeps of it. The modules beside this one say how each stream is pulled and
+checked, without Dagster: `directory.py` (channels, teams, users), `backups.py` (messages),
+`members.py` (members and assignments) and `checks.py`. The assets (`assets/conversation.py`)
+run them.
 """
 
 import pyarrow as pa

@@ -1,0 +1,225 @@
+"""Messages: one backup per region for a run's whole range of days, its CSV file landed day
+by day as it downloads (a backfill is one backup, not one per day)."""
+
+import io
+import itertools
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, time, timedelta
+from functools import partial
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from pipelines.clients.conversation import ConversationService
+from pipelines.lake import Lake
+from pipelines.landing import pulled_at
+from pipelines.streams.conversation import MESSAGES
+from pipelines.transport import CallStats
+
+#: Bytes of the backup file parsed at a time (Arrow's CSV block).
+CSV_BLOCK_BYTES = 1 << 20
+BACKUP_COLUMNS = [name for name in MESSAGES.schema.names if name != "connection"]
+#: Empty in the file for text messages; null in the lake (spec section 9: image messages only).
+IMAGE_COLUMNS = ("url", "mime_type")
+
+
+class _Chunks(io.RawIOBase):
+    """A read-only file over the download's chunks, for Arrow's streaming CSV reader; counts
+    the file's records as they pass (see `_RecordCounter`)."""
+
+    def __init__(self, chunks: Iterable[bytes]) -> None:
+        self._chunks = iter(chunks)
+        self._pending = b""
+        self.records = _RecordCounter()
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        while not self._pending:
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                return 0
+            self.records.feed(chunk)
+            self._pending = chunk
+        size = min(len(buffer), len(self._pending))
+        buffer[:size] = self._pending[:size]
+        self._pending = self._pending[size:]
+        return size
+
+
+class _RecordCounter:
+    """The file's data rows, counted from its bytes (line ends outside quotes, RFC 4180)
+    independently of the parser: a row the parser got wrong shows as a mismatch."""
+
+    def __init__(self) -> None:
+        self._line_ends = 0
+        self._quoted = False
+        self._open_line = False
+
+    def feed(self, chunk: bytes) -> None:
+        if not chunk:
+            return
+        # Quotes toggle the state; an escaped quote ("") toggles it twice.
+        for index, part in enumerate(chunk.split(b'"')):
+            if index:
+                self._quoted = not self._quoted
+            if not self._quoted:
+                self._line_ends += part.count(b"\n")
+        self._open_line = not chunk.endswith(b"\n")
+
+    @property
+    def rows(self) -> int:
+        return max(0, self._line_ends + self._open_line - 1)  # minus the header
+
+
+def _message_tables(file: io.RawIOBase, connection: str) -> Iterator[tuple[date, pa.Table]]:
+    """(day, rows of that day) pieces of the backup file in file order, a block at a time."""
+    reader = pacsv.open_csv(
+        io.BufferedReader(file),
+        read_options=pacsv.ReadOptions(block_size=CSV_BLOCK_BYTES),
+        # Texts hold commas, quotes and line breaks (sandbox README: backup file).
+        parse_options=pacsv.ParseOptions(newlines_in_values=True),
+        convert_options=pacsv.ConvertOptions(
+            column_types={f.name: f.type for f in MESSAGES.schema if f.name != "connection"},
+            include_columns=BACKUP_COLUMNS,
+        ),
+    )
+    for batch in reader:
+        table = pa.Table.from_batches([batch])
+        for name in IMAGE_COLUMNS:
+            column = table[name]
+            blank = pc.equal(column, "")
+            index = table.schema.get_field_index(name)
+            table = table.set_column(index, name, pc.if_else(blank, None, column))
+        table = table.append_column("connection", pa.repeat(connection, table.num_rows))
+        days = pc.cast(table["timestamp"], pa.date32())
+        for day in pc.unique(days).to_pylist():
+            yield day, table.filter(pc.equal(days, day))
+
+
+@dataclass
+class BackupLanded:
+    file_rows: int = 0
+    rows_per_day: dict[date, int] = field(default_factory=dict)
+    #: Days whose landed file already held exactly these rows: left as they were, so the
+    #: members of their messages are not looked up again (`members.plan_members`).
+    unchanged_days: list[date] = field(default_factory=list)
+
+    @property
+    def rows(self) -> int:
+        return sum(self.rows_per_day.values())
+
+
+def _already_landed(lake: Lake, connection: str, day: date, table: pa.Table) -> bool:
+    path = lake.path(MESSAGES, connection, day)
+    if not path.exists():
+        return False
+    landed = pq.ParquetFile(path)
+    if landed.metadata.num_rows != table.num_rows:
+        return False
+    return landed.read().equals(table, check_metadata=False)
+
+
+def land_backup(
+    lake: Lake, connection: str, days: list[date], chunks: Iterable[bytes]
+) -> BackupLanded:
+    """Write the file's days to their partitions as it streams. The file is oldest first, so
+    one day is in memory at a time; a day of the range without messages gets an empty file.
+    A day equal to what is landed is not written again."""
+    file = _Chunks(chunks)
+    landed = BackupLanded()
+    wanted = set(days)
+    for day, pieces in itertools.groupby(_message_tables(file, connection), key=lambda p: p[0]):
+        if day in landed.rows_per_day:
+            raise ValueError(f"the backup file is not oldest first: {day} came back")
+        if day not in wanted:
+            continue  # outside the range asked for: not landed, so the counts will differ
+        table = pa.concat_tables(piece for _, piece in pieces)
+        table = table.select(MESSAGES.schema.names).cast(MESSAGES.schema)
+        landed.rows_per_day[day] = table.num_rows
+        if _already_landed(lake, connection, day, table):
+            landed.unchanged_days.append(day)
+            continue
+        with lake.writer(MESSAGES, connection, day, {"pulled_at": pulled_at()}) as out:
+            out.write_table(table)
+    for day in sorted(wanted - landed.rows_per_day.keys()):
+        landed.rows_per_day[day] = 0
+        empty = MESSAGES.schema.empty_table()
+        if _already_landed(lake, connection, day, empty):
+            landed.unchanged_days.append(day)
+        else:
+            lake.write(MESSAGES, connection, [], day=day, metadata={"pulled_at": pulled_at()})
+    landed.file_rows = file.records.rows
+    return landed
+
+
+def backup_window(days: list[date]) -> tuple[datetime, datetime]:
+    """[first day 00:00 UTC, the day after the last 00:00 UTC): the backup's window."""
+    return (
+        datetime.combine(days[0], time(), UTC),
+        datetime.combine(days[-1] + timedelta(days=1), time(), UTC),
+    )
+
+
+@dataclass
+class BackupsPulled:
+    """What `pull_backups` landed, region by region, and the requests it took."""
+
+    days: list[date]
+    landed: dict[str, BackupLanded] = field(default_factory=dict)
+    backup_ids: dict[str, int] = field(default_factory=dict)
+    stats: CallStats = field(default_factory=CallStats)
+
+    @property
+    def differ(self) -> list[str]:
+        """The regions whose landed rows are not their backup file's: a row was misread, or
+        the file held rows outside the range."""
+        return sorted(
+            name for name, result in self.landed.items() if result.rows != result.file_rows
+        )
+
+    def figures(self) -> dict:
+        landed, days = self.landed, self.days
+        return {
+            "rows": sum(result.rows for result in landed.values()),
+            "rows_per_connection": {name: result.rows for name, result in landed.items()},
+            "backup_rows": sum(result.file_rows for result in landed.values()),
+            "backup_rows_per_connection": {name: r.file_rows for name, r in landed.items()},
+            "backup_ids": self.backup_ids,
+            "days": len(days),
+            "unchanged_days": sum(len(result.unchanged_days) for result in landed.values()),
+            "first_day": days[0].isoformat(),
+            "last_day": days[-1].isoformat(),
+            **self.stats.as_metadata(),
+        }
+
+
+def pull_backups(
+    service: ConversationService, lake: Lake, days: list[date], log: Callable[[str], None]
+) -> BackupsPulled:
+    """Each region's messages of `days` (oldest first), through one backup: triggered, waited
+    for, and landed as its file downloads."""
+    started_at, ended_at = backup_window(days)
+    pulled = BackupsPulled(days)
+    for connection in service.connections:
+        with service.transport(connection, pulled.stats) as transport:
+            client = service.client(transport)
+            backup_id = client.trigger_messages_backup(started_at, ended_at).backup_id
+            pulled.backup_ids[connection.name] = backup_id
+            log(
+                f"{MESSAGES.relation} [{connection.name}]: backup {backup_id} of "
+                f"{started_at.isoformat()} to {ended_at.isoformat()}"
+            )
+            client.wait_for_backup(backup_id)
+            pulled.landed[connection.name] = client.download_backup(
+                backup_id, partial(land_backup, lake, connection.name, days)
+            )
+        log(
+            f"{MESSAGES.relation} [{connection.name}]: {pulled.landed[connection.name].rows} "
+            f"rows over {len(days)} day(s)"
+        )
+    return pulled

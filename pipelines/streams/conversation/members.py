@@ -1,0 +1,203 @@
+"""Members and assignments: looked up by id, for the (channel, member) pairs seen in the
+landed messages; the service offers no list of them.
+
+Each connection's snapshot is rebuilt on every pull, but only the members with new messages
+are looked up again (`plan_members`); the others keep their row from the last snapshot.
+"""
+
+from collections import Counter
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+
+from pipelines.clients.base import Connection
+from pipelines.clients.conversation import ConversationClient, ConversationService
+from pipelines.lake import QUERY_SETTINGS, Lake, Stream
+from pipelines.streams.conversation import MEMBERS, MESSAGES
+from pipelines.streams.conversation.directory import record_row
+from pipelines.transport import ServiceError, Transport
+
+#: Members looked up per batch of the ones seen in messages: bounds what is in flight.
+MEMBER_BATCH = 1000
+MEMBERS_SEEN = "SELECT DISTINCT channel_id, member_id FROM read_parquet($files)"
+#: Snapshot metadata: the newest message file (mtime, ns) whose members the snapshot holds.
+MESSAGES_THROUGH = "messages_through_ns"
+
+#: One row of a per-member stream: `row_of(client, channel_id, member_id)`.
+RowOf = Callable[[ConversationClient, int, int], dict]
+
+
+def _message_files(lake: Lake, connection: str) -> list[str]:
+    return [str(lake.path(MESSAGES, connection, day)) for day in lake.days(MESSAGES, connection)]
+
+
+def count_members_seen(lake: Lake, connection: str) -> int:
+    """The distinct (channel, member) pairs of the connection's landed messages."""
+    files = _message_files(lake, connection)
+    if not files:
+        return 0
+    with duckdb.connect(config=QUERY_SETTINGS) as con:
+        query = f"SELECT count(*) FROM ({MEMBERS_SEEN})"
+        [(count,)] = con.execute(query, {"files": files}).fetchall()
+    return count
+
+
+def _message_file_times(lake: Lake, connection: str) -> dict[str, int]:
+    """The connection's message files and when each was last written (ns)."""
+    return {p: Path(p).stat().st_mtime_ns for p in _message_files(lake, connection)}
+
+
+@dataclass
+class MemberPlan:
+    """One connection's members snapshot: whom to look up, whose rows to keep as they are
+    (SQL over the temporary tables `plan_members` made in `con`)."""
+
+    con: duckdb.DuckDBPyConnection
+    lookups_sql: str
+    kept_sql: str | None
+
+    def kept(self, batch_rows: int = MEMBER_BATCH) -> Iterator[pa.Table]:
+        """The last snapshot's rows that stay, without `connection`, a batch at a time."""
+        if self.kept_sql is None:
+            return
+        for batch in self.con.sql(self.kept_sql).to_arrow_reader(batch_rows):
+            yield pa.Table.from_batches([batch])
+
+    def lookups(self, batch_rows: int = MEMBER_BATCH) -> Iterator[list[tuple[int, int]]]:
+        """The (channel_id, member_id) pairs to look up, in order, a batch at a time."""
+        pending = self.con.execute(self.lookups_sql)
+        while batch := pending.fetchmany(batch_rows):
+            yield batch
+
+
+@contextmanager
+def plan_members(
+    lake: Lake, stream: Stream, connection: str, everyone: bool
+) -> Iterator[MemberPlan]:
+    """A member is looked up when they are in a message file landed since the previous
+    snapshot, or were not in it; everyone else keeps their row. So a sync with no new
+    messages makes no lookups, and one with new messages looks up only their members.
+    `everyone` (or a snapshot without the marker) looks up every member seen."""
+    with duckdb.connect(config=QUERY_SETTINGS) as con:
+        files = _message_file_times(lake, connection)
+        _distinct_members(con, "seen", list(files))
+        snapshot = lake.path(stream, connection)
+        previous = lake.read_metadata(snapshot).get(MESSAGES_THROUGH) if snapshot.exists() else None
+        if everyone or previous is None:
+            yield MemberPlan(con, "SELECT * FROM seen ORDER BY ALL", None)
+            return
+        recent = [p for p, mtime in files.items() if mtime > int(previous)]
+        _distinct_members(con, "recent", recent)
+        member_id = stream.key[1]
+        con.execute(
+            f"""
+            CREATE TEMP TABLE landed AS
+            SELECT channel_id, {member_id} AS member_id FROM read_parquet($snapshot)
+            """,
+            {"snapshot": str(snapshot)},
+        )
+        yield MemberPlan(
+            con,
+            lookups_sql="""
+                SELECT * FROM recent
+                UNION SELECT * FROM (
+                    SELECT * FROM seen ANTI JOIN landed USING (channel_id, member_id)
+                )
+                ORDER BY ALL
+            """,
+            kept_sql=f"""
+                SELECT previous.* EXCLUDE (connection)
+                FROM read_parquet('{_quoted(snapshot)}') AS previous
+                SEMI JOIN (
+                    SELECT * FROM seen ANTI JOIN recent USING (channel_id, member_id)
+                ) AS keep
+                ON previous.channel_id = keep.channel_id AND previous.{member_id} = keep.member_id
+            """,
+        )
+
+
+def _quoted(path: Path) -> str:
+    return str(path).replace("'", "''")
+
+
+def _distinct_members(con: duckdb.DuckDBPyConnection, table: str, files: list[str]) -> None:
+    """A temporary table of the distinct (channel_id, member_id) of message files."""
+    if files:
+        con.execute(f"CREATE TEMP TABLE {table} AS {MEMBERS_SEEN}", {"files": files})
+    else:
+        con.execute(f"CREATE TEMP TABLE {table} (channel_id BIGINT, member_id BIGINT)")
+
+
+def member_row(client: ConversationClient, channel_id: int, member_id: int) -> dict:
+    member = client.get_member_by_id(channel_id, member_id)
+    return {**record_row(member, MEMBERS), "channel_id": channel_id}
+
+
+def assignment_row(client: ConversationClient, channel_id: int, member_id: int) -> dict:
+    assignment = client.get_member_assignment(channel_id, member_id)
+    relationship = assignment.assignment_relationship
+    return {
+        "channel_id": channel_id,
+        "member_id": member_id,
+        "assign_type": assignment.assign_type,
+        "team_id": relationship.team_id if relationship else None,
+        "user_id": relationship.user_id if relationship else None,
+    }
+
+
+class MemberLookups:
+    """The rows of a per-member stream, connection by connection (`rows`): the ones
+    `plan_members` keeps, then `row_of(client, channel_id, member_id)` for the members it
+    picks, on a small thread pool over the connection's transport. A member the service no
+    longer knows (404) is skipped and counted, with the lookups and the rows kept."""
+
+    def __init__(
+        self, service: ConversationService, lake: Lake, stream: Stream, row_of: RowOf
+    ) -> None:
+        self.service, self.lake, self.stream, self.row_of = service, lake, stream, row_of
+        self.looked_up: Counter[str] = Counter()
+        self.kept: Counter[str] = Counter()
+        self.not_found: Counter[str] = Counter()
+
+    def rows(self, transport: Transport, connection: Connection) -> Iterator[dict | pa.Table]:
+        name, client = connection.name, self.service.client(transport)
+        self.looked_up[name] = self.kept[name] = self.not_found[name] = 0
+
+        def lookup(pair: tuple[int, int]) -> dict | None:
+            try:
+                return self.row_of(client, *pair)
+            except ServiceError as error:
+                if error.status != 404:
+                    raise
+                return None
+
+        everyone = self.service.refresh_every_member
+        with plan_members(self.lake, self.stream, name, everyone) as plan:
+            for table in plan.kept():
+                self.kept[name] += table.num_rows
+                yield table
+            with ThreadPoolExecutor(self.service.member_workers) as pool:
+                for batch in plan.lookups():
+                    self.looked_up[name] += len(batch)
+                    found = [row for row in pool.map(lookup, batch) if row is not None]
+                    self.not_found[name] += len(batch) - len(found)
+                    yield from found
+
+    def messages_through(self, connection: Connection) -> dict[str, str]:
+        """The snapshot's file metadata: the message files its members are from. Taken before
+        the plan reads the files: a file landed in between is looked up again next time,
+        never missed."""
+        times = _message_file_times(self.lake, connection.name)
+        return {MESSAGES_THROUGH: str(max(times.values(), default=0))}
+
+    def figures(self) -> dict:
+        return {
+            "looked_up": dict(self.looked_up),
+            "kept_from_last_snapshot": dict(self.kept),
+            "not_found": dict(self.not_found),
+        }

@@ -1,0 +1,152 @@
+"""Which members a pull looks up again, on a lake written by hand: no service, no Dagster."""
+
+from __future__ import annotations
+
+import os
+from datetime import date
+
+import pytest
+
+from pipelines.clients.base import Connection
+from pipelines.clients.conversation import ConversationService
+from pipelines.lake import Lake, Stream
+from pipelines.streams.conversation import ASSIGNMENTS, MEMBERS, MESSAGES
+from pipelines.streams.conversation.checks import members_match_messages
+from pipelines.streams.conversation.members import (
+    MESSAGES_THROUGH,
+    MemberLookups,
+    plan_members,
+)
+from pipelines.transport import ServiceError
+
+REGION = "default"
+OLD_DAY, NEW_DAY = date(2026, 1, 1), date(2026, 1, 2)
+#: Message files' modification times (ns): the snapshot was taken between the two.
+OLD_NS, SNAPSHOT_NS, NEW_NS = 1_000_000_000, 2_000_000_000, 3_000_000_000
+
+
+def _messages(lake: Lake, day: date, pairs: list[tuple[int, int]], mtime_ns: int) -> None:
+    rows = [
+        {"connection": REGION, "message_uuid": f"{day}-{n}", "channel_id": c, "member_id": m}
+        for n, (c, m) in enumerate(pairs)
+    ]
+    lake.write(MESSAGES, REGION, rows, day=day)
+    os.utime(lake.path(MESSAGES, REGION, day), ns=(mtime_ns, mtime_ns))
+
+
+def _snapshot(lake: Lake, stream: Stream, pairs: list[tuple[int, int]], through: int | None):
+    member_id = stream.key[1]
+    rows = [{"connection": REGION, "channel_id": c, member_id: m} for c, m in pairs]
+    metadata = {} if through is None else {MESSAGES_THROUGH: str(through)}
+    lake.write(stream, REGION, rows, metadata=metadata)
+
+
+def _plan(lake: Lake, stream: Stream, everyone: bool = False) -> tuple[list, list]:
+    """(pairs looked up, pairs whose row is kept), in order."""
+    member_id = stream.key[1]
+    with plan_members(lake, stream, REGION, everyone) as plan:
+        kept = [
+            (row["channel_id"], row[member_id])
+            for table in plan.kept(batch_rows=1)
+            for row in table.to_pylist()
+        ]
+        lookups = [pair for batch in plan.lookups(batch_rows=1) for pair in batch]
+    return lookups, sorted(kept)
+
+
+@pytest.fixture
+def lake(tmp_path) -> Lake:
+    """(1, 10) wrote only before the snapshot; (1, 11) before and after; (2, 20) after."""
+    lake = Lake(tmp_path)
+    _messages(lake, OLD_DAY, [(1, 10), (1, 11), (1, 10)], OLD_NS)
+    _messages(lake, NEW_DAY, [(1, 11), (2, 20)], NEW_NS)
+    return lake
+
+
+@pytest.mark.parametrize("stream", [MEMBERS, ASSIGNMENTS], ids=lambda s: s.name)
+def test_only_members_of_messages_newer_than_the_snapshot_are_looked_up(lake, stream):
+    _snapshot(lake, stream, [(1, 10), (1, 11)], through=SNAPSHOT_NS)
+    lookups, kept = _plan(lake, stream)
+    assert lookups == [(1, 11), (2, 20)]
+    assert kept == [(1, 10)]
+
+
+def test_without_new_messages_nobody_is_looked_up(lake):
+    _snapshot(lake, MEMBERS, [(1, 10), (1, 11), (2, 20)], through=NEW_NS)
+    lookups, kept = _plan(lake, MEMBERS)
+    assert lookups == []
+    assert kept == [(1, 10), (1, 11), (2, 20)]
+
+
+def test_a_member_missing_from_the_snapshot_is_looked_up_without_new_messages(lake):
+    """A member the last pull could not look up (a 404, a new channel) is asked for again."""
+    _snapshot(lake, MEMBERS, [(1, 10), (2, 20)], through=NEW_NS)
+    lookups, kept = _plan(lake, MEMBERS)
+    assert lookups == [(1, 11)]
+    assert kept == [(1, 10), (2, 20)]
+
+
+def test_refresh_every_member_looks_everyone_up(lake):
+    _snapshot(lake, MEMBERS, [(1, 10), (1, 11), (2, 20)], through=NEW_NS)
+    lookups, kept = _plan(lake, MEMBERS, everyone=True)
+    assert lookups == [(1, 10), (1, 11), (2, 20)]
+    assert kept == []
+
+
+@pytest.mark.parametrize("unmarked_snapshot", [False, True], ids=["first-run", "unmarked"])
+def test_a_first_run_or_an_unmarked_snapshot_looks_everyone_up(lake, unmarked_snapshot):
+    if unmarked_snapshot:
+        _snapshot(lake, MEMBERS, [(1, 10)], through=None)
+    lookups, kept = _plan(lake, MEMBERS)
+    assert lookups == [(1, 10), (1, 11), (2, 20)]
+    assert kept == []
+
+
+def test_no_messages_no_lookups(tmp_path):
+    assert _plan(Lake(tmp_path), MEMBERS) == ([], [])
+
+
+def test_lookups_keep_rows_skip_unknown_members_and_mark_the_snapshot(lake):
+    """The rows of a pull: kept ones first, then the looked-up ones; a 404 is counted, not
+    landed; the snapshot is marked with the newest message file it saw."""
+    _snapshot(lake, MEMBERS, [(1, 10), (1, 11)], through=SNAPSHOT_NS)
+    service = ConversationService(connections=[], member_workers=2)
+    connection = Connection(name=REGION, base_url="http://unused", api_key="unused")
+
+    def row_of(client, channel_id: int, member_id: int) -> dict:
+        if member_id == 20:
+            raise ServiceError("GET", f"/members/{member_id}", 404, {})
+        return {"channel_id": channel_id, "id": member_id, "name": "looked up"}
+
+    lookups = MemberLookups(service, lake, MEMBERS, row_of)
+    marker = lookups.messages_through(connection)
+    rows = list(lookups.rows(None, connection))
+    assert marker == {MESSAGES_THROUGH: str(NEW_NS)}
+    assert [row.num_rows for row in rows[:1]] == [1]  # (1, 10), from the last snapshot
+    assert rows[1:] == [{"channel_id": 1, "id": 11, "name": "looked up"}]
+    assert lookups.figures() == {
+        "looked_up": {REGION: 2},
+        "kept_from_last_snapshot": {REGION: 1},
+        "not_found": {REGION: 1},
+    }
+
+
+def test_lookups_fail_on_any_other_service_error(lake):
+    service = ConversationService(connections=[])
+    connection = Connection(name=REGION, base_url="http://unused", api_key="unused")
+
+    def row_of(client, channel_id: int, member_id: int) -> dict:
+        raise ServiceError("GET", f"/members/{member_id}", 500, {})
+
+    with pytest.raises(ServiceError, match="answered 500"):
+        list(MemberLookups(service, lake, MEMBERS, row_of).rows(None, connection))
+
+
+def test_members_match_messages_counts_distinct_members_per_connection(lake):
+    _snapshot(lake, MEMBERS, [(1, 10), (1, 11), (2, 20)], through=NEW_NS)
+    verdict = members_match_messages(lake, MEMBERS, [REGION])
+    assert verdict.passed
+    assert verdict.figures == {"rows": {REGION: 3}, "members_in_messages": {REGION: 3}}
+    missing = members_match_messages(lake, ASSIGNMENTS, [REGION])
+    assert not missing.passed
+    assert missing.figures == {"rows": {REGION: 0}, "members_in_messages": {REGION: 3}}
