@@ -243,13 +243,18 @@ def export_service(rows: list[dict], row_count: int):
     return service(handle)
 
 
-def test_member_export_lands_with_what_its_task_announced(tmp_path):
+@pytest.fixture
+def clock(monkeypatch):
+    """The export's day and stamp, fixed: both are read once its task is done."""
+    monkeypatch.setattr(export_module, "today", lambda: DAY)
+    monkeypatch.setattr(export_module, "pulled_at", lambda: "moment")
+
+
+def test_member_export_lands_with_what_its_task_announced(tmp_path, clock):
     lake = Lake(tmp_path)
     transport, calls = export_service([{"member_id": 1}, {"member_id": 2}], row_count=2)
 
-    landed = land_member_export(
-        SETTINGS, transport, lake, "default", today=lambda: DAY, pulled_at=lambda: "moment"
-    )
+    landed = land_member_export(SETTINGS, transport, lake, "default")
 
     assert landed == 2
     assert [(c.method, c.url.path) for c in calls] == [
@@ -266,14 +271,12 @@ def test_member_export_lands_with_what_its_task_announced(tmp_path):
     }
 
 
-def test_member_export_that_misses_announced_rows_does_not_land(tmp_path):
+def test_member_export_that_misses_announced_rows_does_not_land(tmp_path, clock):
     lake = Lake(tmp_path)
     transport, _ = export_service([{"member_id": 1}], row_count=2)
 
     with pytest.raises(ExportMismatch, match="held 1 rows, the task announced row_count 2"):
-        land_member_export(
-            SETTINGS, transport, lake, "default", today=lambda: DAY, pulled_at=lambda: "moment"
-        )
+        land_member_export(SETTINGS, transport, lake, "default")
 
     assert lake.files(MEMBERS) == []
 
