@@ -79,9 +79,10 @@ def check_connection_name(name: str) -> str:
 
 
 def connection_stream(
-    service: str, name: str, fields: list[tuple[str, pa.DataType]], **options
+    service: str, name: str, fields: Iterable[pa.Field | tuple[str, pa.DataType]], **options
 ) -> Stream:
-    """A pulled stream: its fields after the `connection` every row carries."""
+    """A pulled stream: its fields after the `connection` every row carries (fields of a
+    model, `pipelines/schemas.py`, or written out)."""
     return Stream(service, name, pa.schema([("connection", pa.string()), *fields]), **options)
 
 

@@ -7,13 +7,18 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import ClassVar
+from typing import Annotated, ClassVar
 from urllib.parse import quote
 
 import pydantic
 
 from pipelines.lake import check_connection_name
 from pipelines.transport import CallStats, Rate, RetryPolicy, Transport
+
+#: A date-time the service writes as ISO 8601 text. The model keeps the text (a time without
+#: offset stays readable); the lake holds it as its stream's timestamp type
+#: (`pipelines/schemas.py`).
+Moment = Annotated[str, "ISO 8601 date-time"]
 
 
 class Model(pydantic.BaseModel):

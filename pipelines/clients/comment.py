@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal, NamedTuple, NotRequired
+from typing import Any, ClassVar, Literal, NamedTuple, NotRequired, get_origin, get_type_hints
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -10,7 +10,8 @@ import pyarrow.json as pajson
 import pydantic
 from typing_extensions import TypedDict
 
-from pipelines.clients.base import Model, Service
+from pipelines.clients.base import Model, Moment, Service
+from pipelines.schemas import arrow_fields
 from pipelines.transport import Rate, Transport, whole_json
 
 #: Spec section 8: 120 requests per minute per key, every operation.
@@ -20,13 +21,15 @@ LOGS_PAGE_LIMIT = 200
 LOGS_MAX_DAYS = 365
 STATS_MAX_DAYS = 90
 ACTIVITY_TREND_DAYS = 14
+#: The lake's type for this service's date-times (`Moment`s): UTC, whole seconds.
+TIMESTAMP = pa.timestamp("s", tz="UTC")
 
 
 class WorkspaceInfo(Model):
     id: str
     name: str | None = None
     plan: str | None = None
-    trial_ends_at: str | None = None
+    trial_ends_at: Moment | None = None
     service_status: str
     billing_url: str
 
@@ -45,8 +48,8 @@ class Account(Model):
     username: str | None = None
     page_name: str | None = None
     supported_triggers: list[str]
-    token_expires_at: str | None = None
-    connected_at: str
+    token_expires_at: Moment | None = None
+    connected_at: Moment
 
 
 class Accounts(Model):
@@ -58,7 +61,7 @@ class Post(Model):
     id: str
     caption: str | None = None
     media_type: str | None = None
-    timestamp: str | None = None
+    timestamp: Moment | None = None
     permalink: str | None = None
 
 
@@ -85,10 +88,10 @@ class Activity(Model):
     post_scope: str
     post_ids: list[str] | None = None
     follow_gate: dict[str, Any] | None = None
-    start_at: str | None = None
-    end_at: str | None = None
-    created_at: str
-    updated_at: str
+    start_at: Moment | None = None
+    end_at: Moment | None = None
+    created_at: Moment
+    updated_at: Moment
     dashboard_url: str
     stats: ActivityStats | None = None
 
@@ -123,7 +126,7 @@ class TriggerLog(TypedDict):
     action: str
     status: str
     error: NotRequired[str | None]
-    created_at: str
+    created_at: Moment
 
 
 class LogsPage(TypedDict):
@@ -135,16 +138,18 @@ class LogsPage(TypedDict):
 
 LOGS_PAGE = pydantic.TypeAdapter(LogsPage)
 
-#: A trigger log's fields as Arrow columns: texts, and `created_at` in UTC seconds.
-LOG_SCHEMA = pa.schema(
-    [(name, pa.string()) for name in TriggerLog.__annotations__ if name != "created_at"]
-    + [("created_at", pa.timestamp("s", tz="UTC"))]
-)
-_LOG_TEXTS = pa.struct([(name, pa.string()) for name in TriggerLog.__annotations__])
+#: A trigger log's fields as Arrow columns: texts, and `created_at` in UTC seconds. The
+#: `trigger_logs` stream is these after its `connection` (`pipelines/streams/comment/__init__.py`).
+LOG_SCHEMA = pa.schema(arrow_fields(TriggerLog, TIMESTAMP))
+_LOG_TEXTS = pa.struct([(name, pa.string()) for name in LOG_SCHEMA.names])
 _PAGE_TEXTS = pa.schema([("logs", pa.list_(_LOG_TEXTS)), ("total", pa.int64())])
-#: TriggerLog's fields without NotRequired (its `__required_keys__` cannot see them here:
-#: the annotations are strings under `from __future__ import annotations`).
-_REQUIRED = ("id", "account_id", "trigger", "action", "status", "created_at")
+#: TriggerLog's fields without NotRequired. Not its `__required_keys__`: the annotations are
+#: strings under `from __future__ import annotations`, so the class cannot tell them apart.
+_REQUIRED = tuple(
+    name
+    for name, hint in get_type_hints(TriggerLog, include_extras=True).items()
+    if get_origin(hint) is not NotRequired
+)
 
 
 class LogTable(NamedTuple):

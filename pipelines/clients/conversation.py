@@ -13,7 +13,7 @@ from typing import ClassVar, TypeVar
 
 import pydantic
 
-from pipelines.clients.base import Model, Service, check_path_overrides, fill_path
+from pipelines.clients.base import Model, Moment, Service, check_path_overrides, fill_path
 from pipelines.jobs import wait_for_job
 from pipelines.transport import Rate, Transport
 
@@ -53,11 +53,11 @@ class Channel(Model):
     language_code: str | None = None
     timezone: str | None = None
     external_channel_id: str | None = None
-    external_access_token_expired_at: str | None = None
+    external_access_token_expired_at: Moment | None = None
     broadcast_enabled: bool | None = None
     user_recognition_enabled: bool | None = None
-    created_at: str | None = None
-    updated_at: str | None = None
+    created_at: Moment | None = None
+    updated_at: Moment | None = None
 
 
 class Channels(Model):
@@ -88,7 +88,7 @@ class User(Model):
     chat_name: str | None = None
     avatar: str | None = None
     external_user_id: str | None = None
-    created_at: str | None = None
+    created_at: Moment | None = None
     role_name: str | None = None
     role_type: str | None = None
     on_duty_status: str | None = None
@@ -114,7 +114,7 @@ class Member(Model):
     company: str | None = None
     connect_id: str | None = None
     country: str | None = None
-    created_at: str | None = None
+    created_at: Moment | None = None
     custom_id: str | None = None
     display_name: str | None = None
     email: str | None = None
@@ -122,8 +122,8 @@ class Member(Model):
     external_channel_id: str | None = None
     external_member_id: str | None = None
     gender: str | None = None
-    last_member_message_send: str | None = None
-    last_message_at: str | None = None
+    last_member_message_send: Moment | None = None
+    last_message_at: Moment | None = None
     location: str | None = None
     member_level: str | None = None
     mobile: str | None = None
@@ -136,7 +136,7 @@ class Member(Model):
     star_mark: bool | None = None
     status: str | None = None
     type: str | None = None
-    updated_at: str | None = None
+    updated_at: Moment | None = None
 
 
 class AssignmentRelationship(Model):

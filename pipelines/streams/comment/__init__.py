@@ -1,92 +1,62 @@
-"""The comment automation service's streams: what lands in the lake, column by column.
+"""The comment automation service's streams: what lands in the lake.
 
 The clients' models (`pipelines/clients/comment.py`) say what the service answers; these
 say what the lake keeps of it. How each stream's rows are fetched lives beside them
 (`snapshots.py`, `trigger_logs.py`, `daily_stats.py`), and what its checks compare
 (`checks.py`); the assets (`assets/comment.py`) only run them through Dagster.
+
+Where a stream's row copies a model, its columns are that model's fields
+(`arrow_fields`, `pipelines/schemas.py`): only the columns a row adds are written out here.
 """
 
 import pyarrow as pa
 
-from pipelines.clients.comment import LOGS_MAX_DAYS, STATS_MAX_DAYS
+from pipelines.clients.comment import (
+    LOG_SCHEMA,
+    LOGS_MAX_DAYS,
+    STATS_MAX_DAYS,
+    TIMESTAMP,
+    Account,
+    Activity,
+    ActivityStats,
+    Me,
+    Post,
+    StatsDay,
+    WorkspaceInfo,
+)
 from pipelines.lake import connection_stream
+from pipelines.schemas import arrow_fields
 
 SERVICE = "comment"
-
-TIMESTAMP = pa.timestamp("s", tz="UTC")
-
-TEXTS = pa.list_(pa.string())
 
 WORKSPACE = connection_stream(
     SERVICE,
     "workspace",
     [
-        ("id", pa.string()),
-        ("name", pa.string()),
-        ("plan", pa.string()),
-        ("trial_ends_at", TIMESTAMP),
-        ("service_status", pa.string()),
-        ("billing_url", pa.string()),
-        ("user", pa.string()),  # JSON: inner fields "not shown" (spec section 2)
-        ("usage", pa.string()),  # JSON
+        *arrow_fields(WorkspaceInfo, TIMESTAMP),
+        # `user` and `usage` as JSON text: the service does not say their inner fields.
+        *arrow_fields(Me, TIMESTAMP, exclude=("workspace", "api_key")),
         ("api_key_scope", pa.string()),  # the key itself is never landed
     ],
 )
 
-ACCOUNTS = connection_stream(
-    SERVICE,
-    "accounts",
-    [
-        ("id", pa.string()),
-        ("platform", pa.string()),
-        ("handle", pa.string()),
-        ("username", pa.string()),
-        ("page_name", pa.string()),
-        ("supported_triggers", TEXTS),
-        ("token_expires_at", TIMESTAMP),
-        ("connected_at", TIMESTAMP),
-    ],
-)
+ACCOUNTS = connection_stream(SERVICE, "accounts", arrow_fields(Account, TIMESTAMP))
 
 POSTS = connection_stream(
     SERVICE,
     "posts",
-    [
-        ("account_id", pa.string()),
-        ("kind", pa.string()),
-        ("id", pa.string()),
-        ("caption", pa.string()),
-        ("media_type", pa.string()),
-        ("timestamp", TIMESTAMP),
-        ("permalink", pa.string()),
-    ],
+    # The account listed, and which of its lists (`POST_KINDS`, snapshots.py).
+    [("account_id", pa.string()), ("kind", pa.string()), *arrow_fields(Post, TIMESTAMP)],
     key=("account_id", "kind", "id"),
 )
 
 ACTIVITIES = connection_stream(
     SERVICE,
     "activities",
+    # Its stats' totals as columns of their own; `dm` and `follow_gate` as JSON text.
     [
-        ("id", pa.string()),
-        ("name", pa.string()),
-        ("status", pa.string()),
-        ("account_id", pa.string()),
-        ("platform", pa.string()),
-        ("trigger", pa.string()),
-        ("keywords", TEXTS),
-        ("match", pa.string()),
-        ("public_replies", TEXTS),
-        ("dm", pa.string()),  # JSON: one DM in one of three shapes (spec section 2, DmBlock)
-        ("post_scope", pa.string()),
-        ("post_ids", TEXTS),
-        ("follow_gate", pa.string()),  # JSON
-        ("start_at", TIMESTAMP),
-        ("end_at", TIMESTAMP),
-        ("created_at", TIMESTAMP),
-        ("updated_at", TIMESTAMP),
-        ("dashboard_url", pa.string()),
-        ("public_replies_sent", pa.int64()),
-        ("dms_sent", pa.int64()),
+        *arrow_fields(Activity, TIMESTAMP, exclude=("stats",)),
+        *arrow_fields(ActivityStats, TIMESTAMP),
     ],
 )
 
@@ -98,30 +68,13 @@ ACTIVITY_DAILY = connection_stream(
 )
 
 TRIGGER_LOGS = connection_stream(
-    SERVICE,
-    "trigger_logs",
-    [
-        ("id", pa.string()),
-        ("activity_id", pa.string()),
-        ("activity_name", pa.string()),
-        ("account_id", pa.string()),
-        ("trigger", pa.string()),
-        ("username", pa.string()),
-        ("comment_text", pa.string()),
-        ("post_id", pa.string()),
-        ("action", pa.string()),
-        ("status", pa.string()),
-        ("error", pa.string()),
-        ("created_at", TIMESTAMP),
-    ],
-    daily=True,
-    history_days=LOGS_MAX_DAYS,
+    SERVICE, "trigger_logs", LOG_SCHEMA, daily=True, history_days=LOGS_MAX_DAYS
 )
 
 DAILY_STATS = connection_stream(
     SERVICE,
     "daily_stats",
-    [("public_replies", pa.int64()), ("dms", pa.int64()), ("failed", pa.int64())],
+    arrow_fields(StatsDay, TIMESTAMP, exclude=("date",)),  # the day is the file's folder
     daily=True,
     key=("date",),
     history_days=STATS_MAX_DAYS,

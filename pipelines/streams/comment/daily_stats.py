@@ -5,6 +5,8 @@ from datetime import date
 
 from pipelines.clients.base import Connection
 from pipelines.clients.comment import STATS_MAX_DAYS, CommentClient
+from pipelines.schemas import model_row
+from pipelines.streams.comment import DAILY_STATS
 from pipelines.streams.comment.served import served_since
 from pipelines.transport import Transport
 
@@ -16,8 +18,4 @@ def stats_days(
     function of `land_days`, `assets/landing.py`, which keeps the days of its range)."""
     window = served_since(days, STATS_MAX_DAYS, "Daily stats", today)
     for entry in CommentClient(transport).stats(window).daily:
-        day = date.fromisoformat(entry.date)
-        yield (
-            day,
-            [{"public_replies": entry.public_replies, "dms": entry.dms, "failed": entry.failed}],
-        )
+        yield date.fromisoformat(entry.date), [model_row(entry, DAILY_STATS.schema)]

@@ -12,8 +12,8 @@ from datetime import date
 
 from pipelines.clients.base import Connection
 from pipelines.clients.comment import CommentClient
-from pipelines.landing import parse_moment
-from pipelines.streams.comment import ACCOUNTS, ACTIVITIES, POSTS
+from pipelines.schemas import model_row
+from pipelines.streams.comment import ACCOUNTS, ACTIVITIES, POSTS, WORKSPACE
 from pipelines.transport import ServiceError, Transport
 
 #: Both lists of recent media an account has: feed posts and stories.
@@ -23,27 +23,16 @@ POST_KINDS = ("posts", "story")
 def workspace_rows(transport: Transport, connection: Connection) -> Iterator[dict]:
     """The key's workspace (`GET /me`): one row; of the key, only its scope."""
     me = CommentClient(transport).me()
-    workspace = me.workspace
     yield {
-        "id": workspace.id,
-        "name": workspace.name,
-        "plan": workspace.plan,
-        "trial_ends_at": parse_moment(workspace.trial_ends_at),
-        "service_status": workspace.service_status,
-        "billing_url": workspace.billing_url,
-        "user": json.dumps(me.user) if me.user is not None else None,
-        "usage": json.dumps(me.usage) if me.usage is not None else None,
+        **model_row(me.workspace, WORKSPACE.schema),
+        **model_row(me, WORKSPACE.schema),
         "api_key_scope": (me.api_key or {}).get("scope"),
     }
 
 
 def account_rows(transport: Transport, connection: Connection) -> Iterator[dict]:
     for account in CommentClient(transport).accounts().accounts:
-        yield {
-            **account.model_dump(include=set(ACCOUNTS.schema.names)),
-            "token_expires_at": parse_moment(account.token_expires_at),
-            "connected_at": parse_moment(account.connected_at),
-        }
+        yield model_row(account, ACCOUNTS.schema)
 
 
 @dataclass
@@ -70,29 +59,18 @@ class RecentPosts:
                     self.warn(f"posts of account {account.id} ({kind}): {error}")
                     continue
                 for post in listed:
-                    yield {
-                        **post.model_dump(include=set(POSTS.schema.names)),
-                        "account_id": account.id,
-                        "kind": kind,
-                        "timestamp": parse_moment(post.timestamp),
-                    }
+                    yield {**model_row(post, POSTS.schema), "account_id": account.id, "kind": kind}
 
 
 def activity_rows(transport: Transport, connection: Connection) -> Iterator[dict]:
     """Every activity with its stats totals; its DM and follow gate kept as JSON."""
     for activity in CommentClient(transport).activities().activities:
-        row = activity.model_dump(include=set(ACTIVITIES.schema.names))
-        row.update(
-            dm=json.dumps(activity.dm),
-            follow_gate=json.dumps(activity.follow_gate) if activity.follow_gate else None,
-            start_at=parse_moment(activity.start_at),
-            end_at=parse_moment(activity.end_at),
-            created_at=parse_moment(activity.created_at),
-            updated_at=parse_moment(activity.updated_at),
-            public_replies_sent=activity.stats.public_replies_sent if activity.stats else None,
-            dms_sent=activity.stats.dms_sent if activity.stats else None,
-        )
-        yield row
+        yield {
+            **model_row(activity, ACTIVITIES.schema),
+            **(model_row(activity.stats, ACTIVITIES.schema) if activity.stats else {}),
+            # An empty gate (`{}`) is no gate: null, as the lake has always held it.
+            "follow_gate": json.dumps(activity.follow_gate) if activity.follow_gate else None,
+        }
 
 
 def activity_daily_rows(transport: Transport, connection: Connection) -> Iterator[dict]:

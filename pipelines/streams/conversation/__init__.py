@@ -1,72 +1,38 @@
-"""The conversation service's streams: what lands in the lake, column by column.
+"""The conversation service's streams: what lands in the lake.
 
 The clients' models (`pipelines/clients/conversation.py`) say what the service answers; these
 say what the lake keeps of it. The modules beside this one say how each stream is pulled and
 checked, without Dagster: `directory.py` (channels, teams, users), `backups.py` (messages),
 `members.py` (members and assignments) and `checks.py`. The assets (`assets/conversation.py`)
 run them.
+
+Where a stream's row copies a model, its columns are that model's fields
+(`arrow_fields`, `pipelines/schemas.py`): only the columns a row adds are written out here.
 """
 
 import pyarrow as pa
 
+from pipelines.clients.conversation import (
+    Assignment,
+    AssignmentRelationship,
+    Channel,
+    Member,
+    Team,
+    User,
+)
 from pipelines.lake import Stream, connection_stream
+from pipelines.schemas import arrow_fields
 
 SERVICE = "conversation"
 
 #: Microseconds: the spec does not bound the precision of its timestamps.
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 
-CHANNELS = connection_stream(
-    SERVICE,
-    "channels",
-    [
-        ("id", pa.int64()),
-        ("uuid", pa.string()),
-        ("name", pa.string()),
-        ("type", pa.string()),
-        ("status", pa.string()),
-        ("language_code", pa.string()),
-        ("timezone", pa.string()),
-        ("external_channel_id", pa.string()),
-        ("external_access_token_expired_at", TIMESTAMP),
-        ("broadcast_enabled", pa.bool_()),
-        ("user_recognition_enabled", pa.bool_()),
-        ("created_at", TIMESTAMP),
-        ("updated_at", TIMESTAMP),
-    ],
-)
+CHANNELS = connection_stream(SERVICE, "channels", arrow_fields(Channel, TIMESTAMP))
 
-TEAMS = connection_stream(
-    SERVICE,
-    "teams",
-    [
-        ("id", pa.int64()),
-        ("name", pa.string()),
-        ("description", pa.string()),
-        ("category", pa.string()),
-        ("external_team_id", pa.string()),
-        ("routing_rule", pa.string()),
-    ],
-)
+TEAMS = connection_stream(SERVICE, "teams", arrow_fields(Team, TIMESTAMP))
 
-USERS = connection_stream(
-    SERVICE,
-    "users",
-    [
-        ("id", pa.int64()),
-        ("name", pa.string()),
-        ("chat_name", pa.string()),
-        ("avatar", pa.string()),
-        ("external_user_id", pa.string()),
-        ("created_at", TIMESTAMP),
-        ("role_name", pa.string()),
-        ("role_type", pa.string()),
-        ("on_duty_status", pa.string()),
-        ("status", pa.string()),
-        ("type", pa.string()),
-        ("is_internal_user", pa.bool_()),
-    ],
-)
+USERS = connection_stream(SERVICE, "users", arrow_fields(User, TIMESTAMP))
 
 MESSAGES = connection_stream(
     SERVICE,
@@ -95,41 +61,7 @@ MESSAGES = connection_stream(
 MEMBERS = connection_stream(
     SERVICE,
     "members",
-    [
-        ("channel_id", pa.int64()),
-        ("id", pa.int64()),
-        ("account_manager", pa.string()),
-        ("assign_type", pa.string()),
-        ("avatar", pa.string()),
-        ("birthday", pa.string()),
-        ("city", pa.string()),
-        ("company", pa.string()),
-        ("connect_id", pa.string()),
-        ("country", pa.string()),
-        ("created_at", TIMESTAMP),
-        ("custom_id", pa.string()),
-        ("display_name", pa.string()),
-        ("email", pa.string()),
-        ("engagement_level", pa.string()),
-        ("external_channel_id", pa.string()),
-        ("external_member_id", pa.string()),
-        ("gender", pa.string()),
-        ("last_member_message_send", TIMESTAMP),
-        ("last_message_at", TIMESTAMP),
-        ("location", pa.string()),
-        ("member_level", pa.string()),
-        ("mobile", pa.string()),
-        ("name", pa.string()),
-        ("note", pa.string()),
-        ("original_email", pa.string()),
-        ("original_mobile", pa.string()),
-        ("original_name", pa.string()),
-        ("processing_state", pa.string()),
-        ("star_mark", pa.bool_()),
-        ("status", pa.string()),
-        ("type", pa.string()),
-        ("updated_at", TIMESTAMP),
-    ],
+    [("channel_id", pa.int64()), *arrow_fields(Member, TIMESTAMP)],
     # The lookup takes the channel with the id (spec section 4): key on both.
     key=("channel_id", "id"),
 )
@@ -137,12 +69,12 @@ MEMBERS = connection_stream(
 ASSIGNMENTS = connection_stream(
     SERVICE,
     "assignments",
+    # The member looked up, then its assignment with the relationship's ids as columns.
     [
         ("channel_id", pa.int64()),
         ("member_id", pa.int64()),
-        ("assign_type", pa.string()),
-        ("team_id", pa.int64()),
-        ("user_id", pa.int64()),
+        *arrow_fields(Assignment, TIMESTAMP, exclude=("assignment_relationship",)),
+        *arrow_fields(AssignmentRelationship, TIMESTAMP),
     ],
     key=("channel_id", "member_id"),
 )

@@ -18,8 +18,8 @@ import pyarrow as pa
 from pipelines.clients.base import Connection
 from pipelines.clients.conversation import ConversationClient, ConversationService
 from pipelines.lake import QUERY_SETTINGS, Lake, Stream
-from pipelines.streams.conversation import MEMBERS, MESSAGES
-from pipelines.streams.conversation.directory import record_row
+from pipelines.schemas import model_row
+from pipelines.streams.conversation import ASSIGNMENTS, MEMBERS, MESSAGES
 from pipelines.transport import ServiceError, Transport
 
 #: Members looked up per batch of the ones seen in messages: bounds what is in flight.
@@ -135,7 +135,7 @@ def _distinct_members(con: duckdb.DuckDBPyConnection, table: str, files: list[st
 
 def member_row(client: ConversationClient, channel_id: int, member_id: int) -> dict:
     member = client.get_member_by_id(channel_id, member_id)
-    return {**record_row(member, MEMBERS), "channel_id": channel_id}
+    return {**model_row(member, MEMBERS.schema), "channel_id": channel_id}
 
 
 def assignment_row(client: ConversationClient, channel_id: int, member_id: int) -> dict:
@@ -144,9 +144,8 @@ def assignment_row(client: ConversationClient, channel_id: int, member_id: int) 
     return {
         "channel_id": channel_id,
         "member_id": member_id,
-        "assign_type": assignment.assign_type,
-        "team_id": relationship.team_id if relationship else None,
-        "user_id": relationship.user_id if relationship else None,
+        **model_row(assignment, ASSIGNMENTS.schema),
+        **(model_row(relationship, ASSIGNMENTS.schema) if relationship else {}),
     }
 
 

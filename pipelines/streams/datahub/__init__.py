@@ -1,63 +1,35 @@
-"""The customer data hub's streams: what lands in the lake, column by column.
+"""The customer data hub's streams: what lands in the lake.
 
 The clients' models (`pipelines/clients/datahub.py`) say what the service answers; these
 say what the lake keeps of it. How each stream's rows are fetched lives beside them
 (`snapshots.py`: custom fields and broadcasts; `reports.py`: the daily broadcast reports;
 `export.py`: members through the export task), as does what the checks compare
 (`checks.py`); the assets (`assets/datahub.py`) only run these and report to Dagster.
+
+Where a stream's row copies a model, its columns are that model's fields
+(`arrow_fields`, `pipelines/schemas.py`): only the columns a row adds are written out here.
 """
 
 import pyarrow as pa
 
+from pipelines.clients.datahub import Broadcast, BroadcastReport, CustomField
 from pipelines.lake import Stream
+from pipelines.schemas import arrow_fields
 
 SERVICE = "datahub"
 
 TIMESTAMP = pa.timestamp("s", tz="UTC")
 
-CUSTOM_FIELD_OPTION = pa.struct(
-    [
-        ("id", pa.int64()),
-        ("key", pa.string()),
-        ("name", pa.string()),
-        ("description", pa.string()),
-        ("position", pa.int64()),
-        ("active", pa.bool_()),
-    ]
-)
-
 CUSTOM_FIELDS = Stream(
     SERVICE,
     "custom_fields",
-    pa.schema(
-        [
-            ("id", pa.int64()),
-            ("name", pa.string()),
-            ("key", pa.string()),
-            ("type", pa.string()),
-            ("description", pa.string()),
-            ("slot_number", pa.int64()),
-            ("active", pa.bool_()),
-            ("options", pa.list_(CUSTOM_FIELD_OPTION)),
-            ("connection", pa.string()),
-        ]
-    ),
+    pa.schema([*arrow_fields(CustomField, TIMESTAMP), ("connection", pa.string())]),
 )
 
 BROADCASTS = Stream(
     SERVICE,
     "broadcasts",
-    pa.schema(
-        [
-            ("id", pa.int64()),
-            ("source", pa.string()),
-            ("name", pa.string()),
-            ("sent_date", TIMESTAMP),
-            ("status", pa.string()),
-            ("created_at", TIMESTAMP),
-            ("connection", pa.string()),
-        ]
-    ),
+    pa.schema([*arrow_fields(Broadcast, TIMESTAMP), ("connection", pa.string())]),
 )
 
 BROADCAST_REPORTS = Stream(
@@ -66,13 +38,8 @@ BROADCAST_REPORTS = Stream(
     pa.schema(
         [
             ("broadcast_id", pa.int64()),
-            ("name", pa.string()),
-            ("source", pa.string()),
-            ("sent_date", TIMESTAMP),
-            ("segment_name", pa.string()),
-            ("sent", pa.int64()),
-            ("open_count", pa.int64()),
-            ("clicks", pa.int64()),
+            *arrow_fields(BroadcastReport, TIMESTAMP),
+            # The date range the report's figures are over.
             ("start_date", pa.date32()),
             ("end_date", pa.date32()),
             ("connection", pa.string()),

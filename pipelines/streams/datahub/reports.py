@@ -10,6 +10,7 @@ from datetime import date, timedelta
 from pipelines.clients.base import Connection
 from pipelines.clients.datahub import REPORT_MAX_DAYS, Broadcast, BroadcastReport, DataHub
 from pipelines.lake import Lake, read_columns
+from pipelines.schemas import model_row
 from pipelines.streams.datahub import BROADCAST_REPORTS
 from pipelines.transport import Transport
 
@@ -32,14 +33,14 @@ def report_window(broadcast: Broadcast, day: date, has_snapshot: bool) -> tuple[
 
 
 def report_row(broadcast_id: int, report: BroadcastReport, window: tuple[date, date]) -> dict:
-    row = report.model_dump(include=set(BROADCAST_REPORTS.schema.names))
-    row.update(
-        broadcast_id=broadcast_id,
-        start_date=window[0],
-        end_date=window[1],
-        report=json.dumps(report.model_extra or {}, sort_keys=True, default=str),
-    )
-    return row
+    return {
+        **model_row(report, BROADCAST_REPORTS.schema),
+        "broadcast_id": broadcast_id,
+        "start_date": window[0],
+        "end_date": window[1],
+        # The report's fields the model does not declare.
+        "report": json.dumps(report.model_extra or {}, sort_keys=True, default=str),
+    }
 
 
 def reported_broadcasts(lake: Lake, connection: str, except_days: Iterable[date]) -> set[int]:

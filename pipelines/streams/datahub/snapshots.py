@@ -11,7 +11,8 @@ from collections.abc import Iterator
 
 from pipelines.clients.base import Connection
 from pipelines.clients.datahub import DataHub
-from pipelines.streams.datahub import BROADCASTS, CUSTOM_FIELD_OPTION, CUSTOM_FIELDS
+from pipelines.schemas import model_row
+from pipelines.streams.datahub import BROADCASTS, CUSTOM_FIELDS
 from pipelines.transport import Transport
 
 
@@ -20,15 +21,11 @@ def custom_field_rows(
 ) -> Iterator[dict]:
     # `active` unset lists archived fields too (spec section 4: null = all).
     for field in datahub.client(transport).list_custom_fields(active=None):
-        row = field.model_dump(include=set(CUSTOM_FIELDS.schema.names))
-        if field.options is not None:
-            option_names = {option.name for option in CUSTOM_FIELD_OPTION}
-            row["options"] = [option.model_dump(include=option_names) for option in field.options]
-        yield row
+        yield model_row(field, CUSTOM_FIELDS.schema)
 
 
 def broadcast_rows(
     datahub: DataHub, transport: Transport, connection: Connection
 ) -> Iterator[dict]:
     for broadcast in datahub.client(transport).list_broadcasts():
-        yield broadcast.model_dump(include=set(BROADCASTS.schema.names))
+        yield model_row(broadcast, BROADCASTS.schema)

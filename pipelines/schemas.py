@@ -1,0 +1,123 @@
+"""A response model's fields as Arrow columns, and a lake row filled from a model.
+
+A stream whose row copies a model declares its columns as `arrow_fields(Model, ...)`
+(`pipelines/streams/*/__init__.py`) and fills its rows with `model_row`, so each of those
+fields is typed once: in the model (`pipelines/clients/*.py`). The mapping:
+
+- `str` -> string, `int` -> int64, `float` -> float64, `bool` -> bool;
+- `Moment` (ISO 8601 text, `pipelines/clients/base.py`) and `datetime` -> the stream's
+  timestamp type, which each service's streams choose;
+- `list[X]` -> a list of X's type; a nested model -> a struct of its fields;
+- `dict`, `Any`, or a list of them -> string, holding JSON text;
+- `X | None` and `NotRequired[X]` -> X's type.
+
+Every column is nullable, a field the service always sends too: the lake's files have always
+been written so, and a Parquet column's nullability is part of its type.
+"""
+
+from __future__ import annotations
+
+import json
+import types
+from collections.abc import Collection, Iterable
+from datetime import datetime
+from typing import (
+    Annotated,
+    Any,
+    NotRequired,
+    Required,
+    Union,
+    get_args,
+    get_origin,
+    get_type_hints,
+)
+
+import pyarrow as pa
+import pydantic
+
+from pipelines.clients.base import Moment
+from pipelines.landing import parse_moment
+
+_SCALARS = {str: pa.string(), int: pa.int64(), float: pa.float64(), bool: pa.bool_()}
+
+
+def arrow_fields(
+    model: type, timestamp: pa.DataType, *, exclude: Collection[str] = ()
+) -> list[pa.Field]:
+    """The fields of `model` (a pydantic model or a TypedDict) in their order, as Arrow
+    fields; `timestamp` is the stream's type for date-times, `exclude` the fields its row
+    does not copy."""
+    hints = _hints(model)
+    unknown = set(exclude) - hints.keys()
+    if unknown:
+        raise ValueError(f"{model.__name__} has no fields {sorted(unknown)}")
+    return [
+        pa.field(name, arrow_type(hint, timestamp))
+        for name, hint in hints.items()
+        if name not in exclude
+    ]
+
+
+def _hints(model: type) -> dict[str, Any]:
+    if issubclass(model, pydantic.BaseModel):
+        # `rebuild_annotation`: pydantic keeps a field's outer `Annotated` apart, as metadata.
+        return {name: info.rebuild_annotation() for name, info in model.model_fields.items()}
+    return get_type_hints(model, include_extras=True)
+
+
+def arrow_type(hint: Any, timestamp: pa.DataType) -> pa.DataType:
+    """The Arrow type of one field's annotation (see the module's docstring)."""
+    if hint == Moment or hint is datetime:
+        return timestamp
+    origin, args = get_origin(hint), get_args(hint)
+    if origin in (Annotated, Required, NotRequired):
+        return arrow_type(args[0], timestamp)
+    if origin in (Union, types.UnionType):
+        present = [arg for arg in args if arg is not type(None)]
+        if len(present) == 1:
+            return arrow_type(present[0], timestamp)
+    elif _is_json(hint):
+        return pa.string()
+    elif origin is list:
+        return pa.list_(arrow_type(args[0], timestamp))
+    elif hint in _SCALARS:
+        return _SCALARS[hint]
+    elif isinstance(hint, type) and issubclass(hint, pydantic.BaseModel):
+        return pa.struct(arrow_fields(hint, timestamp))
+    raise TypeError(f"no Arrow type for {hint!r} (pipelines/schemas.py)")
+
+
+def _is_json(hint: Any) -> bool:
+    origin = get_origin(hint)
+    return (
+        hint is Any
+        or hint is dict
+        or origin is dict
+        or (origin is list and _is_json(get_args(hint)[0]))
+    )
+
+
+def model_row(record: pydantic.BaseModel, fields: Iterable[pa.Field]) -> dict:
+    """The columns among `fields` that `record`'s model declares, filled from it as
+    `arrow_fields` maps them: date-time text parsed, a dict or a list of them as JSON text, a
+    nested model as a struct. The other columns are left to the caller."""
+    declared = type(record).model_fields
+    return {
+        field.name: _value(getattr(record, field.name), field.type)
+        for field in fields
+        if field.name in declared
+    }
+
+
+def _value(value: Any, arrow: pa.DataType) -> Any:
+    if value is None:
+        return None
+    if pa.types.is_timestamp(arrow) and isinstance(value, str):
+        return parse_moment(value)
+    if pa.types.is_string(arrow) and not isinstance(value, str):
+        return json.dumps(value)
+    if pa.types.is_list(arrow):
+        return [_value(item, arrow.value_type) for item in value]
+    if pa.types.is_struct(arrow):
+        return model_row(value, arrow)
+    return value
