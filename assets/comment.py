@@ -249,7 +249,7 @@ def rows_equal_service_total(
 @dg.asset_check(asset=_key("accounts"), name="tokens_not_expiring", blocking=False)
 def tokens_not_expiring(lake: LakeResource) -> dg.AssetCheckResult:
     """Warn when an account's token expires within 7 days: its automations stop then, and
-    reconnecting takes a person at a browser (spec section 1)."""
+    reconnecting takes a person at a browser (the service offers no API for it)."""
     expiring = expiring_tokens(lake.lake())
     return dg.AssetCheckResult(
         passed=not expiring,

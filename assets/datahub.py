@@ -1,5 +1,5 @@
 """Customer data hub assets, both regions: custom fields, broadcasts, a daily snapshot of each
-broadcast's report, and members through the export task (customer-data-hub-api.md).
+broadcast's report, and members through the hub's export task.
 
 What each stream's rows are, and what the checks compare, is in `pipelines/streams/datahub/`;
 this module runs them as Dagster assets and checks and reports their figures."""

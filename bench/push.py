@@ -53,7 +53,7 @@ IMPORT_PATH = "/datahub/v1/members/import"
 #: ~23,000 commerce records; ~10,000 would give ~1,900 profile updates but ~78,000 records.
 COMMERCE_CUSTOMERS = 3_000
 PROFILE_CUSTOMERS = 10_000
-#: Spec section 8: profile updates 6,000 per minute; imports 15 per minute.
+#: The hub's documented limits: profile updates 6,000 per minute; imports 15 per minute.
 PROFILE_LIMIT, IMPORT_LIMIT = 6_000, 15
 IMPORT_WINDOW = 20.0
 IMPORT_CALLS = 20

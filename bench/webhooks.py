@@ -57,7 +57,7 @@ DUPLICATE_SHARE = 0.05
 #: after an answer or a timeout, not alongside the first attempt).
 RETRY_LAG = 200
 TARGET_P99_MS = 250.0
-DEADLINE_S = 5.0  # the spec: the endpoint must answer within 5 seconds
+DEADLINE_S = 5.0  # the hub's documented deadline: the endpoint must answer within 5 seconds
 
 CONTENT_LENGTH = re.compile(rb"(?i)\r\ncontent-length: *([0-9]+)")
 APIKEY = {"apikey": "demo-apikey"}
@@ -120,7 +120,7 @@ RECORDS = {
 
 
 def headers(body: bytes, key: str, secret: str) -> dict[str, str]:
-    """A delivery's headers, as sandbox/webhooks.py sends them (spec sections 5 and 6)."""
+    """A delivery's headers (signature, idempotency key), as sandbox/webhooks.py sends them."""
     return {
         "Content-Type": "application/json",
         "Service-Signature": sign(body, secret),

@@ -115,8 +115,8 @@ PRODUCTS = (
 CITIES = ("Taipei", "New Taipei", "Taichung", "Tainan", "Kaohsiung", "Hsinchu", "Taoyuan")
 TIERS = ("bronze", "silver", "gold", "platinum")
 #: The channel id the brand has for each channel type of the hub's default region (the
-#: sandbox's, sandbox/datahub/contact_data.py). The member export has no external_channel_id
-#: (spec section 2) and the brand runs two LINE channels, so LINE customers have none: the
+#: sandbox's, sandbox/datahub/contact_data.py). The hub's member export carries no
+#: external_channel_id and the brand runs two LINE channels, so LINE customers have none: the
 #: shop cannot tell which of the two they follow.
 HUB_CHANNELS = {
     "fb": "104882710293847",
@@ -136,7 +136,7 @@ def _strings(*names: str) -> list[tuple[str, pa.DataType]]:
     return [(name, pa.string()) for name in names]
 
 
-#: Common fields of every commerce record (spec section 2), as the shop holds them; the
+#: Common fields of every commerce record the hub takes, as the shop holds them; the
 #: contact's channel fields come from `shop.customers` in the outbound views.
 COMMON = [
     ("timestamp", TIMESTAMP),
@@ -653,8 +653,8 @@ def _invalid_orders(customer: dict, rng: np.random.Generator) -> list[dict]:
     )
     item = negative["items"][0] | {"price": -120.0}  # prices are >= 0 (sandbox/README.md)
     return [
-        currency | {"currency": "NT"},  # exactly 3 chars (spec section 2)
-        empty | {"items": []},  # 1..200 items (spec section 2)
+        currency | {"currency": "NT"},  # the hub wants exactly 3 chars
+        empty | {"items": []},  # the hub wants 1..200 items
         negative | {"items": [item, *negative["items"][1:]]},
     ]
 
@@ -907,7 +907,7 @@ def _session(customer: dict, start: datetime, first: int, rng: np.random.Generat
         "page_view_id": page_view_id,
     }
     steps.append(("user_engagement", engagement))
-    # utm_term is required (spec section 4): "(not set)" where there is none.
+    # The hub requires utm_term: "(not set)" where there is none.
     source, medium, campaign, content, term = _pick(rng, CAMPAIGNS) or DIRECT
     events, at = [], start
     for offset, (behavior, params) in enumerate(steps):
@@ -934,7 +934,7 @@ def _session(customer: dict, start: datetime, first: int, rng: np.random.Generat
 def _invalid_behavior_event(customer: dict, number: int, rng: np.random.Generator) -> dict:
     page_view = _session(customer, LAST_SIGN_UP, number, rng)[0]
     params = json.loads(page_view["params"])
-    del params["page_title"]  # page_view needs page_path, page_title, page_view_id (section 4)
+    del params["page_title"]  # page_view needs page_path, page_title, page_view_id
     return page_view | {"params": json.dumps(params, sort_keys=True)}
 
 
@@ -983,7 +983,7 @@ def _contact_changes(
                 }
             )
     if rows:
-        # E.164 wants "+" and the country code (spec section 2).
+        # The hub takes display_mobile as E.164, which wants "+" and the country code.
         rows[-1] = rows[-1] | {"display_mobile": "0912-345-678"}
     return rows
 

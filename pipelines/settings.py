@@ -18,7 +18,7 @@ The file's shape (every section optional):
     base_url = "https://…/api/v1"
     api_key_env = "AGENCY_COMMENT_KEY"
 
-    [paths.conversation]           # where the spec shows no path
+    [paths.conversation]           # where the service documents no path
     list_users = "/v2/users"
 
     [service.comment]              # any field of the service's resource

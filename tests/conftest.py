@@ -32,7 +32,7 @@ def make_sandbox() -> Iterator[Callable[..., SandboxApp]]:
 
 @pytest.fixture
 def sandbox_app(make_sandbox) -> SandboxApp:
-    """Frozen, small, seed 7, rate limits on (as the spec documents)."""
+    """Frozen, small, seed 7, rate limits on (the services' documented ones)."""
     return make_sandbox()
 
 

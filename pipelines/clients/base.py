@@ -57,7 +57,7 @@ class Service(pydantic.BaseModel):
     """A service's settings. Subclasses set `service`, `rates` and `auth_headers`."""
 
     service: ClassVar[str]
-    #: Documented limits per bucket of operations (spec section 8 of each service).
+    #: The service's documented rate limits, per bucket of operations.
     rates: ClassVar[dict[str, Rate]] = {}
 
     connections: list[Connection]

@@ -1,4 +1,4 @@
-"""Comment automation service client (spec: comment-automation-api.md)."""
+"""Comment automation service client."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from pipelines.clients.base import Model, Moment, Service
 from pipelines.schemas import arrow_fields
 from pipelines.transport import Rate, Transport, whole_json
 
-#: Spec section 8: 120 requests per minute per key, every operation.
+#: The service's documented limit: 120 requests per minute per key, every operation.
 REQUESTS_PER_MINUTE = 120
-#: Spec section 4: `limit` 1..200 on /logs; `days` 1..365 on /logs and 1..90 on /stats.
+#: Documented bounds: `limit` 1..200 on /logs; `days` 1..365 on /logs and 1..90 on /stats.
 LOGS_PAGE_LIMIT = 200
 LOGS_MAX_DAYS = 365
 STATS_MAX_DAYS = 90

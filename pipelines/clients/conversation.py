@@ -1,6 +1,6 @@
-"""Conversation service client (spec: conversation-api.md), one region per connection.
+"""Conversation service client, one region per connection.
 
-The spec names operations but shows no method or path (section 4): `PATHS` is the one table
+The service documents its operations by name, with no method or path: `PATHS` is the one table
 of the paths this client uses (the sandbox's choice, sandbox/README.md), and
 `[paths.conversation]` in sync.toml overrides any entry.
 """
@@ -23,7 +23,7 @@ T = TypeVar("T")
 PATHS: dict[str, str] = {
     "trigger_messages_backup": "/v1/backups/messages",
     "get_backup_detail": "/v1/backups/{backup_id}",
-    # Where a completed backup's file is served; not an operation of the spec.
+    # Where a completed backup's file is served; not a documented operation.
     "download_backup": "/v1/backups/{backup_id}/download",
     "list_channels": "/v1/channels",
     "get_member_by_id": "/v1/channels/{channel_id}/members/{member_id}",
@@ -31,9 +31,9 @@ PATHS: dict[str, str] = {
     "list_teams": "/v2/teams",
     "list_users": "/v2/users",
 }
-#: Spec section 4: `limit` max 1000.
+#: The service's documented maximum of `limit` on list operations.
 PAGE_LIMIT = 1000
-#: Only `initiated` is shown (spec section 3); the finished state is the sandbox's name.
+#: The service documents only `initiated`; the finished state is the sandbox's name.
 BACKUP_COMPLETED = "completed"
 
 
@@ -43,7 +43,7 @@ class Cursor(Model):
 
 
 class Channel(Model):
-    """The full record of `list_channels` (spec section 2)."""
+    """The full record of `list_channels` (the paginated list returns fewer fields)."""
 
     id: int
     uuid: str | None = None
@@ -65,7 +65,7 @@ class Channels(Model):
 
 
 class Team(Model):
-    """The list form: no `editable` (spec section 2)."""
+    """The list form, which carries no `editable`."""
 
     id: int
     name: str | None = None
@@ -81,7 +81,7 @@ class TeamsPage(Model):
 
 
 class User(Model):
-    """The list form: no `email`, `org_id`, `role_id`, `inviter_id` (spec section 2)."""
+    """The list form, which omits `email`, `org_id`, `role_id` and `inviter_id`."""
 
     id: int
     name: str | None = None
@@ -103,7 +103,7 @@ class UsersPage(Model):
 
 
 class Member(Model):
-    """A member looked up by id (spec section 2); strings unless stated."""
+    """A member looked up by id; its fields are strings unless stated."""
 
     id: int
     account_manager: str | None = None
@@ -244,7 +244,7 @@ class ConversationService(Service):
     """Connections are regions (`default`, `jp`), each with its own base address and key."""
 
     service: ClassVar[str] = "conversation"
-    #: Spec section 8: rate limits not shown, so no pacing.
+    #: The service documents no rate limits, so no pacing.
     rates: ClassVar[dict[str, Rate]] = {}
 
     #: Overrides of `PATHS`, by operationId (`[paths.conversation]` in sync.toml).

@@ -1,6 +1,6 @@
-"""Customer data hub client, both regions (spec: customer-data-hub-api.md).
+"""Customer data hub client, both regions.
 
-The spec shows two paths (`get_task_status`, `list_custom_fields`); every other path is the
+The hub documents two paths (`get_task_status`, `list_custom_fields`); every other path is the
 choice written in `PATHS` (the sandbox's, sandbox/README.md), which `[paths.datahub]` in
 sync.toml overrides per operation.
 """
@@ -19,8 +19,8 @@ from pipelines.transport import Rate, Transport
 
 T = TypeVar("T")
 
-#: operationId -> path template. Only `get_task_status` and `list_custom_fields` come from the
-#: spec (section 4); the others are "not shown" there.
+#: operationId -> path template. Only `get_task_status` and `list_custom_fields` are the hub's
+#: documented paths; it leaves the others "not shown".
 PATHS: dict[str, str] = {
     "list_custom_fields": "/cdh/v1/custom-fields/",
     "list_broadcasts": "/v1/broadcasts",
@@ -38,7 +38,7 @@ PATHS: dict[str, str] = {
     "submit_point_record": "/v1/records/point",
     "submit_reservation_record": "/v1/records/reservation",
 }
-#: The operation that submits each pushed record type (spec section 4).
+#: The operation that submits each pushed record type (the hub names one per type).
 SUBMIT_OPERATIONS = {
     **{
         kind: f"submit_{kind}_record"
@@ -53,9 +53,9 @@ SUBMIT_OPERATIONS = {
     },
     "behavior_event": "submit_behavior_event",
 }
-#: Spec section 8: a report's date range spans at most 60 days, both ends included.
+#: The hub's documented limit: a report's date range spans at most 60 days, both ends included.
 REPORT_MAX_DAYS = 60
-#: Spec section 3 names `success`; it also says a completed import is shown as `done`.
+#: The hub documents `success`, and notes that a completed import is also shown as `done`.
 TASK_DONE = frozenset({"success", "done"})
 TASK_FAILED = "failed"
 
@@ -77,7 +77,7 @@ class CustomField(Model):
     description: str | None = None
     slot_number: int | None = None
     active: bool
-    #: Only `single_select` fields carry options; others answer null (spec section 2).
+    #: Only `single_select` fields carry options; others answer null.
     options: list[CustomFieldOption] | None = None
 
 
@@ -91,7 +91,7 @@ class Broadcast(Model):
 
 
 class BroadcastReport(Model):
-    """Figures over the asked range; further fields are "not shown" (spec section 4) and
+    """Figures over the asked range; further fields are undocumented ("not shown") and
     kept in `model_extra`."""
 
     name: str | None = None
@@ -113,7 +113,7 @@ class Task(Model):
 
 
 class ExportResult(Model):
-    """An export task's `result` ("not shown" in the spec; the sandbox's choice)."""
+    """An export task's `result` (undocumented by the hub; the sandbox's choice)."""
 
     download_url: str | None = None
     row_count: int
@@ -132,7 +132,7 @@ class DataHubClient:
         return fill_path(self.paths[operation], **values)
 
     def list_custom_fields(self, active: bool | None = None) -> list[CustomField]:
-        """`active` None lists every field, archived ones included (spec section 4)."""
+        """`active` None lists every field, archived ones included (the hub's documented query)."""
         params = {} if active is None else {"active": str(active).lower()}
         body = self.transport.request_json("GET", self._path("list_custom_fields"), params=params)
         return _custom_fields.validate_python(body)
@@ -183,13 +183,13 @@ class DataHubClient:
         return answer["event_id"]
 
     def update_channel_contact_profile(self, body: dict) -> list[str]:
-        """A partial profile update, paced to 6,000 per minute (spec section 8)."""
+        """A partial profile update, paced to 6,000 per minute (the hub's limit)."""
         path = self._path("update_channel_contact_profile")
         answer = self.transport.request_json("PATCH", path, json_body=body, bucket="profile_update")
         return answer["updated_fields"]
 
     def import_members(self, import_key: str, data: list[dict]) -> Task:
-        """Start an import of at most 10,000 rows, paced to 15 per minute (spec section 8).
+        """Start an import of at most 10,000 rows, paced to 15 per minute (the hub's limits).
         Not retried once sent: a lost answer could mean a second import."""
         answer = self.transport.request_json(
             "POST",
@@ -212,8 +212,8 @@ class DataHub(Service):
     """Connections are regions (`default`, `jp`), one key each."""
 
     service: ClassVar[str] = "datahub"
-    #: Spec section 8; every read is "not shown", so unpaced. The push pipeline sends profile
-    #: updates and imports through these buckets.
+    #: The hub's documented limits; it documents none for reads, so they are unpaced. The push
+    #: pipeline sends profile updates and imports through these buckets.
     rates: ClassVar[dict[str, Rate]] = {
         "profile_update": Rate(6_000),
         "import": Rate(15),

@@ -1,4 +1,4 @@
-"""Bulk member imports (spec section 4, "Import members"; section 8: 1..10,000 rows, 15 per
+"""Bulk member imports (the data hub's "Import members": 1..10,000 rows, 15 imports per
 minute): chunks of at most 10,000 rows per import_key, several tasks in flight at once, the
 task id saved in the ledger before polling, so a restart polls the task it started instead of
 importing twice."""
@@ -14,7 +14,7 @@ from pipelines.push.ledger import Ledger
 from pipelines.push.plan import Plan, Planned
 from pipelines.push.send import Sent
 
-#: Spec section 8: 1..10000 objects in `data`.
+#: The hub's documented batch size: 1..10000 objects in `data`.
 MAX_ROWS = 10_000
 #: A failed task is imported again this many times in all, then its rows are reported.
 MAX_ATTEMPTS = 3

@@ -2,7 +2,7 @@
 with what the service has already accepted (the ledger). Nothing is sent here, so the dry
 run and the real run share the same figures.
 
-Per key (spec section 3: "the submission with the latest timestamp is the current state"):
+Per key, the data hub keeps the submission with the latest timestamp as current:
 - new: never accepted; changed: newer than the accepted version (or, without a timestamp,
   different content); unchanged: the accepted version again; stale: older than accepted,
   never sent; rejected (per row): fails validation, or shares the newest timestamp of its
@@ -95,7 +95,7 @@ def _whole_record(candidate: Planned, _last_accepted: Entry) -> Planned:
 
 def _changed_profile_fields(candidate: Planned, last_accepted: Entry) -> Planned | None:
     """A profile update sends only what changed since the last accepted push (a partial
-    `data`, spec section 4); the ledger then keeps the merged whole for the next diff."""
+    `data`, as the hub accepts it); the ledger then keeps the merged whole for the next diff."""
     before = dict(json.loads(last_accepted.content).get("data", {}))
     after = candidate.body["data"]
     data = {k: v for k, v in after.items() if k != "custom_fields" and before.get(k) != v}
@@ -128,9 +128,10 @@ class Outbound:
     sending: Sending = Sending.RECORD
 
 
-#: Record keys: spec section 2 (coupon id; order id; fulfillment order_id;
-#: tier, point and reservation with the customer); behavior events by the brand's event_key;
-#: contacts by the three ids a profile update names; import rows by the matching attribute.
+#: Record keys, as the sandbox reads the hub's records (`sandbox/README.md`): coupon id;
+#: order id; fulfillment order_id; tier, point and reservation with the customer; behavior
+#: events by the brand's event_key; contacts by the three ids a profile update names; import
+#: rows by the matching attribute.
 OUTBOUND: dict[str, Outbound] = {
     # In push order: imports first (they create contacts that profile updates and records
     # may name), then profiles, records, events.

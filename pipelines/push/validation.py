@@ -1,12 +1,13 @@
-"""Client-side validation of what the push pipeline sends to the data hub (customer data hub
-spec, sections 2, 4 and 8), so a bad row is rejected with its field named before any request.
+"""Client-side validation of what the push pipeline sends to the data hub (the fields, bounds
+and limits the hub documents), so a bad row is rejected with its field named before any request.
 
 Rows come from the `outbound` views as DuckDB returns them. Each validator answers the JSON
-body to send, or None and every problem found. Where the spec says "not shown", the sandbox's
-choices (sandbox/README.md, "Customer data hub") are mirrored, so client and service agree.
+body to send, or None and every problem found. Where the hub's documentation says "not shown",
+the sandbox's choices (sandbox/README.md, "Customer data hub") are mirrored, so client and
+service agree.
 Choices of this module, where neither says anything:
-- columns beyond the spec's fields are ignored, and so are unknown keys of order items;
-  behavior `params` keep their extra fields (section 4);
+- columns beyond the hub's documented fields are ignored, and so are unknown keys of order
+  items; behavior `params` keep their extra fields (the hub allows them);
 - a field absent from the row is absent from the body; a null one is sent as null;
 - strings must be strings and numbers numbers (int, float or Decimal, Decimal sent as float);
   nothing is coerced; a whole-number field takes an integral Decimal or float and sends an int;
@@ -51,10 +52,10 @@ class Problem:
 #: The record types `validate_record` knows: those the data hub submits one by one.
 RECORD_TYPES: tuple[str, ...] = tuple(SUBMIT_OPERATIONS)
 IMPORT_KEYS = ("line_uid", "display_email", "display_mobile", "connect_id", "customer_id")
-CUSTOM_FIELD_PREFIX = "cl_custom_"  # section 4
-CUSTOM_NUMBER_LIMIT = 2_147_483_647  # section 8
-CUSTOM_NUMBER_DIGITS = 15  # section 8
-CUSTOM_TEXT_LIMIT = 255  # section 8
+CUSTOM_FIELD_PREFIX = "cl_custom_"  # prefix of each key in `data.custom_fields`
+CUSTOM_NUMBER_LIMIT = 2_147_483_647  # the hub's documented bounds of custom field values
+CUSTOM_NUMBER_DIGITS = 15  # significant digits
+CUSTOM_TEXT_LIMIT = 255  # characters
 
 #: A date, then `T` or a space, then an hour: what makes text a date-time before Python reads it.
 _DATE_TIME_TEXT = re.compile(r"[0-9]{4}-?[0-9]{2}-?[0-9]{2}[Tt ][0-9]{2}")
@@ -100,7 +101,7 @@ def _whole_number(minimum: int, value: object) -> int:
 
 
 def moment(value: object) -> datetime:
-    """An aware date-time (section 2: ISO 8601 with timezone) from a native timestamp or
+    """An aware date-time (the hub takes ISO 8601 with timezone) from a native timestamp or
     text; unix seconds and naive times are refused."""
     if isinstance(value, str):
         if not _DATE_TIME_TEXT.match(value):
@@ -214,7 +215,7 @@ def max_text(high: int | None = None) -> Any:
 
 
 def ids(most: int) -> Any:
-    """`array of string or null`: at most `most` items, each max 64 (section 2)."""
+    """`array of string or null`: at most `most` items, each max 64 characters."""
     return Annotated[list[text(0, 64)], Field(max_length=most)] | None
 
 
@@ -229,12 +230,12 @@ NonNegative = Annotated[float, PlainValidator(partial(_at_least, 0))]
 Count = Annotated[int, PlainValidator(partial(_whole_number, 1))]
 ChannelType = Literal["line", "fb", "ig", "whatsapp", "email", "wccs", "others"]
 
-# Views carry more columns than the spec's fields (keys, connection): ignored, not refused.
+# Views carry more columns than the hub's fields (keys, connection): ignored, not refused.
 ROW = ConfigDict(extra="ignore")
-OPEN = ConfigDict(extra="allow")  # behavior params: "extra fields allowed" (section 4)
+OPEN = ConfigDict(extra="allow")  # behavior params: the hub allows extra fields
 
 
-# -- commerce records (section 2) --------------------------------------------------------------
+# -- commerce records: fields and bounds as the hub documents them ----------------------------
 
 
 class CommonFields(BaseModel):
@@ -271,7 +272,7 @@ class CouponRecord(CommonFields):
 
 
 class OrderItem(BaseModel):
-    """Required fields and bounds: not shown in the spec; the sandbox's choice."""
+    """Required fields and bounds: not documented by the hub; the sandbox's choice."""
 
     model_config = ROW
 
@@ -402,7 +403,7 @@ RECORD_MODELS: dict[str, type[BaseModel]] = {
 }
 
 
-# -- behavior events (section 4; params names other than page_view's: the sandbox's) ---------
+# -- behavior events (params names other than page_view's: the sandbox's) --------------------
 
 Utm = Annotated[str, StringConstraints(strict=True, min_length=1, max_length=256)] | None
 
@@ -480,7 +481,7 @@ PARAMS_BY_BEHAVIOR: dict[str, type[BaseModel]] = {
 }
 
 
-# -- contact profiles and imports (sections 2 and 4) ---------------------------------------
+# -- contact profiles and imports ---------------------------------------------------------
 
 
 class ProfileFields(BaseModel):
@@ -512,9 +513,9 @@ class ProfileTarget(BaseModel):
 
     model_config = ROW
 
-    # Section 4: the list has seven values, profile updates support these five.
+    # The hub lists seven channel types; profile updates support these five.
     channel_type: Literal["line", "fb", "ig", "whatsapp", "wccs"]
-    # 128: the bound section 2 gives these ids in records; 1..128 is the sandbox's choice.
+    # 128: the hub's bound for these ids in records; 1..128 is the sandbox's choice.
     external_channel_id: text(1, 128)
     external_member_id: text(1, 128)
 
@@ -558,7 +559,7 @@ def _validated(
         ]
 
 
-# -- custom field values (section 4 "Profile update rules", section 8) ------------------------
+# -- custom field values (the hub's profile update rules and bounds) -------------------------
 
 
 def _custom_text(value: object, definition: Mapping[str, Any]) -> str:
@@ -577,7 +578,7 @@ def _custom_number(value: object, definition: Mapping[str, Any]) -> int | float:
 
 
 def _option_key(value: object, definition: Mapping[str, Any]) -> str:
-    """An active option's key; its name is invalid (section 4)."""
+    """An active option's key; the hub refuses the option's name."""
     options = definition.get("options") or []
     by_key = {option["key"]: option for option in options}
     if isinstance(value, str) and value in by_key:
@@ -606,7 +607,7 @@ def _custom_value(definition: Mapping[str, Any] | None, value: object) -> object
     if not definition["active"]:
         raise ValueError("the custom field is archived")
     if value is None:
-        return None  # null clears the field (section 4)
+        return None  # null clears the field (the hub's rule)
     rule = CUSTOM_VALUE_RULES.get(definition["type"])
     if rule is None:
         raise ValueError(f"custom field type {definition['type']!r} is unknown to this client")

@@ -1,5 +1,5 @@
-"""The webhook envelope of the customer data hub spec, section 6: `event`, `timestamp`
-(ISO 8601), `source` and `data` (an object) are required; `*.sync` events add `event_id`.
+"""The webhook envelope the customer data hub documents: `event`, `timestamp` (ISO 8601),
+`source` and `data` (an object) are required; `*.sync` events add `event_id`.
 
 Only the envelope is checked. Event names, `source` values and the fields inside `data` are
 the hub's to extend, so an event this code does not know is stored like any other.
@@ -43,7 +43,7 @@ def parse_envelope(body: bytes) -> Envelope:
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise EnvelopeError(f"malformed JSON: {exc}") from None
     except RecursionError:
-        # Python's parser recurses once per level; the spec's events nest a few levels.
+        # Python's parser recurses once per level; the hub's documented events nest a few levels.
         raise EnvelopeError("JSON nested too deep to read") from None
     except ValueError as exc:
         # An integer of over 4,300 digits (CPython's bound on int(str)).

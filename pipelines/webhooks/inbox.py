@@ -1,7 +1,7 @@
 """The receiver's durable inbox: one SQLite file in WAL mode.
 
-An event is committed here before the receiver answers 200 (spec section 6: the hub does not
-resend an event it saw answered), so the inbox, not the lake, is the system of record for
+An event is committed here before the receiver answers 200 (the hub does not resend an
+event it saw answered), so the inbox, not the lake, is the system of record for
 webhooks until compaction copies it out. Rows are never deleted: the UNIQUE idempotency key
 is what remembers, across restarts, which events were already accepted.
 

@@ -1,6 +1,7 @@
 """The ASGI app that receives the data hub's webhooks at `/webhooks/datahub`.
 
-In order (customer data hub spec, sections 5 and 6):
+In order (signature and idempotency key as the hub documents them; the answers are the
+choices in README.md's "How data flows" table):
 1. a body over `max_body_bytes`: 413, nothing stored;
 2. `Service-Signature` missing or not the hex HMAC-SHA256 of the raw body keyed with the
    UTF-8 secret (compared in constant time): 401, nothing stored;
@@ -68,7 +69,7 @@ def envelope_or_reason(arrival: Arrival) -> Envelope | str:
     """The delivery's envelope, or why it has none: text the inbox and a JSON answer take."""
     try:
         if not arrival.idempotency_key:
-            # The key is the only duplicate detection the spec gives (section 6).
+            # The key is the only duplicate detection the hub documents.
             raise EnvelopeError("Service-Idempotency-Key missing")
         return parse_envelope(arrival.body)
     except EnvelopeError as problem:

@@ -1,5 +1,5 @@
--- message.send, message.open and message.click (spec section 6). The click's further field
--- is not shown in the spec; the project reads it as `url` (the sandbox's choice).
+-- message.send, message.open and message.click webhook events. The hub leaves the click's
+-- further field undocumented; the project reads it as `url` (the sandbox's choice).
 -- Fields of an unexpected type read as NULL; webhook_events keeps the raw `data`.
 CREATE OR REPLACE VIEW datahub.message_events AS
 SELECT

@@ -1,4 +1,4 @@
--- prize.send, prize.claim and prize.redeem (spec section 6); claim and redeem carry `code`.
+-- prize.send, prize.claim and prize.redeem webhook events; claim and redeem carry `code`.
 CREATE OR REPLACE VIEW datahub.prize_events AS
 SELECT
     date,

@@ -1,4 +1,4 @@
--- contact.profile.<field>.update (spec section 6): one row per changed profile field, the
+-- contact.profile.<field>.update webhook events: one row per changed profile field, the
 -- field named by the event and its new value as text (NULL when it was cleared, or when the
 -- name is not letters, digits and underscores).
 CREATE OR REPLACE VIEW datahub.profile_changes AS

@@ -1,6 +1,6 @@
--- sms_plus.status.update (spec section 6; source maac only): the delivery state of an SMS+
--- message, a LINE notification by phone number (PNP) with SMS as its fallback. The spec
--- shows no value lists for the status fields; they are kept as sent.
+-- sms_plus.status.update webhook events (source maac only): the delivery state of an SMS+
+-- message, a LINE notification by phone number (PNP) with SMS as its fallback. The hub
+-- documents no value lists for the status fields; they are kept as sent.
 CREATE OR REPLACE VIEW datahub.sms_status AS
 SELECT
     date,

@@ -1,6 +1,7 @@
--- The synchronization events (spec section 6): one per accepted commerce record submission,
--- `event_id` the id the submission was answered with. One column per field of the section 6
--- table, NULL where a record type does not carry it; `items` (orders) stays JSON.
+-- The synchronization webhook events (`*.sync`): one per accepted commerce record submission,
+-- `event_id` the id the submission was answered with. One column per `data` field the hub
+-- documents for any of them, NULL where a record type does not carry it; `items` (orders)
+-- stays JSON.
 CREATE OR REPLACE VIEW datahub.sync_events AS
 SELECT
     date,

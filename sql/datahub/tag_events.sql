@@ -1,4 +1,4 @@
--- contact.tag.add and contact.tag.remove (spec section 6). An add is sent even when the
+-- contact.tag.add and contact.tag.remove webhook events. An add is sent even when the
 -- contact already had the tag, so adds are not a count of newly tagged contacts.
 CREATE OR REPLACE VIEW datahub.tag_events AS
 SELECT

@@ -1,6 +1,6 @@
--- Every webhook event the data hub delivered and the receiver accepted, once each (spec
--- section 6): the envelope, its raw `data`, and when it arrived. `date` is the UTC day of
--- `timestamp`. The per-family views beside this one type the fields of `data`.
+-- Every webhook event the data hub delivered and the receiver accepted, once each (by the
+-- delivery's idempotency key): the envelope, its raw `data`, and when it arrived. `date` is the
+-- UTC day of `timestamp`. The per-family views beside this one type the fields of `data`.
 CREATE OR REPLACE VIEW datahub.webhook_events AS
 SELECT
     date,

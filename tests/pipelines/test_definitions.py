@@ -1,6 +1,5 @@
 """The Dagster code location: everything loads, in-process and through the real webserver's
-GraphQL API on `workspace.yaml` (issue 3, Tests: "loads `workspace.yaml` through the Dagster
-webserver's GraphQL API and checks that all assets, checks, jobs and schedules load")."""
+GraphQL API on `workspace.yaml`: all assets, checks, jobs and schedules load."""
 
 import os
 import signal
@@ -85,7 +84,7 @@ def test_the_definitions_load_with_every_stream_check_job_and_schedule():
     assert view["jobs"] == JOBS
     assert view["schedules"] == SCHEDULES
     assert view["sensors"] == {"freshness_checks_sensor", "datahub_webhooks_sensor"}
-    # issue 3, Checks: ids unique on every stream; the reconciliations of the streams that
+    # The checks required: ids unique on every stream; the reconciliations of the streams that
     # have a total to reconcile against; token expiry; freshness.
     assert {f"{stream}:ids_unique" for stream in streams} <= view["checks"]
     assert {

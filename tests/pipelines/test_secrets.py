@@ -1,6 +1,6 @@
-"""Secret canary (issue 3, Tests: "A secret canary key never appears in logs, metadata, errors
-or files"): keys reach the code through `dg.EnvVar` and must never leave it, whether the
-service refuses them or accepts them.
+"""Secret canary: a secret canary key never appears in logs, metadata, errors or files. Keys
+reach the code through `dg.EnvVar` and must never leave it, whether the service refuses them
+or accepts them.
 
 What is searched: everything the sync printed (stdout/stderr at the file-descriptor level and
 every log record), the sync's report, every event of every run in the Dagster instance

@@ -1,9 +1,10 @@
 """Client-side validation (pipelines/push/validation.py) against the data hub sandbox's ground
-truth: a valid row gives the body the sandbox accepts, and each side of every bound of the
-spec (sections 2, 4, 8) is refused by the client and the sandbox alike, naming the same field.
+truth: a valid row gives the body the sandbox accepts, and each side of every bound the hub
+documents (fields, operations, limits) is refused by the client and the sandbox alike, naming
+the same field.
 
 Rows are what the `outbound` views yield: datetimes, dates, Decimals, lists of dicts, and
-columns beyond the spec's fields. One sandbox serves the module: each case sends its own row.
+columns beyond the hub's fields. One sandbox serves the module: each case sends its own row.
 """
 
 import copy
@@ -35,13 +36,13 @@ PROFILE = f"{DATAHUB}/v1/contacts/profile"
 IMPORT = f"{DATAHUB}/v1/members/import"
 CUSTOM_FIELDS = f"{DATAHUB}/cdh/v1/custom-fields/"
 MISSING = object()  # a case value: the column is absent from the row
-VIEW_COLUMNS = ("event_key", "connection")  # outbound view columns that are not spec fields
+VIEW_COLUMNS = ("event_key", "connection")  # outbound view columns that are not hub fields
 
 PLUS8 = timezone(timedelta(hours=8))
 TS = datetime(2026, 10, 30, 9, 15, 30, tzinfo=PLUS8)
 LATER = TS + timedelta(days=30)
 
-# -- valid rows carrying every spec field (section 2) ----------------------------------------
+# -- valid rows carrying every field the hub documents ---------------------------------------
 
 COMMON = {
     "timestamp": TS,
@@ -71,7 +72,7 @@ BEHAVIOR_ITEM = {
     "item_name": "Green tea",
     "price": Decimal("120"),
     "quantity": 1,
-    "brand": "Leaf",  # an extra param: allowed (section 4)
+    "brand": "Leaf",  # an extra param: the hub allows them
 }
 ITEM_PARAMS = {"currency": "TWD", "items": [BEHAVIOR_ITEM]}
 PARAMS = {
@@ -120,7 +121,7 @@ ROWS: dict[str, dict] = {
         "status": "completed",
         "total_amount": Decimal("230.50"),
         "currency": "TWD",
-        "items": [ORDER_ITEM | {"sku_group": "tea"}],  # an item key beyond the spec's: dropped
+        "items": [ORDER_ITEM | {"sku_group": "tea"}],  # an item key beyond the hub's: dropped
         "payment_method": "credit_card",
         "delivery_method": "home_delivery",
         "shipping_location": "Taipei",
@@ -463,7 +464,7 @@ def with_value(row: dict, path: str, value: Any) -> dict:
 
 
 def expected_body(row: dict) -> dict:
-    """The body the spec's fields of `row` make: view columns and unknown item keys dropped."""
+    """The body the hub's fields of `row` make: view columns and unknown item keys dropped."""
     body = {key: as_json(value) for key, value in row.items() if key not in VIEW_COLUMNS}
     if "items" in body:
         body["items"] = [
@@ -849,7 +850,7 @@ def profile_row(contact: dict) -> dict:
         "cl_custom_last_store_visit": TS,
         "cl_custom_preferred_store": "flagship",
         "cl_custom_skin_type": None,
-        "member_id": contact["member_id"],  # view columns beyond the spec's
+        "member_id": contact["member_id"],  # view columns beyond the hub's fields
         "connection": "default",
     }
 
@@ -910,14 +911,14 @@ PROFILE_CASES = [
     ("birthday", datetime(1990, 2, 28, tzinfo=PLUS8), "data.birthday"),
     ("full_name", None, None),
     ("full_name", 42, "data.full_name"),
-    ("channel_type", "email", "channel_type"),  # in the list, not supported (section 4)
+    ("channel_type", "email", "channel_type"),  # a listed type, not one profile updates support
     ("channel_type", "others", "channel_type"),
     ("channel_type", "sms", "channel_type"),
     ("channel_type", MISSING, "channel_type"),
     ("external_channel_id", "", "external_channel_id"),
     ("external_channel_id", "x" * 129, "external_channel_id"),
     ("external_member_id", None, "external_member_id"),
-    # custom fields, by type (section 4 and 8)
+    # custom fields, by type (the hub's value rules and bounds)
     ("cl_custom_nickname", "a" * 255, None),
     ("cl_custom_nickname", "a" * 256, "data.custom_fields.cl_custom_nickname"),
     ("cl_custom_nickname", 5, "data.custom_fields.cl_custom_nickname"),
@@ -1010,7 +1011,7 @@ IMPORT_ROW = {
     "address": None,
     "company": None,
     "member_level": "silver",
-    "connection": "default",  # a view column beyond the spec's
+    "connection": "default",  # a view column beyond the hub's fields
 }
 IMPORT_KEYS = ("line_uid", "display_email", "display_mobile", "connect_id", "customer_id")
 
@@ -1072,7 +1073,7 @@ def test_unknown_import_key_is_refused_by_both(hub):
 def test_client_is_stricter_than_the_sandbox_on_empty_keys_and_email_shape(
     hub, import_key, column, value
 ):
-    """Client-only rules (not in the spec): an empty import key matches nothing meaningful,
+    """Client-only rules (not the hub's): an empty import key matches nothing meaningful,
     and an email without local@domain.tld is refused; the sandbox accepts both."""
     row = with_value(IMPORT_ROW, column, value)
     body, problems = validate_import_row(row, import_key)

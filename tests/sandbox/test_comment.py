@@ -1,4 +1,4 @@
-"""Conformance of the comment automation sandbox to comment-automation-api.md.
+"""Conformance of the comment automation sandbox to the service's documented behaviour.
 
 Most checks share one frozen sandbox (rate limits off); checks that move the clock, inject
 faults, count the rate limit or compare exact totals before and after a change build their own.
@@ -74,7 +74,7 @@ def open_client(app: SandboxApp) -> TestClient:
 
 
 def error_of(response, status: int, code: str, field: str | None = None) -> dict:
-    """Check the one error body of spec section 7 and return its `error` object."""
+    """Check the one error body the service documents and return its `error` object."""
     assert response.status_code == status, response.text
     body = response.json()
     assert list(body) == ["error"]

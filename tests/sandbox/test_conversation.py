@@ -1,4 +1,4 @@
-"""Conformance of the conversation service sandbox (spec: conversation-api.md).
+"""Conformance of the conversation service sandbox to the service's documented behaviour.
 
 Calls go through `paths.OPERATIONS`, the one table of methods and paths. Tests that only read
 share one frozen sandbox (`shared`); tests that change state share another (`mutable`) and
@@ -31,7 +31,7 @@ BASES = {"default": "/conversation", "jp": "/conversation-jp"}
 REGIONS = tuple(BASES)
 PUBLIC_URL = SandboxConfig().public_url
 
-# Field sets exactly as spec section 2 lists them.
+# Field sets exactly as the service documents them.
 CHANNEL_FIELDS = {
     "id",
     "uuid",
@@ -670,7 +670,7 @@ def test_create_or_update_member_unknown_channel_404(mutable):
     assert_error(response, 404, "not_found")
 
 
-# --- assignments (spec section 3)
+# --- assignments (the documented transitions)
 
 
 def a_user(client, region: str, **where) -> int:
@@ -1426,7 +1426,7 @@ def test_backup_rows_are_well_formed(shared):
             assert row["sender_id"] == row["member_id"]
         else:
             assert int(row["sender_id"]) in users
-        if row["message_type"] == "image":  # spec section 9
+        if row["message_type"] == "image":  # empty text, a url and a mime_type
             assert row["text"] == "" and row["url"].startswith("https://")
             assert row["mime_type"] in ("image/jpeg", "image/png")
         else:

@@ -1,4 +1,4 @@
-"""Conformance of the data hub's contacts side (customer data hub spec): profile updates,
+"""Conformance of the data hub's contacts side to its documented behaviour: profile updates,
 member import and export tasks, custom fields, broadcasts and their reports, simulated
 campaigns and the webhooks they send, live traffic, ground truth."""
 

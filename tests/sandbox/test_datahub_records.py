@@ -1,4 +1,4 @@
-"""Conformance of the data hub's commerce records and behavior events (spec sections 2, 4, 6).
+"""Conformance of the data hub's commerce records and behavior events to its documented rules.
 
 One sandbox serves the module (rows never collide: every test uses fresh keys); tests that
 count everything a store holds, or listen to webhooks, build their own.
@@ -27,7 +27,7 @@ from tests.conftest import ANCHOR
 from tests.constants import APIKEY
 
 BASE = {"default": "/datahub", "jp": "/datahub-jp"}
-# The spec shows no paths (section 4); these are the sandbox's.
+# The hub documents no paths for these operations; these are the sandbox's.
 PATHS = {
     "coupon": "/v1/records/coupon",
     "order": "/v1/records/order",
@@ -330,7 +330,7 @@ def test_body_that_is_not_an_object_is_refused(client, kind, content):
     assert_refused(answer, "body")
 
 
-# --- string lengths (section 2) --------------------------------------------------------------
+# --- string lengths (the hub's field bounds) -------------------------------------------------
 
 COMMON_LENGTHS = [
     ("source_platform_name", 1, 64),
@@ -771,7 +771,7 @@ def test_refused_submission_is_not_stored(client, kind):
     assert current(client, kind, key_of(kind, body)).status_code == 404
 
 
-# --- latest-timestamp semantics (sections 2 and 3) ----------------------------------------------
+# --- latest-timestamp semantics -----------------------------------------------------------------
 
 VARIANT_FIELD = {  # a field that tells the versions apart
     "coupon": "name",
@@ -974,7 +974,7 @@ def test_concurrent_submissions_keep_the_latest_and_count_all(own_app):
     assert len(store.submissions("order")) == len(bodies)
 
 
-# --- behavior events (section 4) ----------------------------------------------------------------
+# --- behavior events ----------------------------------------------------------------------------
 
 BEHAVIOR_ITEMS = [{"item_id": "sku-1", "item_name": "Linen shirt", "price": 39.9, "quantity": 1}]
 PARAMS = {
@@ -1175,7 +1175,7 @@ def test_behavior_unknown_top_level_field_is_refused(client):
     assert_refused(answer, "session")
 
 
-# --- webhooks (sections 5 and 6) ----------------------------------------------------------------
+# --- webhooks (signature, envelope, sync events) ------------------------------------------------
 
 SECRET = "s3cret"
 SOURCE = [
@@ -1184,7 +1184,7 @@ SOURCE = [
     "source_store_type",
     "source_store_id",
 ]
-SYNC = {  # event and data fields of section 6
+SYNC = {  # event and data fields the hub documents
     "coupon": (
         "coupon.sync",
         ["id", "name", "code", "is_redeemable", "status", "discount_type", "discount_value"],

@@ -66,7 +66,7 @@ OPERATIONS = {
 }
 OPERATIONS["/conversation-jp"] = OPERATIONS["/conversation"]
 OPERATIONS["/datahub-jp"] = OPERATIONS["/datahub"]
-# Routes the sandbox adds beside the spec's operations: the files that async jobs hand out.
+# Routes the sandbox adds beside the documented operations: the files that async jobs hand out.
 DOWNLOADS = {"download_member_export", "download_messages_backup"}
 
 

@@ -44,7 +44,7 @@ def envelope(event: str = "message.open", **fields) -> bytes:
 
 
 def signed(body: bytes, key: str, secret: str = SECRET) -> dict[str, str]:
-    """The headers of a delivery (spec sections 5 and 6)."""
+    """The headers of a delivery: signature, idempotency key, user agent."""
     return {
         "Content-Type": "application/json",
         "Service-Signature": hmac.new(secret.encode(), body, hashlib.sha256).hexdigest(),

@@ -1,4 +1,4 @@
-"""Compaction of the inbox into the lake (issue 5, Deliver 2): idempotent, never loses an
+"""Compaction of the inbox into the lake: idempotent, never loses an
 event stored between or during runs; run by its sensor and by `python -m pipelines sync`."""
 
 import threading

@@ -1,6 +1,6 @@
 """The sandbox's own webhook deliveries, duplicated and reordered by its faults, against its
-delivery records (issue 5, Tests): the warehouse holds each delivered event exactly once, with
-the envelope the hub sent, and the typed views read every family."""
+delivery records: the warehouse holds each delivered event exactly once, with the envelope
+the hub sent, and the typed views read every family."""
 
 import json
 import sqlite3
@@ -49,7 +49,7 @@ def family(event: str) -> str:
 
 def cause_events(base: str) -> str:
     """Two campaigns (maac and caac), a profile change and a coupon submission: every
-    family of spec section 6. Returns the coupon's event_id."""
+    webhook event family the hub documents. Returns the coupon's event_id."""
     for body in ({"source": "maac"}, {"source": "caac", "kind": "journey"}):
         answer = httpx.post(f"{base}/_sandbox/datahub/default/campaigns", json=body, timeout=30)
         assert answer.status_code == 200, answer.text

@@ -1,4 +1,4 @@
--- Profile updates to send to the data hub ("Update channel contact profile", spec section 4),
+-- Profile updates to send to the data hub (its "Update channel contact profile" operation),
 -- one row per contact. The hub finds the contact by channel_type, external_channel_id and
 -- external_member_id; the other columns are profile fields (null clears one) and custom fields
 -- as cl_custom_<key> (keys and types: datahub.custom_fields; a single_select takes the option

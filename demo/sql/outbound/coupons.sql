@@ -1,7 +1,7 @@
--- Coupon records to send to the data hub, one row per version; the columns are the coupon
--- record of customer-data-hub-api.md section 2. Per key (`id`) the push sends the newest
--- version, and only when it is newer than what the hub already accepted. An optional
--- `connection` column names the data hub connection to send to (default: default).
+-- Coupon records to send to the data hub, one row per version; the columns are the fields of the
+-- hub's coupon record (`CouponRecord` in pipelines/push/validation.py). Per key (`id`) the push
+-- sends the newest version, and only when it is newer than what the hub already accepted. An
+-- optional `connection` column names the data hub connection to send to (default: default).
 CREATE OR REPLACE VIEW outbound.coupons AS
 SELECT
     coupons.timestamp,                      -- when this state took effect: the newest wins

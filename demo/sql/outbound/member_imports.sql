@@ -1,4 +1,4 @@
--- Members to import into the data hub ("Import members", spec section 4): the shop's customers
+-- Members to import into the data hub (its "Import members" operation): the shop's customers
 -- the hub's default region does not have yet. `import_key` names the attribute that matches a
 -- row to a contact (line_uid, display_email, display_mobile, connect_id or customer_id); a row
 -- that matches none creates a contact, and fields sent as null are cleared. An optional

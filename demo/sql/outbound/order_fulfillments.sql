@@ -1,7 +1,8 @@
 -- Order fulfillment records to send to the data hub, one row per version; the columns are the
--- order fulfillment record of customer-data-hub-api.md section 2. Per key (`order_id`) the
--- push sends the newest version, and only when it is newer than what the hub already accepted.
--- An optional `connection` column names the data hub connection to send to (default: default).
+-- fields of the hub's order fulfillment record (pipelines/push/validation.py lists them). Per key
+-- (`order_id`) the push sends the newest version, and only when it is newer than what the hub
+-- already accepted. An optional `connection` column names the data hub connection to send to
+-- (default: default).
 CREATE OR REPLACE VIEW outbound.order_fulfillments AS
 SELECT
     order_fulfillments.timestamp,           -- when this state took effect: the newest wins

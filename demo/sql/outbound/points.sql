@@ -1,8 +1,8 @@
--- Point records to send to the data hub, one row per version; the columns are the point record
--- of customer-data-hub-api.md section 2. Per key (`source_platform_customer_id` and `type`)
--- the push sends the newest version, and only when it is newer than what the hub already
--- accepted. An optional `connection` column names the data hub connection to send to (default:
--- default).
+-- Point records to send to the data hub, one row per version; the columns are the fields of the
+-- hub's point record (`PointRecord` in pipelines/push/validation.py). Per key
+-- (`source_platform_customer_id` and `type`) the push sends the newest version, and only when it is
+-- newer than what the hub already accepted. An optional `connection` column names the data hub
+-- connection to send to (default: default).
 CREATE OR REPLACE VIEW outbound.points AS
 SELECT
     points.timestamp,                       -- when this state took effect: the newest wins

@@ -1,8 +1,8 @@
--- Reservation records to send to the data hub, one row per version; the columns are the
--- reservation record of customer-data-hub-api.md section 2. Per key
--- (`source_platform_customer_id` and `id`) the push sends the newest version, and only when it
--- is newer than what the hub already accepted. An optional `connection` column names the data
--- hub connection to send to (default: default).
+-- Reservation records to send to the data hub, one row per version; the columns are the fields of
+-- the hub's reservation record (pipelines/push/validation.py lists them). Per key
+-- (`source_platform_customer_id` and `id`) the push sends the newest version, and only when it is
+-- newer than what the hub already accepted. An optional `connection` column names the data hub
+-- connection to send to (default: default).
 CREATE OR REPLACE VIEW outbound.reservations AS
 SELECT
     reservations.timestamp,                 -- when this state took effect: the newest wins

@@ -25,7 +25,7 @@ from pipelines.schemas import arrow_fields
 
 SERVICE = "conversation"
 
-#: Microseconds: the spec does not bound the precision of its timestamps.
+#: Microseconds: the service documents no bound on the precision of its timestamps.
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 
 CHANNELS = connection_stream(SERVICE, "channels", arrow_fields(Channel, TIMESTAMP))
@@ -37,7 +37,7 @@ USERS = connection_stream(SERVICE, "users", arrow_fields(User, TIMESTAMP))
 MESSAGES = connection_stream(
     SERVICE,
     "messages",
-    # The backup file's columns (sandbox README: the spec shows no file format).
+    # The backup file's columns (the service documents no file format: sandbox/README.md).
     [
         ("message_uuid", pa.string()),
         ("conversation_id", pa.int64()),
@@ -53,7 +53,7 @@ MESSAGES = connection_stream(
     ],
     daily=True,
     key=("message_uuid",),
-    # The spec shows no retention: a first sync reaches a full year back from now, which
+    # The service documents no retention: a first sync reaches a full year back from now, which
     # touches 366 calendar days.
     history_days=366,
 )
@@ -62,7 +62,7 @@ MEMBERS = connection_stream(
     SERVICE,
     "members",
     [("channel_id", pa.int64()), *arrow_fields(Member, TIMESTAMP)],
-    # The lookup takes the channel with the id (spec section 4): key on both.
+    # The lookup takes the channel with the id: key on both.
     key=("channel_id", "id"),
 )
 

@@ -22,7 +22,7 @@ from pipelines.transport import CallStats
 #: Bytes of the backup file parsed at a time (Arrow's CSV block).
 CSV_BLOCK_BYTES = 1 << 20
 BACKUP_COLUMNS = [name for name in MESSAGES.schema.names if name != "connection"]
-#: Empty in the file for text messages; null in the lake (spec section 9: image messages only).
+#: Empty in the file for text messages; null in the lake (only image messages carry them).
 IMAGE_COLUMNS = ("url", "mime_type")
 
 

@@ -9,7 +9,7 @@ from pipelines.streams.conversation import CHANNELS, TEAMS, USERS
 
 
 def channel_rows(client: ConversationClient) -> Iterator[dict]:
-    # The full list, not the paginated one: only it carries the full record (spec section 2).
+    # The full list, not the paginated one: only it carries the full record.
     for channel in client.list_channels().channels:
         yield model_row(channel, CHANNELS.schema)
 

@@ -43,7 +43,7 @@ BROADCAST_REPORTS = Stream(
             ("start_date", pa.date32()),
             ("end_date", pa.date32()),
             ("connection", pa.string()),
-            # Further fields of the report, "not shown" in the spec (section 4), as JSON.
+            # Further fields of the report, undocumented by the hub ("not shown"), as JSON.
             ("report", pa.string()),
         ]
     ),
@@ -53,7 +53,7 @@ BROADCAST_REPORTS = Stream(
     key=("date", "broadcast_id"),
 )
 
-#: The export file's columns besides `member_id` (spec section 2, contact profile fields).
+#: The export file's columns besides `member_id` (the hub's contact profile fields).
 MEMBER_TEXT_COLUMNS = (
     "customer_id",
     "connect_id",

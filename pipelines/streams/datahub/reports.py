@@ -18,7 +18,7 @@ from pipelines.transport import Transport
 def report_window(broadcast: Broadcast, day: date, has_snapshot: bool) -> tuple[date, date] | None:
     """The date range of `broadcast`'s report in `day`'s snapshot, or None to keep its last one.
 
-    From the sent day, cut to the 60-day limit (spec section 8); figures change only inside
+    From the sent day, cut to the hub's 60-day range limit; figures change only inside
     that window, so a broadcast past it is re-read only while the lake holds no snapshot of it.
     """
     if broadcast.created_at is not None and broadcast.created_at.date() > day:

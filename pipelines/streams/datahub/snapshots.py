@@ -19,7 +19,7 @@ from pipelines.transport import Transport
 def custom_field_rows(
     datahub: DataHub, transport: Transport, connection: Connection
 ) -> Iterator[dict]:
-    # `active` unset lists archived fields too (spec section 4: null = all).
+    # `active` unset lists archived fields too (the hub documents null as all).
     for field in datahub.client(transport).list_custom_fields(active=None):
         yield model_row(field, CUSTOM_FIELDS.schema)
 
