@@ -1,0 +1,95 @@
+"""The mapping from a model's fields to Arrow columns, and rows filled from a model
+(pipelines/schemas.py), on small models of their own."""
+
+from datetime import UTC, datetime
+from typing import Any, NotRequired
+
+import pyarrow as pa
+import pytest
+from typing_extensions import TypedDict
+
+from pipelines.clients.base import Model, Moment
+from pipelines.schemas import arrow_fields, model_row
+
+SECONDS = pa.timestamp("s", tz="UTC")
+
+
+class Option(Model):
+    id: int
+    label: str | None = None
+
+
+class Thing(Model):
+    name: str
+    count: int
+    share: float | None = None
+    active: bool
+    seen_at: Moment | None = None
+    tags: list[str]
+    options: list[Option]
+    settings: dict[str, Any] | None = None
+
+
+class Logged(TypedDict):
+    id: str
+    note: NotRequired[str | None]
+    at: Moment
+
+
+def test_each_annotation_has_its_arrow_type_in_declaration_order():
+    assert pa.schema(arrow_fields(Thing, SECONDS)) == pa.schema(
+        [
+            ("name", pa.string()),
+            ("count", pa.int64()),
+            ("share", pa.float64()),
+            ("active", pa.bool_()),
+            ("seen_at", SECONDS),
+            ("tags", pa.list_(pa.string())),
+            ("options", pa.list_(pa.struct([("id", pa.int64()), ("label", pa.string())]))),
+            ("settings", pa.string()),  # JSON text
+        ]
+    )
+
+
+def test_a_typed_dict_maps_alike_and_the_timestamp_type_is_the_streams():
+    micros = pa.timestamp("us", tz="UTC")
+    fields = arrow_fields(Logged, micros, exclude=("note",))
+    assert pa.schema(fields) == pa.schema([("id", pa.string()), ("at", micros)])
+
+
+def test_a_misspelt_exclusion_and_an_unmapped_type_are_refused():
+    with pytest.raises(ValueError, match="no fields"):
+        arrow_fields(Thing, SECONDS, exclude=("nmae",))
+
+    class Odd(Model):
+        value: set[int]
+
+    with pytest.raises(TypeError, match="no Arrow type"):
+        arrow_fields(Odd, SECONDS)
+
+
+def test_a_row_is_filled_from_the_model_by_the_schemas_names():
+    schema = pa.schema([*arrow_fields(Thing, SECONDS, exclude=("share",)), ("extra", pa.int64())])
+    thing = Thing(
+        name="a",
+        count=2,
+        active=True,
+        seen_at="2026-10-01T10:00:00+09:00",
+        tags=["x"],
+        options=[{"id": 1}],
+        settings={"k": [1, 2]},
+    )
+
+    row = model_row(thing, schema)
+
+    assert row == {
+        "name": "a",
+        "count": 2,
+        "active": True,
+        "seen_at": datetime(2026, 10, 1, 1, 0, tzinfo=UTC),
+        "tags": ["x"],
+        "options": [{"id": 1, "label": None}],
+        "settings": '{"k": [1, 2]}',
+    }  # `extra` is the caller's; `share` was left out
+    table = pa.Table.from_pylist([row | {"extra": 7}], schema=schema)
+    assert table.column("seen_at").to_pylist() == [datetime(2026, 10, 1, 1, 0, tzinfo=UTC)]
