@@ -3,7 +3,8 @@
 A stream supplies, per connection, its rows (plain dicts of the stream's Arrow schema, or
 Arrow tables without `connection`); this module opens the connection's transport, adds the
 `connection` column, writes the file(s) atomically and returns what it landed and the calls
-it took. The Dagster layer turns that into a materialization's metadata (`assets/landing.py`).
+it took. A stream's landing is a function of a `Pull` (what one run works with); the Dagster
+layer makes one asset of each (`assets/factory.py`) and reports `Landed.metadata`.
 """
 
 from __future__ import annotations
@@ -35,10 +36,61 @@ class Landed:
     stats: CallStats = field(default_factory=CallStats)
     #: Days the service held nothing new for: their landed files stay.
     unchanged_days: int = 0
+    #: What else the stream reports (failed accounts, the backup's own row count, ...).
+    figures: dict = field(default_factory=dict)
 
     @property
     def rows(self) -> int:
         return sum(self.rows_per_connection.values())
+
+    def metadata(self, days: list[date] | None) -> dict:
+        """Rows, per connection, the run's days for a partitioned stream, calls, figures."""
+        described: dict = {"rows": self.rows, "rows_per_connection": self.rows_per_connection}
+        if days is not None:
+            described |= {
+                "days": len(days),
+                "unchanged_days": self.unchanged_days,
+                "first_day": days[0].isoformat() if days else "",
+                "last_day": days[-1].isoformat() if days else "",
+            }
+        return described | self.stats.as_metadata() | self.figures
+
+
+class Refused(Exception):
+    """A landing that must not go on, with all there is to say in its message (no traceback
+    helps a reader) and the figures gathered so far."""
+
+    def __init__(self, message: str, figures: dict | None = None) -> None:
+        super().__init__(message)
+        self.figures = figures or {}
+
+
+@dataclass
+class Pull:
+    """What one run of a stream's landing works with: the service's settings and
+    connections, the lake, the stream, where to say what happens, and for a partitioned
+    stream the run's days (oldest first)."""
+
+    service: Service
+    lake: Lake
+    stream: Stream
+    log: Log
+    warn: Log
+    days: list[date] | None = None
+
+    def snapshot(
+        self, rows_of: RowsOf, file_metadata: Callable[[Connection], dict[str, str]] | None = None
+    ) -> Landed:
+        return land_snapshot(self.service, self.lake, self.stream, rows_of, self.log, file_metadata)
+
+    def daily(self, rows_by_day: RowsByDay) -> Landed:
+        return land_days(
+            self.service, self.lake, self.stream, self.days or [], rows_by_day, self.log
+        )
+
+
+#: A stream's landing: what one run lands of it.
+Land = Callable[[Pull], Landed]
 
 
 def parse_moment(text: str | None) -> datetime | None:

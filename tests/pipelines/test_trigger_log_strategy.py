@@ -33,7 +33,7 @@ class Pulled:
 
 class Puller:
     """Runs the strategy for some days of one sandbox's workspace and lands what it yields
-    as `land_days` (`assets/landing.py`) does: each yielded day replaced, None kept, a day
+    as `land_days` (`pipelines/landing.py`) does: each yielded day replaced, None kept, a day
     not yielded written empty. The service's day is the sandbox clock's."""
 
     def __init__(self, sandbox: LiveSandbox, lake: Lake) -> None:

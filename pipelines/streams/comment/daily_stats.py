@@ -15,7 +15,7 @@ def stats_days(
     transport: Transport, connection: Connection, days: list[date], today: date
 ) -> Iterator[tuple[date, list[dict]]]:
     """Each day the service reports, back to the first of `days`, with its one row (a row
-    function of `land_days`, `assets/landing.py`, which keeps the days of its range)."""
+    function of `land_days`, `pipelines/landing.py`, which keeps the days of its range)."""
     window = served_since(days, STATS_MAX_DAYS, "Daily stats", today)
     for entry in CommentClient(transport).stats(window).daily:
         yield date.fromisoformat(entry.date), [model_row(entry, DAILY_STATS.schema)]

@@ -4,8 +4,10 @@ the last `STATS_MAX_DAYS` of daily stats (`pipelines/clients/comment.py`), asked
 
 from datetime import date, timedelta
 
+from pipelines.landing import Refused
 
-class OutsideServedWindow(Exception):
+
+class OutsideServedWindow(Refused):
     """A pull of days the service no longer serves: asking would land empty days as if
     nothing had happened on them."""
 
@@ -17,6 +19,6 @@ def served_since(days: list[date], served_days: int, what: str, today: date) -> 
     if days[0] < oldest:
         raise OutsideServedWindow(
             f"{what} for {days[0]} cannot be pulled: the service serves the last {served_days} "
-            f"days only (spec section 8), so the oldest day it serves is {oldest}."
+            f"days only, so the oldest day it serves is {oldest}."
         )
     return (today - days[0]).days + 1

@@ -1,7 +1,7 @@
 """The rows of the comment service's snapshot streams, each read whole at every pull.
 
 Each function (or `RecentPosts.rows`) is a row function of `land_snapshot`
-(`assets/landing.py`): per connection, the stream's rows as plain dicts of its schema
+(`pipelines/landing.py`): per connection, the stream's rows as plain dicts of its schema
 (`pipelines/streams/comment/__init__.py`), without the `connection` the landing adds.
 """
 
@@ -12,6 +12,7 @@ from datetime import date
 
 from pipelines.clients.base import Connection
 from pipelines.clients.comment import CommentClient
+from pipelines.landing import Landed, Pull
 from pipelines.schemas import model_row
 from pipelines.streams.comment import ACCOUNTS, ACTIVITIES, POSTS, WORKSPACE
 from pipelines.transport import ServiceError, Transport
@@ -84,3 +85,11 @@ def activity_daily_rows(transport: Transport, connection: Connection) -> Iterato
                 "date": date.fromisoformat(day.date),
                 "successful_triggers": day.successful_triggers,
             }
+
+
+def land_posts(pull: Pull) -> Landed:
+    """The posts of every account; the lists that could not be read are `failed_accounts`."""
+    recent = RecentPosts(warn=pull.warn)
+    landed = pull.snapshot(recent.rows)
+    landed.figures["failed_accounts"] = recent.failed
+    return landed

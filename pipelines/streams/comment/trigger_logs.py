@@ -14,7 +14,7 @@ newest-first order (`pipelines/lake.py`). A pull of a range of days goes one of 
   is yielded whole as its pages arrive.
 
 `trigger_log_days` chooses among them; it is the row function of the `trigger_logs` asset
-(`assets/comment.py`), for `land_days` (`assets/landing.py`).
+(`assets/comment.py`), for `land_days` (`pipelines/landing.py`).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 
 from pipelines.clients.conversation import ConversationService
 from pipelines.lake import Lake
-from pipelines.landing import pulled_at
+from pipelines.landing import Landed, Pull, Refused, pulled_at
 from pipelines.streams.conversation import MESSAGES
 from pipelines.transport import CallStats
 
@@ -182,21 +182,6 @@ class BackupsPulled:
             name for name, result in self.landed.items() if result.rows != result.file_rows
         )
 
-    def figures(self) -> dict:
-        landed, days = self.landed, self.days
-        return {
-            "rows": sum(result.rows for result in landed.values()),
-            "rows_per_connection": {name: result.rows for name, result in landed.items()},
-            "backup_rows": sum(result.file_rows for result in landed.values()),
-            "backup_rows_per_connection": {name: r.file_rows for name, r in landed.items()},
-            "backup_ids": self.backup_ids,
-            "days": len(days),
-            "unchanged_days": sum(len(result.unchanged_days) for result in landed.values()),
-            "first_day": days[0].isoformat(),
-            "last_day": days[-1].isoformat(),
-            **self.stats.as_metadata(),
-        }
-
 
 def pull_backups(
     service: ConversationService, lake: Lake, days: list[date], log: Callable[[str], None]
@@ -223,3 +208,29 @@ def pull_backups(
             f"rows over {len(days)} day(s)"
         )
     return pulled
+
+
+def land_messages(pull: Pull) -> Landed:
+    """The run's days through one backup per region. Rows landed that differ from the
+    backup file's (rows outside the range) refuse the run, with the figures."""
+    days = pull.days or []
+    pulled = pull_backups(pull.service, pull.lake, days, pull.log)
+    landed = Landed(
+        rows_per_connection={name: result.rows for name, result in pulled.landed.items()},
+        stats=pulled.stats,
+        unchanged_days=sum(len(result.unchanged_days) for result in pulled.landed.values()),
+        figures={
+            "backup_rows": sum(result.file_rows for result in pulled.landed.values()),
+            "backup_rows_per_connection": {
+                name: result.file_rows for name, result in pulled.landed.items()
+            },
+            "backup_ids": pulled.backup_ids,
+        },
+    )
+    if pulled.differ:
+        raise Refused(
+            f"{MESSAGES.relation}: rows landed differ from the backup file's rows for "
+            f"{pulled.differ}",
+            landed.metadata(days),
+        )
+    return landed

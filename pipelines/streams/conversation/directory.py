@@ -1,8 +1,9 @@
 """Channels, teams and users: each region's directory, listed whole on every pull."""
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from pipelines.clients.conversation import ConversationClient
+from pipelines.landing import Land, Landed, Pull
 from pipelines.paging import cursor_pages
 from pipelines.schemas import model_row
 from pipelines.streams.conversation import CHANNELS, TEAMS, USERS
@@ -30,3 +31,12 @@ def user_rows(client: ConversationClient) -> Iterator[dict]:
 
     for users in cursor_pages(fetch):
         yield from (model_row(user, USERS.schema) for user in users)
+
+
+def listed_whole(rows: Callable[[ConversationClient], Iterator[dict]]) -> Land:
+    """The landing of a directory stream: each region's list, as `rows` reads it."""
+
+    def land(pull: Pull) -> Landed:
+        return pull.snapshot(lambda transport, connection: rows(pull.service.client(transport)))
+
+    return land

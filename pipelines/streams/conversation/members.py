@@ -18,6 +18,7 @@ import pyarrow as pa
 from pipelines.clients.base import Connection
 from pipelines.clients.conversation import ConversationClient, ConversationService
 from pipelines.lake import QUERY_SETTINGS, Lake, Stream
+from pipelines.landing import Land, Landed, Pull
 from pipelines.schemas import model_row
 from pipelines.streams.conversation import ASSIGNMENTS, MEMBERS, MESSAGES
 from pipelines.transport import ServiceError, Transport
@@ -200,3 +201,22 @@ class MemberLookups:
             "kept_from_last_snapshot": dict(self.kept),
             "not_found": dict(self.not_found),
         }
+
+
+def looked_up(row_of: RowOf) -> Land:
+    """The landing of a per-member stream: the members seen in messages, looked up where
+    `plan_members` says, the others kept; those the service does not know are skipped and
+    reported."""
+
+    def land(pull: Pull) -> Landed:
+        lookups = MemberLookups(pull.service, pull.lake, pull.stream, row_of)
+        landed = pull.snapshot(lookups.rows, file_metadata=lookups.messages_through)
+        landed.figures.update(lookups.figures())
+        if sum(lookups.not_found.values()):
+            pull.warn(
+                f"{pull.stream.relation}: members seen in messages but unknown to the service "
+                f"(404), skipped: {dict(lookups.not_found)}"
+            )
+        return landed
+
+    return land

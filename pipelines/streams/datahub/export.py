@@ -11,7 +11,7 @@ import pyarrow as pa
 
 from pipelines.clients.datahub import DataHub, ExportResult
 from pipelines.lake import Lake
-from pipelines.landing import pulled_at, today
+from pipelines.landing import Landed, Pull, pulled_at, today
 from pipelines.streams.datahub import MEMBER_TEXT_COLUMNS, MEMBERS
 from pipelines.transport import CallStats, Transport, TruncatedBody
 
@@ -134,10 +134,18 @@ def land_member_exports(
     log: Callable[[str], None],
 ) -> dict[str, int]:
     """One export per connection, in turn; the rows each landed. Not `land_snapshot`'s loop
-    (`assets/landing.py`): the file is daily, and its metadata holds what the task said."""
+    (`pipelines/landing.py`): the file is daily, and its metadata holds what the task said."""
     counts: dict[str, int] = {}
     for connection in datahub.connections:
         with datahub.transport(connection, stats) as transport:
             counts[connection.name] = land_member_export(datahub, transport, lake, connection.name)
         log(f"{MEMBERS.relation} [{connection.name}]: {counts[connection.name]} rows")
     return counts
+
+
+def land_members(pull: Pull) -> Landed:
+    """Today's export of every connection (`land_member_exports`)."""
+    landed = Landed()
+    counts = land_member_exports(pull.service, pull.lake, landed.stats, pull.log)
+    landed.rows_per_connection.update(counts)
+    return landed

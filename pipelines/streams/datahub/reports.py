@@ -1,5 +1,5 @@
 """The daily snapshots of each broadcast's report: which broadcasts a day's snapshot asks for,
-over which date range, and the rows they land as (`land_days` in `assets/landing.py`)."""
+over which date range, and the rows they land as (`land_days` in `pipelines/landing.py`)."""
 
 from __future__ import annotations
 

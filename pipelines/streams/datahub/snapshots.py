@@ -1,5 +1,5 @@
 """The data hub's snapshot streams: custom fields and broadcasts, each listed whole in one call
-and landed as the connection's file (`land_snapshot` in `assets/landing.py`).
+and landed as the connection's file (`land_snapshot` in `pipelines/landing.py`).
 
 Each function has the shape of that loop's `rows_of(transport, connection)` after the
 service's settings (`DataHub`, for its path overrides); the loop adds the `connection` column.

@@ -1,0 +1,79 @@
+"""The one factory that makes a stream's Dagster asset from its declaration.
+
+A service's module (`assets/comment.py`, ...) lists its streams as `StreamAsset`s: the
+stream (`pipelines/streams/`), how one run lands it (a function of `pipelines.landing.Pull`),
+and what the UI says of it. Every asset is alike: keyed `<service>/<stream>`, grouped by
+service, in its service's pool, daily-partitioned with single-run backfills when its stream
+is daily, reporting what the landing returned as metadata. A landing that refuses
+(`pipelines.landing.Refused`) fails the run with its message and figures, no traceback.
+"""
+
+# No `from __future__ import annotations`: Dagster reads the context's annotation.
+from dataclasses import dataclass
+from datetime import date, timedelta
+
+import dagster as dg
+
+from assets.partitions import daily, single_run
+from pipelines.lake import Stream
+from pipelines.landing import Land, Pull, Refused
+
+KINDS = frozenset({"python", "parquet"})
+
+
+@dataclass(frozen=True)
+class StreamAsset:
+    stream: Stream
+    land: Land
+    description: str
+    #: Streams whose landed files this one reads (Dagster draws the lineage).
+    deps: tuple[Stream, ...] = ()
+    #: More kinds than Python and Parquet (what the UI shows the asset made of).
+    kinds: frozenset[str] = frozenset()
+    #: Daily partitions in the UI; None: as its files are (one folder per day or not).
+    partitioned: bool | None = None
+
+
+def asset_key(stream: Stream) -> dg.AssetKey:
+    return dg.AssetKey([stream.service, stream.name])
+
+
+def partition_days(context: dg.AssetExecutionContext) -> list[date]:
+    """The days of the run's partition range, oldest first (one pass for a whole backfill)."""
+    window = context.partition_time_window
+    first, end = window.start.date(), window.end.date()
+    return [first + timedelta(days=n) for n in range((end - first).days)]
+
+
+def stream_asset(declared: StreamAsset) -> dg.AssetsDefinition:
+    """The asset of one declared stream; its service's resource is named like the service."""
+    stream = declared.stream
+    partitioned = stream.daily if declared.partitioned is None else declared.partitioned
+
+    @dg.asset(
+        key=asset_key(stream),
+        group_name=stream.service,
+        kinds=set(KINDS | declared.kinds),
+        pool=f"{stream.service}_api",
+        deps=[asset_key(dep) for dep in declared.deps],
+        description=declared.description,
+        partitions_def=daily if partitioned else None,
+        backfill_policy=single_run if partitioned else None,
+        required_resource_keys={"lake", stream.service},
+    )
+    def land(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+        pull = Pull(
+            service=getattr(context.resources, stream.service),
+            lake=context.resources.lake.lake(),
+            stream=stream,
+            log=context.log.info,
+            warn=context.log.warning,
+            days=partition_days(context) if partitioned else None,
+        )
+        try:
+            landed = declared.land(pull)
+        except Refused as refusal:
+            raise dg.Failure(description=str(refusal), metadata=refusal.figures) from None
+        return dg.MaterializeResult(metadata=landed.metadata(pull.days))
+
+    return land
