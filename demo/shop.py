@@ -30,7 +30,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipelines.lake import Lake, Stream
+from pipelines.lake import TIMESTAMP, Lake, Stream
 from pipelines.streams.datahub import MEMBERS
 
 if TYPE_CHECKING:
@@ -49,7 +49,6 @@ HISTORY_START = HISTORY_END - timedelta(days=365)
 LAST_SIGN_UP = HISTORY_END - timedelta(days=120)
 NEW_CUSTOMER_SHARE = 0.2
 CURRENCY = "TWD"
-TIMESTAMP = pa.timestamp("us", tz="UTC")
 STRINGS = pa.list_(pa.string())
 
 

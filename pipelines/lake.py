@@ -34,6 +34,9 @@ import pydantic
 # year of trigger logs peaks 20 MB lower (bench: pull, peak memory), no slower.
 pa.set_memory_pool(pa.system_memory_pool())
 
+#: The lake's one date-time type: UTC, in microseconds (what pyarrow builds from a Python
+#: datetime fastest, and DuckDB's own unit). Every stream's date-times are of this type.
+TIMESTAMP = pa.timestamp("us", tz="UTC")
 CONNECTION_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 TEMPORARY_SUFFIX = ".tmp"
 #: Rows buffered before a row group is written: what a landing holds in memory at most
@@ -210,20 +213,6 @@ def read_columns(files: Iterable[str | os.PathLike[str]], columns: list[str]) ->
     return pa.concat_tables(pq.ParquetFile(f).read(columns=columns) for f in files)
 
 
-def _fast_to_build(schema: pa.Schema) -> pa.Schema:
-    """`schema` with its timestamp[s] columns as timestamp[us]: pyarrow turns timezone-aware
-    datetimes into seconds over a hundred times slower than into microseconds (64 against
-    0.5 us a value, measured with pyarrow 26), so rows are built in microseconds and cast."""
-    fields = [
-        field.with_type(pa.timestamp("us", tz=field.type.tz))
-        if pa.types.is_timestamp(field.type) and field.type.unit == "s"
-        else field
-        for field in schema
-    ]
-    fast = pa.schema(fields, metadata=schema.metadata)
-    return schema if fast.equals(schema) else fast
-
-
 class PartitionWriter:
     """Buffers rows (Python dicts, or Arrow tables of rows) and writes them as row groups of
     the stream's schema, in the order they came."""
@@ -231,7 +220,6 @@ class PartitionWriter:
     def __init__(self, writer: pq.ParquetWriter, schema: pa.Schema) -> None:
         self._writer: pq.ParquetWriter | None = writer
         self._schema = schema
-        self._built_as = _fast_to_build(schema)
         self._buffer: list[dict] = []
         self._tables: list[pa.Table] = []
         self._table_rows = 0
@@ -269,11 +257,7 @@ class PartitionWriter:
 
     def _flush(self) -> None:
         if self._buffer and self._writer is not None:
-            table = pa.Table.from_pylist(self._buffer, schema=self._built_as)
-            if self._built_as is not self._schema:
-                # To whole seconds, dropping any fraction, as building them directly would.
-                table = table.cast(self._schema, safe=False)
-            self._writer.write_table(table)
+            self._writer.write_table(pa.Table.from_pylist(self._buffer, schema=self._schema))
             self.rows += len(self._buffer)
             self._buffer = []
 

@@ -5,8 +5,8 @@ A stream whose row copies a model declares its columns as `arrow_fields(Model, .
 fields is typed once: in the model (`pipelines/clients/*.py`). The mapping:
 
 - `str` -> string, `int` -> int64, `float` -> float64, `bool` -> bool;
-- `Moment` (ISO 8601 text, `pipelines/clients/base.py`) and `datetime` -> the stream's
-  timestamp type, which each service's streams choose;
+- `Moment` (ISO 8601 text, `pipelines/clients/base.py`) and `datetime` -> the lake's
+  `TIMESTAMP` (`pipelines/lake.py`);
 - `list[X]` -> a list of X's type; a nested model -> a struct of its fields;
 - `dict`, `Any`, or a list of them -> string, holding JSON text;
 - `X | None` and `NotRequired[X]` -> X's type.
@@ -36,26 +36,20 @@ import pyarrow as pa
 import pydantic
 
 from pipelines.clients.base import Moment
+from pipelines.lake import TIMESTAMP
 from pipelines.landing import parse_moment
 
 _SCALARS = {str: pa.string(), int: pa.int64(), float: pa.float64(), bool: pa.bool_()}
 
 
-def arrow_fields(
-    model: type, timestamp: pa.DataType, *, exclude: Collection[str] = ()
-) -> list[pa.Field]:
+def arrow_fields(model: type, *, exclude: Collection[str] = ()) -> list[pa.Field]:
     """The fields of `model` (a pydantic model or a TypedDict) in their order, as Arrow
-    fields; `timestamp` is the stream's type for date-times, `exclude` the fields its row
-    does not copy."""
+    fields; `exclude`: the fields its row does not copy."""
     hints = _hints(model)
     unknown = set(exclude) - hints.keys()
     if unknown:
         raise ValueError(f"{model.__name__} has no fields {sorted(unknown)}")
-    return [
-        pa.field(name, arrow_type(hint, timestamp))
-        for name, hint in hints.items()
-        if name not in exclude
-    ]
+    return [pa.field(name, arrow_type(hint)) for name, hint in hints.items() if name not in exclude]
 
 
 def _hints(model: type) -> dict[str, Any]:
@@ -65,25 +59,25 @@ def _hints(model: type) -> dict[str, Any]:
     return get_type_hints(model, include_extras=True)
 
 
-def arrow_type(hint: Any, timestamp: pa.DataType) -> pa.DataType:
+def arrow_type(hint: Any) -> pa.DataType:
     """The Arrow type of one field's annotation (see the module's docstring)."""
     if hint == Moment or hint is datetime:
-        return timestamp
+        return TIMESTAMP
     origin, args = get_origin(hint), get_args(hint)
     if origin in (Annotated, Required, NotRequired):
-        return arrow_type(args[0], timestamp)
+        return arrow_type(args[0])
     if origin in (Union, types.UnionType):
         present = [arg for arg in args if arg is not type(None)]
         if len(present) == 1:
-            return arrow_type(present[0], timestamp)
+            return arrow_type(present[0])
     elif _is_json(hint):
         return pa.string()
     elif origin is list:
-        return pa.list_(arrow_type(args[0], timestamp))
+        return pa.list_(arrow_type(args[0]))
     elif hint in _SCALARS:
         return _SCALARS[hint]
     elif isinstance(hint, type) and issubclass(hint, pydantic.BaseModel):
-        return pa.struct(arrow_fields(hint, timestamp))
+        return pa.struct(arrow_fields(hint))
     raise TypeError(f"no Arrow type for {hint!r} (pipelines/schemas.py)")
 
 

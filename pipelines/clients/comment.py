@@ -11,6 +11,7 @@ import pydantic
 from typing_extensions import TypedDict
 
 from pipelines.clients.base import Model, Moment, Service
+from pipelines.lake import TIMESTAMP
 from pipelines.schemas import arrow_fields
 from pipelines.transport import Rate, Transport, whole_json
 
@@ -21,8 +22,6 @@ LOGS_PAGE_LIMIT = 200
 LOGS_MAX_DAYS = 365
 STATS_MAX_DAYS = 90
 ACTIVITY_TREND_DAYS = 14
-#: The lake's type for this service's date-times (`Moment`s): UTC, whole seconds.
-TIMESTAMP = pa.timestamp("s", tz="UTC")
 
 
 class WorkspaceInfo(Model):
@@ -140,7 +139,7 @@ LOGS_PAGE = pydantic.TypeAdapter(LogsPage)
 
 #: A trigger log's fields as Arrow columns: texts, and `created_at` in UTC seconds. The
 #: `trigger_logs` stream is these after its `connection` (`pipelines/streams/comment/__init__.py`).
-LOG_SCHEMA = pa.schema(arrow_fields(TriggerLog, TIMESTAMP))
+LOG_SCHEMA = pa.schema(arrow_fields(TriggerLog))
 _LOG_TEXTS = pa.struct([(name, pa.string()) for name in LOG_SCHEMA.names])
 _PAGE_TEXTS = pa.schema([("logs", pa.list_(_LOG_TEXTS)), ("total", pa.int64())])
 #: TriggerLog's fields without NotRequired. Not its `__required_keys__`: the annotations are
@@ -174,7 +173,7 @@ def _log_table(body: bytes) -> LogTable:
         logs = pa.Table.from_struct_array(page["logs"].combine_chunks().flatten())
         if any(logs[name].null_count for name in _REQUIRED):
             raise ValueError("a required field is missing")
-        moments = pc.cast(logs["created_at"], pa.timestamp("us", tz="UTC"))
+        moments = pc.cast(logs["created_at"], TIMESTAMP)
         logs = logs.set_column(logs.schema.get_field_index("created_at"), "created_at", moments)
         return LogTable(logs.cast(LOG_SCHEMA, safe=False), page["total"][0].as_py())
     except (pa.ArrowInvalid, ValueError):
@@ -187,9 +186,9 @@ def _log_rows_table(logs: list[TriggerLog]) -> pa.Table:
     columns = {name: [log.get(name) for log in logs] for name in LOG_SCHEMA.names}
     moments = pa.array(columns.pop("created_at"), pa.string())
     try:
-        created = pc.cast(moments, pa.timestamp("us", tz="UTC"))
+        created = pc.cast(moments, TIMESTAMP)
     except pa.ArrowInvalid:
-        created = pc.assume_timezone(pc.cast(moments, pa.timestamp("us")), "UTC")
+        created = pc.assume_timezone(pc.cast(moments, pa.timestamp(TIMESTAMP.unit)), "UTC")
     table = pa.table({**columns, "created_at": created})
     return table.cast(LOG_SCHEMA, safe=False)
 

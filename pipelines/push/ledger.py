@@ -16,10 +16,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipelines.lake import Lake, Stream
+from pipelines.lake import TIMESTAMP, Lake, Stream
 from pipelines.push.journal import Journal, journal_path
-
-TIMESTAMP = pa.timestamp("us", tz="UTC")
 
 PUSHED = Stream(
     "sync",

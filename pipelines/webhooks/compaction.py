@@ -33,10 +33,9 @@ from itertools import islice
 import duckdb
 import pyarrow as pa
 
-from pipelines.lake import Lake, Stream
+from pipelines.lake import TIMESTAMP, Lake, Stream
 from pipelines.webhooks.inbox import Inbox, StoredEvent
 
-TIMESTAMP = pa.timestamp("us", tz="UTC")
 #: The first columns of both streams: which event it is, by the inbox's key and envelope.
 ENVELOPE = [
     ("idempotency_key", pa.string()),

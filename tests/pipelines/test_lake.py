@@ -2,9 +2,10 @@
 and a failed write leaves neither a temporary file nor a changed target."""
 
 from collections.abc import Iterator
-from datetime import date
+from datetime import UTC, date, datetime
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from pipelines import lake as lake_module
@@ -60,3 +61,39 @@ def test_a_failed_write_leaves_no_temporary_file_and_the_old_file_unchanged(tmp_
     assert not lake.path(THINGS, "c", date(2026, 11, 2)).exists()
     assert not list(lake.root.glob(f"**/*{TEMPORARY_SUFFIX}"))
     assert lake.sweep_temporary() == 0
+
+
+# -- files of the older seconds type, beside today's microseconds -----------------------------
+
+EVENTS = Stream(
+    "test",
+    "events",
+    pa.schema([("id", pa.string()), ("moment", lake_module.TIMESTAMP)]),
+    daily=True,
+)
+AT = datetime(2026, 10, 1, 10, 0, 5, tzinfo=UTC)
+
+
+def test_a_lake_with_files_of_the_older_seconds_type_reads_and_rewrites_as_one(tmp_path):
+    """Lakes landed before every date-time became UTC microseconds hold comment and data hub
+    files in seconds; they keep reading as one relation, and a day read back from such a file
+    (as the trigger-log head merge does) is rewritten in today's type."""
+    lake = Lake(tmp_path)
+    older = Stream(
+        "test",
+        "events",
+        pa.schema([("id", pa.string()), ("moment", pa.timestamp("s", tz="UTC"))]),
+        daily=True,
+    )
+    lake.write(older, "a", [{"id": "old", "moment": AT}], day=DAY)
+    lake.write(EVENTS, "a", [{"id": "new", "moment": AT}], day=date(2026, 11, 2))
+
+    rows = lake.query(f"SELECT id, moment FROM {lake.relation(EVENTS)} ORDER BY id")
+    assert rows == [("new", AT), ("old", AT)]
+
+    old_file = lake.path(EVENTS, "a", DAY)
+    with lake.writer(EVENTS, "a", DAY) as out:
+        out.extend([pq.read_table(old_file), pa.table({"id": ["newer"], "moment": [AT]})])
+    rewritten = pq.read_table(old_file)
+    assert rewritten.schema.field("moment").type == pa.timestamp("us", tz="UTC")
+    assert rewritten.to_pylist() == [{"id": "old", "moment": AT}, {"id": "newer", "moment": AT}]

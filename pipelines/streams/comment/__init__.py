@@ -15,7 +15,6 @@ from pipelines.clients.comment import (
     LOG_SCHEMA,
     LOGS_MAX_DAYS,
     STATS_MAX_DAYS,
-    TIMESTAMP,
     Account,
     Activity,
     ActivityStats,
@@ -33,20 +32,20 @@ WORKSPACE = connection_stream(
     SERVICE,
     "workspace",
     [
-        *arrow_fields(WorkspaceInfo, TIMESTAMP),
+        *arrow_fields(WorkspaceInfo),
         # `user` and `usage` as JSON text: the service does not say their inner fields.
-        *arrow_fields(Me, TIMESTAMP, exclude=("workspace", "api_key")),
+        *arrow_fields(Me, exclude=("workspace", "api_key")),
         ("api_key_scope", pa.string()),  # the key itself is never landed
     ],
 )
 
-ACCOUNTS = connection_stream(SERVICE, "accounts", arrow_fields(Account, TIMESTAMP))
+ACCOUNTS = connection_stream(SERVICE, "accounts", arrow_fields(Account))
 
 POSTS = connection_stream(
     SERVICE,
     "posts",
     # The account listed, and which of its lists (`POST_KINDS`, snapshots.py).
-    [("account_id", pa.string()), ("kind", pa.string()), *arrow_fields(Post, TIMESTAMP)],
+    [("account_id", pa.string()), ("kind", pa.string()), *arrow_fields(Post)],
     key=("account_id", "kind", "id"),
 )
 
@@ -55,8 +54,8 @@ ACTIVITIES = connection_stream(
     "activities",
     # Its stats' totals as columns of their own; `dm` and `follow_gate` as JSON text.
     [
-        *arrow_fields(Activity, TIMESTAMP, exclude=("stats",)),
-        *arrow_fields(ActivityStats, TIMESTAMP),
+        *arrow_fields(Activity, exclude=("stats",)),
+        *arrow_fields(ActivityStats),
     ],
 )
 
@@ -74,7 +73,7 @@ TRIGGER_LOGS = connection_stream(
 DAILY_STATS = connection_stream(
     SERVICE,
     "daily_stats",
-    arrow_fields(StatsDay, TIMESTAMP, exclude=("date",)),  # the day is the file's folder
+    arrow_fields(StatsDay, exclude=("date",)),  # the day is the file's folder
     daily=True,
     key=("date",),
     history_days=STATS_MAX_DAYS,

@@ -215,7 +215,10 @@ class _Listing:
             answer = self._client.log_table(days=self._window_days, page=page)
         table = answer.logs
         ids = table["id"].to_pylist()
-        moments = pc.cast(table["created_at"], pa.int64()).to_pylist()
+        # Whole seconds since the epoch (integer division: every moment is after 1970), the
+        # unit the range's bounds and days are counted in.
+        micros = pc.cast(table["created_at"], pa.int64())
+        moments = pc.divide(micros, 1_000_000).to_pylist()
         return Page(list(zip(ids, moments, repeat(table), range(table.num_rows))), answer.total)
 
 

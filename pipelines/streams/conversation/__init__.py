@@ -20,19 +20,17 @@ from pipelines.clients.conversation import (
     Team,
     User,
 )
-from pipelines.lake import Stream, connection_stream
+from pipelines.lake import TIMESTAMP, Stream, connection_stream
 from pipelines.schemas import arrow_fields
 
 SERVICE = "conversation"
 
-#: Microseconds: the service documents no bound on the precision of its timestamps.
-TIMESTAMP = pa.timestamp("us", tz="UTC")
 
-CHANNELS = connection_stream(SERVICE, "channels", arrow_fields(Channel, TIMESTAMP))
+CHANNELS = connection_stream(SERVICE, "channels", arrow_fields(Channel))
 
-TEAMS = connection_stream(SERVICE, "teams", arrow_fields(Team, TIMESTAMP))
+TEAMS = connection_stream(SERVICE, "teams", arrow_fields(Team))
 
-USERS = connection_stream(SERVICE, "users", arrow_fields(User, TIMESTAMP))
+USERS = connection_stream(SERVICE, "users", arrow_fields(User))
 
 MESSAGES = connection_stream(
     SERVICE,
@@ -61,7 +59,7 @@ MESSAGES = connection_stream(
 MEMBERS = connection_stream(
     SERVICE,
     "members",
-    [("channel_id", pa.int64()), *arrow_fields(Member, TIMESTAMP)],
+    [("channel_id", pa.int64()), *arrow_fields(Member)],
     # The lookup takes the channel with the id: key on both.
     key=("channel_id", "id"),
 )
@@ -73,8 +71,8 @@ ASSIGNMENTS = connection_stream(
     [
         ("channel_id", pa.int64()),
         ("member_id", pa.int64()),
-        *arrow_fields(Assignment, TIMESTAMP, exclude=("assignment_relationship",)),
-        *arrow_fields(AssignmentRelationship, TIMESTAMP),
+        *arrow_fields(Assignment, exclude=("assignment_relationship",)),
+        *arrow_fields(AssignmentRelationship),
     ],
     key=("channel_id", "member_id"),
 )

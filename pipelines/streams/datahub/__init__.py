@@ -18,18 +18,17 @@ from pipelines.schemas import arrow_fields
 
 SERVICE = "datahub"
 
-TIMESTAMP = pa.timestamp("s", tz="UTC")
 
 CUSTOM_FIELDS = Stream(
     SERVICE,
     "custom_fields",
-    pa.schema([*arrow_fields(CustomField, TIMESTAMP), ("connection", pa.string())]),
+    pa.schema([*arrow_fields(CustomField), ("connection", pa.string())]),
 )
 
 BROADCASTS = Stream(
     SERVICE,
     "broadcasts",
-    pa.schema([*arrow_fields(Broadcast, TIMESTAMP), ("connection", pa.string())]),
+    pa.schema([*arrow_fields(Broadcast), ("connection", pa.string())]),
 )
 
 BROADCAST_REPORTS = Stream(
@@ -38,7 +37,7 @@ BROADCAST_REPORTS = Stream(
     pa.schema(
         [
             ("broadcast_id", pa.int64()),
-            *arrow_fields(BroadcastReport, TIMESTAMP),
+            *arrow_fields(BroadcastReport),
             # The date range the report's figures are over.
             ("start_date", pa.date32()),
             ("end_date", pa.date32()),
