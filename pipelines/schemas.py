@@ -5,6 +5,7 @@ A stream whose row copies a model declares its columns as `arrow_fields(Model, .
 fields is typed once: in the model (`pipelines/clients/*.py`). The mapping:
 
 - `str` -> string, `int` -> int64, `float` -> float64, `bool` -> bool;
+- `Day` (ISO 8601 date text, `pipelines/clients/base.py`) and `date` -> date32;
 - `Moment` (ISO 8601 text, `pipelines/clients/base.py`) and `datetime` -> the lake's
   `TIMESTAMP` (`pipelines/lake.py`);
 - `list[X]` -> a list of X's type; a nested model -> a struct of its fields;
@@ -20,7 +21,7 @@ from __future__ import annotations
 import json
 import types
 from collections.abc import Collection, Iterable
-from datetime import datetime
+from datetime import date, datetime
 from typing import (
     Annotated,
     Any,
@@ -35,7 +36,7 @@ from typing import (
 import pyarrow as pa
 import pydantic
 
-from pipelines.clients.base import Moment
+from pipelines.clients.base import Day, Moment
 from pipelines.lake import TIMESTAMP
 from pipelines.landing import parse_moment
 
@@ -61,6 +62,8 @@ def _hints(model: type) -> dict[str, Any]:
 
 def arrow_type(hint: Any) -> pa.DataType:
     """The Arrow type of one field's annotation (see the module's docstring)."""
+    if hint == Day or hint is date:
+        return pa.date32()
     if hint == Moment or hint is datetime:
         return TIMESTAMP
     origin, args = get_origin(hint), get_args(hint)
@@ -108,6 +111,8 @@ def _value(value: Any, arrow: pa.DataType) -> Any:
         return None
     if pa.types.is_timestamp(arrow) and isinstance(value, str):
         return parse_moment(value)
+    if pa.types.is_date32(arrow) and isinstance(value, str):
+        return date.fromisoformat(value)
     if pa.types.is_string(arrow) and not isinstance(value, str):
         return json.dumps(value)
     if pa.types.is_list(arrow):

@@ -10,7 +10,7 @@ import pyarrow.json as pajson
 import pydantic
 from typing_extensions import TypedDict
 
-from pipelines.clients.base import Model, Moment, Service
+from pipelines.clients.base import Day, Model, Moment, Service
 from pipelines.lake import TIMESTAMP
 from pipelines.schemas import arrow_fields
 from pipelines.transport import Rate, Transport, whole_json
@@ -100,7 +100,7 @@ class Activities(Model):
 
 
 class TrendDay(Model):
-    date: str
+    date: Day
     successful_triggers: int
 
 

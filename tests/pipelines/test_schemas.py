@@ -1,14 +1,14 @@
 """The mapping from a model's fields to Arrow columns, and rows filled from a model
 (pipelines/schemas.py), on small models of their own."""
 
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Any, NotRequired
 
 import pyarrow as pa
 import pytest
 from typing_extensions import TypedDict
 
-from pipelines.clients.base import Model, Moment
+from pipelines.clients.base import Day, Model, Moment
 from pipelines.schemas import arrow_fields, model_row
 
 #: The lake's date-time type, written out: a change to it must show here.
@@ -93,3 +93,17 @@ def test_a_row_is_filled_from_the_model_by_the_schemas_names():
     }  # `extra` is the caller's; `share` was left out
     table = pa.Table.from_pylist([row | {"extra": 7}], schema=schema)
     assert table.column("seen_at").to_pylist() == [datetime(2026, 10, 1, 1, 0, tzinfo=UTC)]
+
+
+class Trend(Model):
+    date: Day
+    count: int
+
+
+def test_a_day_written_as_text_lands_as_a_date():
+    schema = pa.schema(arrow_fields(Trend))
+    assert schema == pa.schema([("date", pa.date32()), ("count", pa.int64())])
+    assert model_row(Trend(date="2026-10-01", count=3), schema) == {
+        "date": date(2026, 10, 1),
+        "count": 3,
+    }

@@ -21,6 +21,7 @@ from pipelines.clients.comment import (
     Me,
     Post,
     StatsDay,
+    TrendDay,
     WorkspaceInfo,
 )
 from pipelines.lake import connection_stream
@@ -62,7 +63,7 @@ ACTIVITIES = connection_stream(
 ACTIVITY_DAILY = connection_stream(
     SERVICE,
     "activity_daily",
-    [("activity_id", pa.string()), ("date", pa.date32()), ("successful_triggers", pa.int64())],
+    [("activity_id", pa.string()), *arrow_fields(TrendDay)],
     key=("activity_id", "date"),
 )
 

@@ -8,13 +8,12 @@ Each function (or `RecentPosts.rows`) is a row function of `land_snapshot`
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import date
 
 from pipelines.clients.base import Connection
 from pipelines.clients.comment import CommentClient
 from pipelines.landing import Landed, Pull
 from pipelines.schemas import model_row
-from pipelines.streams.comment import ACCOUNTS, ACTIVITIES, POSTS, WORKSPACE
+from pipelines.streams.comment import ACCOUNTS, ACTIVITIES, ACTIVITY_DAILY, POSTS, WORKSPACE
 from pipelines.transport import ServiceError, Transport
 
 #: Both lists of recent media an account has: feed posts and stories.
@@ -80,11 +79,7 @@ def activity_daily_rows(transport: Transport, connection: Connection) -> Iterato
     client = CommentClient(transport)
     for activity in client.activities().activities:
         for day in client.activity(activity.id).daily:
-            yield {
-                "activity_id": activity.id,
-                "date": date.fromisoformat(day.date),
-                "successful_triggers": day.successful_triggers,
-            }
+            yield {"activity_id": activity.id, **model_row(day, ACTIVITY_DAILY.schema)}
 
 
 def land_posts(pull: Pull) -> Landed:
