@@ -34,6 +34,12 @@ class StreamAsset:
     partitioned: bool | None = None
 
 
+def pool(service: str) -> str:
+    """The Dagster pool of a service's steps: at most one at a time shares its keys' budget
+    (README, "Dagster")."""
+    return f"{service}_api"
+
+
 def asset_key(stream: Stream) -> dg.AssetKey:
     return dg.AssetKey([stream.service, stream.name])
 
@@ -54,7 +60,7 @@ def stream_asset(declared: StreamAsset) -> dg.AssetsDefinition:
         key=asset_key(stream),
         group_name=stream.service,
         kinds=set(KINDS | declared.kinds),
-        pool=f"{stream.service}_api",
+        pool=pool(stream.service),
         deps=[asset_key(dep) for dep in declared.deps],
         description=declared.description,
         partitions_def=daily if partitioned else None,

@@ -4,6 +4,7 @@ rejected."""
 
 import dagster as dg
 
+from assets.factory import pool
 from assets.resources import DataHubResource, LakeResource
 from pipelines.push.run import ORDER, run_push
 
@@ -18,7 +19,7 @@ class PushConfig(dg.Config):
     resend_in_doubt: bool = False
 
 
-@dg.op(pool="datahub_api", description="Plan, and unless a dry run, send the outbound rows.")
+@dg.op(pool=pool("datahub"), description="Plan, and unless a dry run, send the outbound rows.")
 def push_to_datahub(
     context: dg.OpExecutionContext, config: PushConfig, lake: LakeResource, datahub: DataHubResource
 ) -> dg.Output:

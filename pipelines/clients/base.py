@@ -77,9 +77,6 @@ class Service(pydantic.BaseModel):
         scale = self.rate_window_seconds / 60.0
         return {bucket: Rate(r.requests, r.per_seconds * scale) for bucket, r in self.rates.items()}
 
-    def pool(self) -> str:
-        return f"{self.service}_api"
-
     @contextmanager
     def transport(self, connection: Connection, stats: CallStats) -> Iterator[Transport]:
         with Transport(
