@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import threading
 import time
 from datetime import UTC, datetime
 
@@ -245,10 +246,17 @@ def test_webhook_duplicate_fault_sends_the_same_event_twice():
     assert len(keys) == 6 and len(set(keys)) == 3
 
 
-def test_webhook_reorder_fault_delivers_every_event_out_of_order():
+def test_webhook_reorder_fault_delivers_every_event_out_of_order(monkeypatch):
+    """A held event goes as soon as nothing follows it, so the delivery thread starts only
+    once all four are queued: on a busy machine it could otherwise find each one alone and
+    keep the order, which made this test fail now and then."""
     receiver = Receiver()
     dispatcher = _dispatcher(receiver, webhook_reorder=1.0)
+    queued = threading.Event()
+    deliver = dispatcher._run
+    monkeypatch.setattr(dispatcher, "_run", lambda: queued.wait(5) and deliver())
     _emit(dispatcher, 4)
+    queued.set()
     assert dispatcher.wait_idle(5)
     dispatcher.close()
     sent = [json.loads(r.content)["data"]["campaign_id"] for r in receiver.calls]
