@@ -72,7 +72,10 @@ def warehouse_sql(value: str) -> tuple[Path, ...]:
     folders = tuple(Path(entry) for entry in value.split(os.pathsep) if entry.strip())
     missing = [str(folder) for folder in folders if not folder.is_dir()]
     if missing:
-        raise FileNotFoundError(f"WAREHOUSE_SQL names {missing}, which are not folders")
+        raise FileNotFoundError(
+            f"WAREHOUSE_SQL names {missing}, which are not folders: correct the path, or "
+            "leave that entry out"
+        )
     return folders
 
 

@@ -164,9 +164,13 @@ class Warehouse:
                 "WHERE NOT internal AND database_name = current_database()"
             ).fetchall():
                 con.execute(f'DROP VIEW "{schema}"."{view}"')
+            # A schema left empty goes with its views; one holding a table someone made there
+            # stays (DuckDB would refuse to drop it, and the table is not ours to remove).
             for (schema,) in con.execute(
                 "SELECT schema_name FROM duckdb_schemas() WHERE NOT internal "
-                "AND database_name = current_database() AND schema_name <> 'main'"
+                "AND database_name = current_database() AND schema_name <> 'main' "
+                "AND schema_name NOT IN (SELECT schema_name FROM duckdb_tables() "
+                "WHERE database_name = current_database())"
             ).fetchall():
                 con.execute(f'DROP SCHEMA "{schema}"')
             for statement in statements:

@@ -74,6 +74,21 @@ def test_an_extra_folder_adds_its_schemas_and_leaving_it_out_removes_them(tmp_pa
     assert any(v.startswith("marts.") for v in views(path))
 
 
+def test_a_rewrite_keeps_a_table_someone_made_in_a_schema_it_no_longer_defines(tmp_path):
+    lake = Lake(tmp_path / "lake")
+    lake.write(ERP_ORDERS, "erp", [{"id": "O-1", "total": 12.5}])
+    path = tmp_path / "warehouse.duckdb"
+    Warehouse(path, lake, WAREHOUSE_STREAMS, extra_sql=[user_folder(tmp_path / "mine")]).refresh()
+    with duckdb.connect(str(path)) as con:
+        con.execute("CREATE TABLE erp.notes AS SELECT 'kept' AS note")
+
+    assert Warehouse(path, lake, WAREHOUSE_STREAMS).refresh()
+
+    assert "erp.orders" not in views(path)
+    with duckdb.connect(str(path), read_only=True) as con:
+        assert con.execute("SELECT note FROM erp.notes").fetchall() == [("kept",)]
+
+
 def test_a_source_nobody_defines_or_landed_is_named(tmp_path):
     extra = user_folder(tmp_path / "mine")
     warehouse = Warehouse(
