@@ -101,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     report = run_sync(args.streams, args.start, args.end, settings)
     for relation, (first, last) in report.ranges.items():
         print(f"{relation}: {first} .. {last}")
+    for note in report.notes:
+        print(note)
     for step, message in report.failed.items():
         print(f"FAILED {step}: {message}", file=sys.stderr)
     print(f"warehouse: {report.warehouse}")

@@ -91,11 +91,12 @@ channels, teams, users, messages, members, assignments = ASSETS
 def rows_match_backup(
     context: dg.AssetCheckExecutionContext, conversation: ConversationResource, lake: LakeResource
 ) -> dg.AssetCheckResult:
-    """The lake still holds, for the last materialized range, the backup file's row count."""
-    event = context.instance.get_latest_materialization_event(_key("messages"))
-    if event is None or event.asset_materialization is None:
+    """The lake still holds, for the last materialized range, the backup file's row count
+    (the range and the file's counts are the run's figures, observed once per run)."""
+    records = context.instance.fetch_observations(_key("messages"), limit=1).records
+    if not records or records[0].asset_observation is None:
         return dg.AssetCheckResult(passed=False, description="messages were never materialized")
-    metadata = event.asset_materialization.metadata
+    metadata = records[0].asset_observation.metadata
     verdict = checks.rows_match_backup(
         lake.lake(),
         [connection.name for connection in conversation.connections],

@@ -1,7 +1,7 @@
 """The Dagster code location: every service's assets and checks merged, the warehouse views,
 jobs per service, hourly and daily schedules, freshness checks (README.md, "Dagster")."""
 
-from datetime import timedelta
+from datetime import UTC, timedelta
 
 import dagster as dg
 from dagster._core.storage.tags import (
@@ -12,7 +12,6 @@ from dagster._core.storage.tags import (
 from assets import comment, conversation, datahub, push, webhooks
 from assets.resources import LakeResource, build_resources
 from pipelines.catalog import PULLED, refresh_warehouse
-from pipelines.landing import today
 from pipelines.settings import load_settings
 
 SERVICES = {"comment": comment, "conversation": conversation, "datahub": datahub}
@@ -87,11 +86,18 @@ JOBS = _jobs()
 
 
 def _recent_days_schedule(job_name: str, cron: str) -> dg.ScheduleDefinition:
-    """Yesterday and today in one run: the days that can still change."""
+    """Yesterday and today in one run: the days that can still change. The days are the
+    tick's own, so a tick evaluated late (the daemon was down) still pulls its hour's days."""
 
-    @dg.schedule(name=f"{job_name}_hourly", cron_schedule=cron, job_name=job_name)
+    @dg.schedule(
+        name=f"{job_name}_hourly",
+        cron_schedule=cron,
+        job_name=job_name,
+        execution_timezone="UTC",
+        default_status=dg.DefaultScheduleStatus.RUNNING,
+    )
     def recent_days(context: dg.ScheduleEvaluationContext) -> dg.RunRequest:
-        last = today()
+        last = context.scheduled_execution_time.astimezone(UTC).date()
         first = last - timedelta(days=1)
         return dg.RunRequest(
             run_key=context.scheduled_execution_time.isoformat(),
@@ -105,18 +111,25 @@ def _recent_days_schedule(job_name: str, cron: str) -> dg.ScheduleDefinition:
 
 
 def _schedules() -> list[dg.ScheduleDefinition]:
-    schedules = [
+    """Regular operation: on as soon as the daemon runs (`dagster dev` starts one)."""
+    return [
         _recent_days_schedule("comment_daily", "5 * * * *"),
         _recent_days_schedule("conversation_daily", "10 * * * *"),
         # Broadcast reports are a daily snapshot: late in the day, once.
         dg.build_schedule_from_partitioned_job(
-            JOBS["datahub_daily"], hour_of_day=23, minute_of_hour=30
+            JOBS["datahub_daily"],
+            hour_of_day=23,
+            minute_of_hour=30,
+            default_status=dg.DefaultScheduleStatus.RUNNING,
         ),
         dg.ScheduleDefinition(
-            name="all_dimensions_daily", cron_schedule="30 2 * * *", job_name="all_dimensions"
+            name="all_dimensions_daily",
+            cron_schedule="30 2 * * *",
+            job_name="all_dimensions",
+            execution_timezone="UTC",
+            default_status=dg.DefaultScheduleStatus.RUNNING,
         ),
     ]
-    return schedules
 
 
 def _freshness_checks() -> list[dg.AssetChecksDefinition]:
@@ -144,7 +157,9 @@ defs = dg.Definitions(
     schedules=_schedules(),
     sensors=[
         dg.build_sensor_for_freshness_checks(
-            freshness_checks=FRESHNESS_CHECKS, name="freshness_checks_sensor"
+            freshness_checks=FRESHNESS_CHECKS,
+            name="freshness_checks_sensor",
+            default_status=dg.DefaultSensorStatus.RUNNING,
         ),
         *webhooks.SENSORS,
     ],

@@ -4,8 +4,11 @@ A service's module (`assets/comment.py`, ...) lists its streams as `StreamAsset`
 stream (`pipelines/streams/`), how one run lands it (a function of `pipelines.landing.Pull`),
 and what the UI says of it. Every asset is alike: keyed `<service>/<stream>`, grouped by
 service, in its service's pool, daily-partitioned with single-run backfills when its stream
-is daily, reporting what the landing returned as metadata. A landing that refuses
-(`pipelines.landing.Refused`) fails the run with its message and figures, no traceback.
+is daily, reporting what the landing returned as metadata (a daily stream's on each day's
+own materialization). Days older than the service serves are not asked for and say so: a
+"materialize all" never leaves a partition that could never turn green. A landing that
+refuses (`pipelines.landing.Refused`) fails the run with its message and figures, no
+traceback.
 """
 
 # No `from __future__ import annotations`: Dagster reads the context's annotation.
@@ -16,7 +19,7 @@ import dagster as dg
 
 from assets.partitions import daily, single_run
 from pipelines.lake import Stream
-from pipelines.landing import Land, Pull, Refused
+from pipelines.landing import Land, Landed, Pull, Refused, served_days, today
 
 KINDS = frozenset({"python", "parquet"})
 
@@ -68,18 +71,37 @@ def stream_asset(declared: StreamAsset) -> dg.AssetsDefinition:
         required_resource_keys={"lake", stream.service},
     )
     def land(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+        lake = context.resources.lake.lake()
+        days = partition_days(context) if partitioned else None
+        served, not_served = served_days(stream, days or [], today())
+        if not_served:
+            context.log.warning(
+                f"{stream.relation}: {len(not_served)} day(s) from {not_served[0]} to "
+                f"{not_served[-1]} are older than the service serves ({stream.served_days} "
+                "days): not asked for; what the lake landed of them before stays."
+            )
         pull = Pull(
             service=getattr(context.resources, stream.service),
-            lake=context.resources.lake.lake(),
+            lake=lake,
             stream=stream,
             log=context.log.info,
             warn=context.log.warning,
-            days=partition_days(context) if partitioned else None,
+            days=served if partitioned else None,
         )
         try:
-            landed = declared.land(pull)
+            landed = declared.land(pull) if served or not partitioned else Landed()
         except Refused as refusal:
             raise dg.Failure(description=str(refusal), metadata=refusal.figures) from None
-        return dg.MaterializeResult(metadata=landed.metadata(pull.days))
+        if not partitioned:
+            return dg.MaterializeResult(metadata=landed.metadata(None))
+        # A range run records each day's own figures on that day's materialization, and
+        # the run's own (requests, the range) once, as an observation of the asset.
+        landed.not_served = not_served
+        context.log_event(
+            dg.AssetObservation(asset_key=context.asset_key, metadata=landed.metadata(days))
+        )
+        for day, figures in landed.day_metadata(lake, stream, days).items():
+            context.add_asset_metadata(figures, partition_key=day.isoformat())
+        return dg.MaterializeResult()
 
     return land

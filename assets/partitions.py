@@ -3,12 +3,26 @@
 from __future__ import annotations
 
 import os
+from datetime import date, timedelta
 
 import dagster as dg
 
-#: First partition shown in the UI; older days than a service serves fail with a message
-#: that says so. Overridable with SYNC_START_DATE.
-START_DATE = os.environ.get("SYNC_START_DATE", "2025-01-01")
+from pipelines.catalog import PULLED
+from pipelines.landing import today
+
+
+def first_day(on: date) -> date:
+    """The oldest day any daily stream's first sync reaches (`Stream.history_days`), counted
+    back from `on`. The partitions start there, not at a fixed date, so that the UI never
+    shows a year of days the services stopped serving long ago; a day that slips out of a
+    service's window while the code location stays loaded says so when run
+    (`assets/factory.py`), it does not fail."""
+    return on - timedelta(days=max(s.history_days for s in PULLED if s.daily) - 1)
+
+
+#: First partition shown in the UI: computed when the code location loads, or
+#: SYNC_START_DATE (an ISO date) for a fixed one.
+START_DATE = os.environ.get("SYNC_START_DATE") or first_day(today()).isoformat()
 
 #: Today's partition exists from midnight UTC (end_offset=1): hourly runs re-pull it.
 daily = dg.DailyPartitionsDefinition(start_date=START_DATE, end_offset=1, timezone="UTC")

@@ -17,12 +17,14 @@ from dagster._core.storage.tags import (
 )
 
 from assets import definitions, webhooks
+from assets.partitions import daily
 from assets.resources import build_resources
 from pipelines.catalog import refresh_warehouse
 from pipelines.lake import Lake, Stream
 from pipelines.landing import today
 from pipelines.settings import Settings, load_settings
 
+FIRST_PARTITION = daily.start.date()
 #: The console log level of sync runs (SYNC_LOG_LEVEL: DEBUG, INFO, WARNING, ERROR).
 LOG_LEVEL = os.environ.get("SYNC_LOG_LEVEL", "INFO")
 
@@ -33,6 +35,7 @@ class SyncReport:
     failed: dict[str, str] = field(default_factory=dict)
     ranges: dict[str, tuple[date, date]] = field(default_factory=dict)
     warehouse: str = ""
+    notes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -86,10 +89,55 @@ def failure_reason(event: dg.DagsterEvent) -> str:
     return f"{error.cls_name}: {error.message.strip()}"
 
 
-def _run(assets, resources, instance, report: SyncReport, label: str, tags=None) -> None:
-    result = dg.materialize(
-        [*assets, *_checks_of(assets)],
-        resources=resources,
+def run_order(streams: list[Stream]) -> list[list[Stream]]:
+    """The sync's runs, in an order where each stream comes after the streams it reads
+    (`StreamAsset.deps`: broadcast reports after broadcasts, conversation members after the
+    messages they are seen in), declaration order otherwise. A daily stream is a run of its
+    own (it has its own range of days); snapshots of one service that follow each other
+    share one."""
+    reads = {
+        declared.stream: set(declared.deps)
+        for module in definitions.SERVICES.values()
+        for declared in module.PULLED
+    }
+    left, ordered = list(streams), []
+    while left:
+        ready = next(s for s in left if not reads[s] & set(left))
+        left.remove(ready)
+        ordered.append(ready)
+    runs: list[list[Stream]] = []
+    for stream in ordered:
+        previous = runs[-1][-1] if runs else None
+        joins = (
+            previous is not None
+            and previous.service == stream.service
+            and not _partitioned(previous)
+            and not _partitioned(stream)
+        )
+        if joins:
+            runs[-1].append(stream)
+        else:
+            runs.append([stream])
+    return runs
+
+
+def job_name(streams: list[Stream]) -> str:
+    """What the UI lists a sync run under: the service and the streams it synced."""
+    return "_".join(["sync", streams[0].service, *(s.name for s in streams)])
+
+
+def _partitioned(stream: Stream) -> bool:
+    return _asset_for(stream).partitions_def is not None
+
+
+def _run(name: str, assets, resources, instance, report: SyncReport, label: str, tags=None) -> None:
+    """One run of a job named for what it syncs, so that it reads in the UI's run list (an
+    unnamed one shows as `__ephemeral_asset_job__` with no targets)."""
+    job = dg.define_asset_job(name, selection=dg.AssetSelection.assets(*assets))
+    job_def = dg.Definitions(
+        assets=assets, asset_checks=_checks_of(assets), jobs=[job], resources=resources
+    ).get_job_def(name)
+    result = job_def.execute_in_process(
         instance=instance,
         tags=tags,
         raise_on_error=False,
@@ -120,26 +168,37 @@ def run_sync(
     # connections from whatever thread collects it, which SQLite refuses noisily.
     with dagster_instance() as instance:
         report = SyncReport()
-        chosen = select_streams(streams)
-        # Daily streams first: some snapshots are derived from them (conversation members are
-        # the members seen in messages).
-        chosen = [s for s in chosen if settings.connections[s.service]]
-        partitioned = [s for s in chosen if _asset_for(s).partitions_def is not None]
-        for stream in partitioned:
-            names = [c.name for c in settings.connections[stream.service]]
-            first, last = default_range(stream, lake, names)
-            first, last = start or first, end or last
-            report.ranges[stream.relation] = (first, last)
-            tags = {
-                ASSET_PARTITION_RANGE_START_TAG: first.isoformat(),
-                ASSET_PARTITION_RANGE_END_TAG: last.isoformat(),
-            }
-            _run([_asset_for(stream)], resources, instance, report, stream.relation, tags)
-        snapshots = [_asset_for(s) for s in chosen if s not in partitioned]
-        if snapshots:
-            _run(snapshots, resources, instance, report, "snapshots")
+        chosen = [s for s in select_streams(streams) if settings.connections[s.service]]
+        for run in run_order(chosen):
+            assets = [_asset_for(stream) for stream in run]
+            label = ", ".join(stream.relation for stream in run)
+            tags = None
+            if _partitioned(run[0]):
+                (stream,) = run
+                names = [c.name for c in settings.connections[stream.service]]
+                first, last = default_range(stream, lake, names)
+                first, last = start or first, end or last
+                if first < FIRST_PARTITION:
+                    report.notes.append(
+                        f"{stream.relation}: days before {FIRST_PARTITION} are older than the "
+                        "services serve (the first daily partition); synced from there"
+                    )
+                    first = FIRST_PARTITION
+                report.ranges[stream.relation] = (first, last)
+                tags = {
+                    ASSET_PARTITION_RANGE_START_TAG: first.isoformat(),
+                    ASSET_PARTITION_RANGE_END_TAG: last.isoformat(),
+                }
+            _run(job_name(run), assets, resources, instance, report, label, tags)
         if not streams:  # a full sync also lands the webhook events the receiver stored
-            _run(webhooks.ASSETS, resources, instance, report, "datahub.webhook_events")
+            _run(
+                "sync_datahub_webhook_events",
+                webhooks.ASSETS,
+                resources,
+                instance,
+                report,
+                "datahub.webhook_events",
+            )
     report.warehouse = refresh_warehouse(
         settings.lake_root, settings.warehouse_path, settings.warehouse_sql
     )

@@ -67,6 +67,9 @@ class Stream:
     #: Daily streams: how many days up to today a sync of an empty lake pulls (what the
     #: service still serves).
     history_days: int = 1
+    #: Daily streams: how many days up to today the service answers for; an older day can
+    #: no longer be pulled (its landed file, if any, stays). None: no limit documented.
+    served_days: int | None = None
 
     @property
     def relation(self) -> str:
@@ -118,6 +121,10 @@ class Lake:
 
     def files(self, stream: Stream) -> list[Path]:
         return sorted(self.stream_dir(stream).glob("**/*.parquet"))
+
+    def day_files(self, stream: Stream, day: date) -> list[Path]:
+        """Every connection's file of one day of a daily stream."""
+        return sorted((self.stream_dir(stream) / f"date={day.isoformat()}").glob("*.parquet"))
 
     def days(self, stream: Stream, connection: str) -> list[date]:
         """The days already landed for one connection: the lake is the state."""

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from pipelines.clients.base import Connection, Service
 from pipelines.lake import Lake, Stream
@@ -34,8 +35,11 @@ class Landed:
 
     rows_per_connection: dict[str, int] = field(default_factory=dict)
     stats: CallStats = field(default_factory=CallStats)
-    #: Days the service held nothing new for: their landed files stay.
-    unchanged_days: int = 0
+    #: A daily stream's days, each with what it landed per connection: its rows, or None
+    #: where the service held nothing new (the landed file stays).
+    per_day: dict[date, dict[str, int | None]] = field(default_factory=dict)
+    #: Days of the run older than the service still serves: not asked for, files kept.
+    not_served: list[date] = field(default_factory=list)
     #: What else the stream reports (failed accounts, the backup's own row count, ...).
     figures: dict = field(default_factory=dict)
 
@@ -43,17 +47,60 @@ class Landed:
     def rows(self) -> int:
         return sum(self.rows_per_connection.values())
 
+    @property
+    def unchanged_days(self) -> int:
+        """Day files the run kept because the service held nothing new for them."""
+        return sum(rows is None for day in self.per_day.values() for rows in day.values())
+
+    def landed_day(self, day: date, connection: str, rows: int | None) -> None:
+        self.per_day.setdefault(day, {})[connection] = rows
+
     def metadata(self, days: list[date] | None) -> dict:
-        """Rows, per connection, the run's days for a partitioned stream, calls, figures."""
+        """Rows, per connection, the run's days for a partitioned stream, calls, figures:
+        the run's own figures (each day's are `day_metadata`)."""
         described: dict = {"rows": self.rows, "rows_per_connection": self.rows_per_connection}
         if days is not None:
             described |= {
                 "days": len(days),
                 "unchanged_days": self.unchanged_days,
+                "not_served_days": len(self.not_served),
                 "first_day": days[0].isoformat() if days else "",
                 "last_day": days[-1].isoformat() if days else "",
             }
         return described | self.stats.as_metadata() | self.figures
+
+    def day_metadata(self, lake: Lake, stream: Stream, days: list[date]) -> dict[date, dict]:
+        """Each day's own figures after the run: the rows the lake holds for it per
+        connection (read from the files' footers, so a kept file counts too) and what the
+        run did to it."""
+        first, last = days[0], days[-1]
+        described = {}
+        for day in days:
+            landed = self.per_day.get(day, {})
+            if day in self.not_served:
+                outcome = "not served: older than the service serves; landed files kept"
+            elif landed and all(rows is None for rows in landed.values()):
+                outcome = "unchanged: the service held nothing new; landed files kept"
+            else:
+                outcome = "landed"
+            files = lake.day_files(stream, day)
+            held = {path.stem: pq.read_metadata(path).num_rows for path in files}
+            described[day] = {
+                "rows": sum(held.values()),
+                "rows_per_connection": held,
+                "outcome": outcome,
+                "run_days": f"{first} to {last} ({len(days)} days)",
+            }
+        return described
+
+
+def served_days(stream: Stream, days: list[date], today: date) -> tuple[list[date], list[date]]:
+    """`days` split into those the service still serves and the older ones it no longer
+    does (`Stream.served_days`): asking for those would fail or land them empty."""
+    if stream.served_days is None:
+        return days, []
+    oldest = today - timedelta(days=stream.served_days - 1)
+    return [d for d in days if d >= oldest], [d for d in days if d < oldest]
 
 
 class Refused(Exception):
@@ -161,17 +208,20 @@ def land_days(
                     continue
                 seen.add(day)
                 if rows is None:
-                    landed.unchanged_days += 1
+                    landed.landed_day(day, connection.name, None)
                     continue
-                total += lake.write(
+                written = lake.write(
                     stream,
                     connection.name,
                     _with_connection(rows, connection.name),
                     day=day,
                     metadata={"pulled_at": pulled_at()},
                 )
-        for day in wanted - seen:
+                landed.landed_day(day, connection.name, written)
+                total += written
+        for day in sorted(wanted - seen):
             lake.write(stream, connection.name, [], day=day, metadata={"pulled_at": pulled_at()})
+            landed.landed_day(day, connection.name, 0)
         landed.rows_per_connection[connection.name] = total
         log(f"{stream.relation} [{connection.name}]: {total} rows over {len(days)} day(s)")
     return landed

@@ -22,6 +22,7 @@ from pipelines.streams.conversation.backups import land_backup
 from pipelines.streams.conversation.checks import rows_match_backup
 from pipelines.warehouse import SQL_DIR, Warehouse
 from sandbox.faults import FaultSpec
+from tests.figures import run_figures
 from tests.pipelines.conftest import APIKEY
 
 REGIONS = ("default", "jp")
@@ -103,8 +104,7 @@ def _checks_passed(result: dg.ExecuteInProcessResult) -> dict[str, bool]:
 
 
 def _backup_metadata(result: dg.ExecuteInProcessResult) -> dict:
-    materialization = result.asset_materializations_for_node("conversation__messages")[0]
-    return {name: value.value for name, value in materialization.metadata.items()}
+    return run_figures(result)["messages"]
 
 
 def _direct_backup(sandbox, region: str, first: date) -> list[dict]:
@@ -180,8 +180,7 @@ def test_a_year_lands_exactly_in_one_backup_per_region_and_reruns_replace(
 
 
 def _metadata(result: dg.ExecuteInProcessResult, node: str) -> dict:
-    materialization = result.asset_materializations_for_node(node)[0]
-    return {name: value.value for name, value in materialization.metadata.items()}
+    return run_figures(result)[node.split("__")[-1]]
 
 
 def test_members_are_looked_up_again_only_for_new_messages(start_sandbox, sync_env, tmp_path):

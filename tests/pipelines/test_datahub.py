@@ -35,6 +35,7 @@ from pipelines.streams.datahub.export import ExportMismatch
 from pipelines.transport import ServiceError
 from pipelines.warehouse import SQL_DIR, Warehouse
 from sandbox.faults import FaultSpec
+from tests.figures import run_figures
 from tests.pipelines.conftest import APIKEY
 
 REGIONS = ("default", "jp")
@@ -97,13 +98,6 @@ def assert_checks_passed(result: dg.ExecuteInProcessResult) -> None:
     assert failed == []
 
 
-def materialization_metadata(result: dg.ExecuteInProcessResult) -> dict[str, dict]:
-    return {
-        event.asset_key.path[-1]: {k: v.value for k, v in event.materialization.metadata.items()}
-        for event in result.get_asset_materialization_events()
-    }
-
-
 def wait_task(sandbox, task: dict) -> dict:
     for _ in range(200):
         if task["status"] == "success":
@@ -132,7 +126,7 @@ def test_every_stream_equals_the_truth_in_both_regions(frozen_sandbox, sync_env,
     assert_checks_passed(result)
     con = warehouse(resources, tmp_path)
     assert_equals_truth(frozen_sandbox, con)
-    metadata = materialization_metadata(result)
+    metadata = run_figures(result)
     for stream in ID_COLUMNS:
         assert {"rows", "requests", "429s", "retries"} <= set(metadata[stream]), stream
     # Options: one view row per option of the service's single_select fields.
@@ -175,7 +169,7 @@ def test_injected_faults_leave_the_result_exact(start_sandbox, sync_env, tmp_pat
     assert result.success
     assert_checks_passed(result)
     assert_equals_truth(sandbox, warehouse(resources, tmp_path))
-    metadata = materialization_metadata(result)
+    metadata = run_figures(result)
     assert sum(m["retries"] for m in metadata.values()) > 0
 
 
@@ -271,7 +265,7 @@ def test_daily_snapshots_repull_only_open_broadcasts(frozen_sandbox, sync_env, t
                 assert row["start_date"] == sent_day
                 assert row["end_date"] == min(sent_day + timedelta(days=59), snapshot_day)
     # Today's run asks for one list per region and one report per snapshot it takes.
-    metadata = materialization_metadata(result)["broadcast_reports"]
+    metadata = run_figures(result)["broadcast_reports"]
     assert metadata["requests"] == len(REGIONS) + len(snapshots[day])
     # The view shows each broadcast's latest snapshot: today's if open, else the first day's.
     con = warehouse(resources, tmp_path)

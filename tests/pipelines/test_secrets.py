@@ -102,8 +102,12 @@ def step_failures(events) -> list[str]:
 
 
 def materialization_metadata(events) -> list[str]:
+    """Every materialization's and observation's metadata (daily assets report their run's
+    figures as an observation)."""
     return [
-        str(e.asset_materialization.metadata) for e in events if e.asset_materialization is not None
+        str(reported.metadata)
+        for e in events
+        if (reported := e.asset_materialization or e.asset_observation) is not None
     ]
 
 
@@ -165,7 +169,8 @@ def test_a_refused_canary_key_appears_in_no_output_error_metadata_or_file(
     # The event log and the lake really are on disk, so the file search means something.
     files = written(tmp_path)
     assert any(name.startswith("dagster/") for name in files), sorted(files)
-    assert len(runs) == 3  # trigger_logs, daily_stats, then the snapshots
+    # The comment snapshots, trigger_logs, daily_stats, then the conversation channels.
+    assert len(runs) == 4
     assert_nowhere(
         canaries.values(),
         output=output,
@@ -192,10 +197,11 @@ def test_the_demo_keys_of_a_successful_sync_appear_in_no_output_metadata_or_file
     assert report.ok, report.failed
     events, runs = instance_events(dagster_home)
     landed = {e.asset_materialization.asset_key for e in events if e.asset_materialization}
-    metadata = materialization_metadata(events)
-    # Seven streams landed (one materialization per day of the daily ones), each with its
-    # metadata (rows, requests, 429s, retries) recorded.
-    assert len(landed) == 7 and all("requests" in m for m in metadata), landed
+    # Seven streams landed (one materialization per day of the daily ones, with that day's
+    # rows), each run with its requests recorded.
+    assert len(landed) == 7, landed
+    assert all("rows" in m for m in materialization_metadata(events))
+    assert sum("requests" in m for m in materialization_metadata(events)) == 7
     files = written(tmp_path)
     assert any(name.endswith(".parquet") for name in files), sorted(files)
     assert any(name.startswith("dagster/") for name in files), sorted(files)

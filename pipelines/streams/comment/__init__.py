@@ -68,7 +68,12 @@ ACTIVITY_DAILY = connection_stream(
 )
 
 TRIGGER_LOGS = connection_stream(
-    SERVICE, "trigger_logs", LOG_SCHEMA, daily=True, history_days=LOGS_MAX_DAYS
+    SERVICE,
+    "trigger_logs",
+    LOG_SCHEMA,
+    daily=True,
+    history_days=LOGS_MAX_DAYS,
+    served_days=LOGS_MAX_DAYS,
 )
 
 DAILY_STATS = connection_stream(
@@ -78,6 +83,7 @@ DAILY_STATS = connection_stream(
     daily=True,
     key=("date",),
     history_days=STATS_MAX_DAYS,
+    served_days=STATS_MAX_DAYS,
 )
 
 STREAMS = [

@@ -218,7 +218,13 @@ def land_messages(pull: Pull) -> Landed:
     landed = Landed(
         rows_per_connection={name: result.rows for name, result in pulled.landed.items()},
         stats=pulled.stats,
-        unchanged_days=sum(len(result.unchanged_days) for result in pulled.landed.values()),
+        per_day={
+            day: {
+                name: None if day in result.unchanged_days else result.rows_per_day[day]
+                for name, result in pulled.landed.items()
+            }
+            for day in days
+        },
         figures={
             "backup_rows": sum(result.file_rows for result in pulled.landed.values()),
             "backup_rows_per_connection": {
