@@ -61,6 +61,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=30.0,
         help="new rows per minute per live stream when not frozen",
     )
+    parser.add_argument(
+        "--campaign-minutes",
+        type=float,
+        default=30.0,
+        help="minutes of data time between live data hub campaigns when not frozen (0: none)",
+    )
     parser.add_argument("--task-phase-seconds", type=float, default=1.0)
     args = parser.parse_args(argv)
     if bool(args.webhook_url) != bool(args.webhook_secret or _env_secret()):
@@ -87,6 +93,7 @@ def main(argv: list[str] | None = None) -> None:
         rate_limits=not args.no_rate_limits,
         rate_window_seconds=args.rate_window,
         arrivals_per_minute=args.arrivals_per_minute,
+        campaign_minutes=args.campaign_minutes,
         task_phase_seconds=args.task_phase_seconds,
         public_url=f"http://{args.host}:{args.port}",
     )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import httpx
 from fastapi import Body, FastAPI, HTTPException
 
@@ -52,6 +54,18 @@ class SandboxApp:
             result.setdefault(name, {}).update(service.truth())
         return result
 
+    def _truth_of(self, service: str, scope: str, stream: str, read: Callable) -> object:
+        """`read(deployment)` of the service's deployment (region) that holds the scope and
+        stream (KeyError from the others); 404 if none does."""
+        for (name, _), candidate in self.services.items():
+            if name != service:
+                continue
+            try:
+                return read(candidate)
+            except KeyError:
+                continue
+        raise HTTPException(404, f"no stream {service}/{scope}/{stream}")
+
     def _add_admin_routes(self, root: FastAPI) -> None:
         sandbox = self.sandbox
 
@@ -61,14 +75,15 @@ class SandboxApp:
 
         @root.get("/_sandbox/truth/{service}/{scope}/{stream}/ids")
         def truth_ids(service: str, scope: str, stream: str) -> dict:
-            for (name, _), candidate in self.services.items():
-                if name != service:
-                    continue
-                try:
-                    return {"ids": candidate.truth_ids(scope, stream)}
-                except KeyError:
-                    continue
-            raise HTTPException(404, f"no stream {service}/{scope}/{stream}")
+            ids = self._truth_of(service, scope, stream, lambda s: s.truth_ids(scope, stream))
+            return {"ids": ids}
+
+        @root.get("/_sandbox/truth/{service}/{scope}/{stream}/days")
+        def truth_days(service: str, scope: str, stream: str) -> dict:
+            """Rows per UTC day of a daily stream: comment `trigger_logs` and `daily_stats`
+            (scope: workspace id), conversation `messages` (scope: region)."""
+            days = self._truth_of(service, scope, stream, lambda s: s.truth_days(scope, stream))
+            return {"days": days}
 
         @root.get("/_sandbox/records/{record_type}/{key}")
         def record(record_type: str, key: str, region: str = "default") -> dict:
@@ -102,9 +117,13 @@ class SandboxApp:
 
         @root.post("/_sandbox/clock/advance")
         def advance(seconds: float) -> dict:
+            """Move the data clock; what it brings (arrivals, webhooks, finished tasks) happens
+            now, not at the next request."""
             if seconds < 0:
                 raise HTTPException(400, "seconds must not be negative: time only moves forward")
             sandbox.clock.advance(seconds)
+            for service in self.services.values():
+                service.catch_up()
             return clock()
 
         @root.get("/_sandbox/requests")

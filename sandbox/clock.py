@@ -9,7 +9,12 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
+
+import numpy as np
+
+DAY = 86_400
 
 
 class Clock:
@@ -43,3 +48,39 @@ class Clock:
 def iso(moment: datetime) -> str:
     """ISO 8601 with an explicit UTC offset, second precision: the sandbox's one timestamp form."""
     return moment.astimezone(UTC).isoformat(timespec="seconds")
+
+
+@dataclass(frozen=True)
+class Stopwatch:
+    """When an asynchronous task started, on both clocks.
+
+    Its phases pass with whichever clock moved further: the wall clock, so a task started on a
+    frozen sandbox still finishes, or the data clock, so a task started before
+    `POST /_sandbox/clock/advance` has finished after it.
+    """
+
+    created_at: datetime  # data time
+    started: float = field(default_factory=time.monotonic)
+
+    def age(self, now: datetime) -> float:
+        return max(time.monotonic() - self.started, (now - self.created_at).total_seconds())
+
+    def reached(self, seconds: float, now: datetime) -> datetime | None:
+        """The data moment the task became `seconds` old, None if it is younger.
+
+        Once the data clock passed it, that is `created_at + seconds`; a task aged by the wall
+        clock alone (frozen) reached it at `now`, the data clock having stood still meanwhile.
+        """
+        if (now - self.created_at).total_seconds() >= seconds:
+            return self.created_at + timedelta(seconds=seconds)
+        if time.monotonic() - self.started >= seconds:
+            return now
+        return None
+
+
+def day_counts(seconds: np.ndarray, first: date, last: date) -> dict[str, int]:
+    """Rows per UTC day from `first` to `last` (zero days included) of epoch-seconds times."""
+    start = int(datetime(first.year, first.month, first.day, tzinfo=UTC).timestamp())
+    days = (last - first).days + 1
+    counts = np.bincount((seconds - start) // DAY, minlength=days)[:days]
+    return {(first + timedelta(days=d)).isoformat(): int(counts[d]) for d in range(days)}

@@ -74,6 +74,9 @@ class SandboxConfig:
     rate_window_seconds: float = 60.0
     # Live traffic when not frozen: new rows per minute per stream and region/workspace.
     arrivals_per_minute: float = 30.0
+    # Live data hub campaigns (a broadcast and its webhook events) when not frozen: one per
+    # region every this many minutes of data time; 0 runs none.
+    campaign_minutes: float = 30.0
     # Asynchronous tasks spend this long in each intermediate state (pending, processing).
     task_phase_seconds: float = 1.0
     # Address the sandbox is reached at, used in download URLs it hands out.

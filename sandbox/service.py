@@ -17,11 +17,19 @@ class Service(Protocol):
     app: FastAPI  # mounted at its base path; serves its own /openapi.json
     admin: APIRouter  # mounted at /_sandbox/{service}/{region}
 
+    def catch_up(self) -> None:
+        """Bring live arrivals and asynchronous tasks up to the clock (each service also does
+        it before serving a request or a truth read)."""
+
     def truth(self) -> dict[str, dict[str, int]]:
         """Exact row count of every pulled stream, per scope (workspace id, or region)."""
 
     def truth_ids(self, scope: str, stream: str) -> list:
         """The ids of one stream's rows; KeyError for an unknown scope or stream."""
+
+    def truth_days(self, scope: str, stream: str) -> dict[str, int]:
+        """Rows per UTC day (`YYYY-MM-DD`, every served day, zeros included) of a daily stream;
+        KeyError for an unknown scope or a stream without days."""
 
 
 def service_app(title: str) -> FastAPI:

@@ -23,13 +23,23 @@ class CommentService:
         self.app = create_app(sandbox, self.workspaces)
         self.admin = APIRouter()
 
+    def catch_up(self) -> None:
+        for workspace in self.workspaces.values():
+            workspace.catch_up()
+
     def truth(self) -> dict[str, dict[str, int]]:
         return {w.id: w.truth_counts() for w in self.workspaces.values()}
 
     def truth_ids(self, scope: str, stream: str) -> list:
+        return self._workspace(scope).truth_ids(stream)
+
+    def truth_days(self, scope: str, stream: str) -> dict[str, int]:
+        return self._workspace(scope).truth_days(stream)
+
+    def _workspace(self, scope: str) -> Workspace:
         for workspace in self.workspaces.values():
             if workspace.id == scope:
-                return workspace.truth_ids(stream)
+                return workspace
         raise KeyError(scope)
 
 

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 
 import numpy as np
 
-from sandbox.clock import iso
+from sandbox.clock import day_counts, iso
 from sandbox.comment.data import (
     BILLING_URL,
     CONNECT_URL,
@@ -356,7 +356,12 @@ class Workspace:
         return activity_view(updated, int(replies[updated.index]), int(dms[updated.index]))
 
     def delete_activity(self, activity: ActivityRecord) -> dict:
-        """Spec section 4: deletes the activity and its trigger logs."""
+        """Spec section 4: deletes the activity and its trigger logs, on every day they fell.
+
+        The spec is silent on whether `/stats` keeps counting deleted logs; here it does not:
+        the stats, the totals and `/me` usage are all counted from the logs that remain, so a
+        deletion shows on an older day of every one of them (and in the truth per day).
+        """
         with self._lock:
             self.activities[activity.index] = None
             self.logs = self.logs.take(self.logs.activity != activity.index)
@@ -403,6 +408,20 @@ class Workspace:
         if stream == "trigger_logs":
             logs = self.logs
             return log_ids(self.log_prefix, logs.serial[logs.start(self.window_start()) :][::-1])
+        raise KeyError(stream)
+
+    def truth_days(self, stream: str) -> dict[str, int]:
+        """Rows per UTC day of a daily stream, over the days the service serves: trigger logs
+        (365 days), daily stats (one row per day, 90 days)."""
+        self.catch_up()
+        start = self.window_start()  # one reading of the clock for the whole answer
+        first, today = moment(start).date(), moment(start).date() + timedelta(RETAINED_DAYS - 1)
+        if stream == "trigger_logs":
+            logs = self.logs
+            return day_counts(logs.t[logs.start(start) :], first, today)
+        if stream == "daily_stats":
+            first = today - timedelta(days=STATS_DAYS_MAX - 1)
+            return {(first + timedelta(days=d)).isoformat(): 1 for d in range(STATS_DAYS_MAX)}
         raise KeyError(stream)
 
     def _served_post_ids(self) -> list[str]:

@@ -14,9 +14,12 @@ The two regions hold different data: every generator is seeded with the region's
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from fastapi import APIRouter, Depends, HTTPException
 from fastapi.responses import JSONResponse
 
+from sandbox.clock import day_counts
 from sandbox.context import MOUNTS, Sandbox
 from sandbox.conversation.backups import Backups
 from sandbox.conversation.directory import Directory
@@ -35,6 +38,7 @@ class ConversationService:
 
     def __init__(self, sandbox: Sandbox, region: str, mount: str) -> None:
         self.region = region
+        self._sandbox = sandbox
         shared = pools(sandbox.config.seed)
         self.directory = Directory(sandbox, region, shared)
         self.members = Members(sandbox, region, self.directory, shared)
@@ -42,14 +46,18 @@ class ConversationService:
         download = f"{sandbox.config.public_url}{mount}{BACKUP_DOWNLOAD[1]}"
         self.backups = Backups(sandbox, region, self.messages, download)
         self.app = service_app(f"Conversation service ({region})")
-        # Live messages are derived when a request comes (no background thread).
-        live = Depends(lambda: self.messages.catch_up())
+        # Live messages are derived when a request comes (no background thread); backups need
+        # nothing done when they complete (see backups.py).
+        live = Depends(self.catch_up)
         self.app.include_router(conversation_router(self), dependencies=[Depends(apikey), live])
         self.admin = APIRouter(tags=["sandbox"])
         self.admin.add_api_route("/teams/{team_id}/users", self._team_users, methods=["GET"])
 
-    def truth(self) -> dict[str, dict[str, int]]:
+    def catch_up(self) -> None:
         self.messages.catch_up()
+
+    def truth(self) -> dict[str, dict[str, int]]:
+        self.catch_up()
         lo, hi = self.messages.year()
         seen = len(self.messages.member_rows(lo, hi))
         return {
@@ -69,8 +77,19 @@ class ConversationService:
             raise KeyError(f"{scope}/{stream}")
         return self._ids(stream)
 
+    def truth_days(self, scope: str, stream: str) -> dict[str, int]:
+        """Messages per UTC day of the year up to now (its first day partly: the year starts
+        365 days before this second)."""
+        if scope != self.region or stream != "messages":
+            raise KeyError(f"{scope}/{stream}")
+        self.catch_up()
+        now = self._sandbox.clock.now()
+        lo, hi = self.messages.year()
+        first = (now - timedelta(days=365)).date()
+        return day_counts(self.messages.table["ts"][lo:hi], first, now.date())
+
     def _ids(self, stream: str) -> list:
-        self.messages.catch_up()
+        self.catch_up()
         if stream in ("channels", "teams", "users"):
             return [record["id"] for record in getattr(self.directory, stream)]
         if stream == "members_total":

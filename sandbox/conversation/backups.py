@@ -1,8 +1,11 @@
 """Message backups: an asynchronous task, then a CSV file streamed in chunks.
 
 States (only `initiated` is shown by the spec): `initiated`, `processing`, `completed`, each
-intermediate state lasting `config.task_phase_seconds` of wall time. The rows are those of the
-window [started_at, ended_at) as they stood when the backup was triggered, oldest first.
+intermediate state lasting `config.task_phase_seconds` on the wall or the data clock, whichever
+moved further (`clock.Stopwatch`). The rows are those of the window [started_at, ended_at) as
+they stood when the backup completed, oldest first, whenever it is downloaded: messages are
+only ever appended, in order of arrival, so the rows as of that moment are the table's first
+`Messages.rows_at(moment)`; nothing needs copying when it completes.
 """
 
 from __future__ import annotations
@@ -11,13 +14,13 @@ import csv
 import io
 import itertools
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 
 import numpy as np
 
-from sandbox.clock import iso
+from sandbox.clock import Stopwatch, iso
 from sandbox.context import Sandbox
 from sandbox.conversation.messages import BACKUP_COLUMNS, Messages
 from sandbox.conversation.models import BACKUP_STATES
@@ -29,10 +32,9 @@ BLOCK = 5000  # message rows scanned per streamed chunk
 @dataclass(frozen=True)
 class Backup:
     backup_id: int
-    created_at: str
-    started: float  # time.monotonic() at trigger
-    lo: int  # message rows lo..hi fall in the window
-    hi: int
+    stopwatch: Stopwatch
+    started_at: float  # the window, epoch seconds
+    ended_at: float
     channel: int | None  # channel index filter
     member: int | None  # member row filter
 
@@ -49,11 +51,14 @@ class Backups:
         self._items: dict[int, Backup] = {}
         self._lock = threading.Lock()
 
-    def trigger(self, lo: int, hi: int, channel: int | None, member: int | None) -> int:
+    def trigger(
+        self, started_at: float, ended_at: float, channel: int | None, member: int | None
+    ) -> int:
         with self._lock:
             backup_id = next(self._ids)
+            stopwatch = Stopwatch(self._sandbox.clock.now())
             self._items[backup_id] = Backup(
-                backup_id, iso(self._sandbox.clock.now()), time.monotonic(), lo, hi, channel, member
+                backup_id, stopwatch, started_at, ended_at, channel, member
             )
         return backup_id
 
@@ -63,26 +68,29 @@ class Backups:
         url = self._download_url.format(backup_id=backup_id) if state == "completed" else ""
         return {
             "backup_id": backup_id,
-            "created_at": backup.created_at,
+            "created_at": iso(backup.stopwatch.created_at),
             "download_url": url,
             "state": state,
         }
 
-    def completed(self, backup_id: int) -> Backup:
+    def completed(self, backup_id: int) -> tuple[Backup, range]:
+        """The backup and its window's message rows as of its completion; 409 before."""
         backup = self._get(backup_id)
-        state = self._state(backup)
-        if state != "completed":
-            raise ApiError(409, "backup_not_ready", f"backup {backup_id} is {state}")
-        return backup
+        finished = self._finished(backup)
+        if finished is None:
+            raise ApiError(409, "backup_not_ready", f"backup {backup_id} is {self._state(backup)}")
+        lo, hi = self._messages.window(backup.started_at, backup.ended_at)
+        hi = min(hi, self._messages.rows_at(finished))
+        return backup, range(min(lo, hi), hi)
 
-    def csv_chunks(self, backup: Backup) -> Iterator[bytes]:
+    def csv_chunks(self, backup: Backup, rows: range) -> Iterator[bytes]:
         """The CSV file (UTF-8, RFC 4180 quoting): a header, then one chunk per block scanned."""
         buffer = io.StringIO()
         writer = csv.writer(buffer)
         writer.writerow(BACKUP_COLUMNS)
         table = self._messages.table
-        for start in range(backup.lo, backup.hi, BLOCK):
-            stop = min(backup.hi, start + BLOCK)
+        for start in range(rows.start, rows.stop, BLOCK):
+            stop = min(rows.stop, start + BLOCK)
             keep = np.ones(stop - start, bool)
             if backup.channel is not None:
                 keep &= table["channel"][start:stop] == backup.channel
@@ -102,8 +110,17 @@ class Backups:
             raise not_found(f"backup {backup_id}")
         return backup
 
+    def _finished(self, backup: Backup) -> datetime | None:
+        """The data moment the backup completed, None before."""
+        phases = len(BACKUP_STATES) - 1
+        return backup.stopwatch.reached(phases * self._phase, self._sandbox.clock.now())
+
+    @property
+    def _phase(self) -> float:
+        return self._sandbox.config.task_phase_seconds
+
     def _state(self, backup: Backup) -> str:
-        phase = self._sandbox.config.task_phase_seconds
-        elapsed = time.monotonic() - backup.started
-        step = len(BACKUP_STATES) - 1 if phase <= 0 else int(elapsed / phase)
-        return BACKUP_STATES[min(step, len(BACKUP_STATES) - 1)]
+        if self._finished(backup) is not None:
+            return BACKUP_STATES[-1]
+        age = backup.stopwatch.age(self._sandbox.clock.now())
+        return BACKUP_STATES[min(int(age / self._phase), len(BACKUP_STATES) - 2)]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import threading
+from datetime import datetime
 
 import numpy as np
 
@@ -128,6 +129,7 @@ class Messages:
         )
         self._next_conversation = int(rows["conversation"].max(initial=first_conversation)) + 1
         self.table = Table(rows)
+        self._history = self.table.size
         self._live = 0
         members.settle_created(first)
 
@@ -135,14 +137,25 @@ class Messages:
 
     def catch_up(self) -> None:
         """Add the live messages due by now (none when frozen)."""
-        clock, rate = self._sandbox.clock, self._sandbox.config.arrivals_per_minute
-        if clock.frozen or rate <= 0:
-            return
-        due = int(clock.elapsed() * rate / 60)
+        due = self._due(self._sandbox.clock.now())
         with self._lock:
             if due > self._live:
+                rate = self._sandbox.config.arrivals_per_minute
                 self.table.append(self._live_rows(self._live, due, rate))
                 self._live = due
+
+    def rows_at(self, moment: datetime) -> int:
+        """How many rows the table held at `moment`: live rows are only ever appended, in
+        order of arrival, so the first `rows_at(m)` rows are the messages as of `m`."""
+        return self._history + self._due(moment)
+
+    def _due(self, moment: datetime) -> int:
+        """Live messages arrived by `moment`: message k arrives (k + 1) / rate minutes after
+        the anchor."""
+        clock, rate = self._sandbox.clock, self._sandbox.config.arrivals_per_minute
+        if clock.frozen or rate <= 0:
+            return 0
+        return max(0, int((moment - clock.anchor).total_seconds() * rate / 60))
 
     # --- reading
 

@@ -55,8 +55,9 @@ def conversation_router(service: ConversationService) -> APIRouter:
         member = None
         if body.member_id is not None:
             member = members.row(body.channel_id, body.member_id, "member_id")
-        lo, hi = messages.window(body.started_at.timestamp(), body.ended_at.timestamp())
-        backup_id = backups.trigger(lo, hi, channel, member)
+        backup_id = backups.trigger(
+            body.started_at.timestamp(), body.ended_at.timestamp(), channel, member
+        )
         return JSONResponse({"backup_id": backup_id}, status_code=202)
 
     @operation("get_backup_detail", m.Backup)
@@ -67,9 +68,9 @@ def conversation_router(service: ConversationService) -> APIRouter:
 
     @router.api_route(path, methods=[method], include_in_schema=False)
     def download_backup(backup_id: int) -> StreamingResponse:
-        backup = backups.completed(backup_id)
+        backup, rows = backups.completed(backup_id)
         return StreamingResponse(
-            backups.csv_chunks(backup),
+            backups.csv_chunks(backup, rows),
             media_type="text/csv; charset=utf-8",
             headers={
                 "Content-Disposition": f'attachment; filename="messages-backup-{backup_id}.csv"'

@@ -2,9 +2,11 @@
 fields, and the simulated campaigns whose webhooks the hub sends (customer data hub spec).
 
 `ContactHub` holds one region's state; `contacts_router` serves the API (apikey applied by the
-package), `contacts_admin` the `/_sandbox/datahub/{region}` routes. Live traffic (profile
-changes, a campaign every CAMPAIGN_MINUTES) is derived lazily from the data clock when a
-request comes, and only when the clock is not frozen.
+package), `contacts_admin` the `/_sandbox/datahub/{region}` routes. `catch_up` runs before
+every request and truth read of the region: it finishes the import and export tasks that are
+due and derives the live traffic (profile changes, a campaign every `config.campaign_minutes`,
+only when the clock is not frozen), all in time order, so the result is the same as if a
+background thread had done each at its moment.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import numpy as np
 from fastapi import APIRouter, Body, HTTPException, Path, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
+from sandbox.clock import Stopwatch
 from sandbox.context import MOUNTS, Sandbox
 from sandbox.datahub import contact_models as models
 from sandbox.datahub.broadcasts import NAMES, Broadcast, generate
@@ -49,7 +52,6 @@ OPERATIONS: dict[str, tuple[str, str]] = {
 PROFILE_RATE = 6_000  # per minute per API key (spec section 8)
 IMPORT_RATE = 15  # per minute per API key (spec section 8)
 REPORT_MAX_DAYS = 60  # inclusive: end_date - start_date + 1 (spec section 8)
-CAMPAIGN_MINUTES = 30  # a simulated campaign runs every 30 minutes of data time when live
 # Fields live traffic changes; account_manager is export-only, so only the hub changes it.
 LIVE_FIELDS = (
     "city",
@@ -76,6 +78,7 @@ class ContactHub:
         rng = np.random.default_rng(sandbox.seed_for("datahub", region, "tasks"))
         self._task_ids = itertools.count(int(rng.integers(5_000, 50_000)))
         self.tasks: dict[int, Task] = {}
+        self._running: list[Task] = []  # not finished yet
         self.exports: dict[int, Snapshot] = {}
         self.fail_next_import = False
         self.profile_updates = 0  # accepted update_channel_contact_profile calls
@@ -111,21 +114,37 @@ class ContactHub:
     # -- live traffic ---------------------------------------------------------------------
 
     def catch_up(self) -> None:
-        """Derive the live changes and campaigns the data clock says have happened."""
-        clock = self.sandbox.clock
+        """Bring the region up to the clock: each due task finishes on the contacts as they
+        stood at its finish moment (live traffic derived up to it, none after it), then the
+        live traffic runs on to now."""
+        with self.lock:
+            now = self.sandbox.clock.now()
+            due = [(task.finish_moment(now), task.id, task) for task in self._running]
+            for at, _, task in sorted(entry for entry in due if entry[0] is not None):
+                self._live_until(at)
+                task.finish(at)
+                self._running.remove(task)
+            self._live_until(now)
+
+    def _live_until(self, moment: datetime) -> None:
+        """Derive the live changes and campaigns due by `moment` (none when frozen)."""
+        clock, config = self.sandbox.clock, self.sandbox.config
         if clock.frozen:
             return
-        elapsed = clock.elapsed()
-        per_minute = self.sandbox.config.arrivals_per_minute
-        with self.lock:
+        elapsed = (moment - clock.anchor).total_seconds()
+        per_minute = config.arrivals_per_minute
+        if per_minute > 0:
             while self.live_changes < int(elapsed * per_minute / 60):
                 at = clock.anchor + timedelta(seconds=(self.live_changes + 1) * 60 / per_minute)
                 self._live_change(at)
-            while self.auto_campaigns < int(elapsed // (CAMPAIGN_MINUTES * 60)):
-                self.auto_campaigns += 1
-                at = clock.anchor + timedelta(minutes=self.auto_campaigns * CAMPAIGN_MINUTES)
-                source = "maac" if self.auto_campaigns % 2 else "caac"
-                self.run_campaign(at, "broadcast", source)
+        every = config.campaign_minutes
+        # Each kind in time order; within one step the changes come before the campaigns
+        # (every webhook envelope carries its own time).
+        while every > 0 and self.auto_campaigns < int(elapsed // (every * 60)):
+            self.auto_campaigns += 1
+            at = clock.anchor + timedelta(minutes=self.auto_campaigns * every)
+            source = "maac" if self.auto_campaigns % 2 else "caac"
+            self.run_campaign(at, "broadcast", source)
 
     def _live_change(self, at: datetime) -> None:
         rng, pools = self._live_rng, self.contacts.pools
@@ -242,19 +261,17 @@ class ContactHub:
             task = Task(
                 id=next(self._task_ids),
                 category=category,
-                created_at=self.sandbox.clock.now(),
+                stopwatch=Stopwatch(self.sandbox.clock.now()),
                 phase_seconds=self.sandbox.config.task_phase_seconds,
                 work=work,
                 fails=fails,
             )
             self.tasks[task.id] = task
+            self._running.append(task)
             return task
 
     def task(self, task_id: int) -> Task | None:
-        task = self.tasks.get(task_id)
-        if task is not None:
-            task.refresh(self.sandbox.clock.now())  # outside the hub lock: work() takes it
-        return task
+        return self.tasks.get(task_id)
 
     def start_import(self, body: models.ImportRequest) -> Task:
         key = body.import_key
@@ -265,15 +282,15 @@ class ContactHub:
         rows = [row.model_dump(exclude_unset=True) for row in body.data]
         with self.lock:
             fails, self.fail_next_import = self.fail_next_import, False
-            task = self._new_task("import_member", lambda: self._apply_import(key, rows), fails)
+            task = self._new_task(
+                "import_member", lambda _, at: self._apply_import(key, rows, at), fails
+            )
         task.detail = {"import_key": key, "rows": len(rows)}
         return task
 
-    def _apply_import(self, key: str, rows: list[dict]) -> dict:
+    def _apply_import(self, key: str, rows: list[dict], at: datetime) -> dict:
         """Matching rows update their contacts, the others create contacts."""
         with self.lock:
-            self.catch_up()
-            now = self.sandbox.clock.now()
             matches = self.contacts.rows_by(key)
             touched: set[int] = set()
             for values in rows:
@@ -283,18 +300,14 @@ class ContactHub:
                     touched.add(matches[values[key]][0])
                     continue
                 for row in found:
-                    if self._apply(row, values, now):
+                    if self._apply(row, values, at):
                         touched.add(row)
             return {"updated_contact_size": len(touched)}
 
     def start_export(self) -> Task:
-        holder: list[Task] = []
-        task = self._new_task("export_member", lambda: self._finish_export(holder[0]))
-        holder.append(task)
-        return task
+        return self._new_task("export_member", lambda task, _: self._finish_export(task))
 
     def _finish_export(self, task: Task) -> dict:
-        self.catch_up()
         with self.lock:
             snapshot = self.exports[task.id] = self.contacts.snapshot()
         mount = MOUNTS[("datahub", self.region)]
@@ -343,7 +356,6 @@ def contacts_router(hub: ContactHub) -> APIRouter:
         hub.sandbox.rate_limit(
             ("datahub", hub.region, _key(request), "profile"), PROFILE_RATE, header=True
         )
-        hub.catch_up()
         return JSONResponse({"updated_fields": hub.update_profile(body)})
 
     @route("import_members", response_model=models.Task)
@@ -351,18 +363,18 @@ def contacts_router(hub: ContactHub) -> APIRouter:
         hub.sandbox.rate_limit(
             ("datahub", hub.region, _key(request), "import"), IMPORT_RATE, header=True
         )
-        return JSONResponse(hub.start_import(body).body())
+        return JSONResponse(hub.start_import(body).body(hub.sandbox.clock.now()))
 
     @route("get_task_status", response_model=models.Task)
     def get_task_status(task_id: int = Path()):
         task = hub.task(task_id)
         if task is None:
             raise not_found(f"task {task_id}")
-        return JSONResponse(task.body())
+        return JSONResponse(task.body(hub.sandbox.clock.now()))
 
     @route("export_members", response_model=models.Task)
     def export_members(body: models.ExportRequest | None = Body(None)):  # noqa: B008
-        return JSONResponse(hub.start_export().body())
+        return JSONResponse(hub.start_export().body(hub.sandbox.clock.now()))
 
     @route(
         "download_member_export",
@@ -373,8 +385,9 @@ def contacts_router(hub: ContactHub) -> APIRouter:
         task = hub.task(task_id)
         if task is None or task.category != "export_member":
             raise not_found(f"export task {task_id}")
-        if task.status != "success":
-            raise ApiError(409, "export_not_ready", f"export task {task_id} is {task.status}")
+        status = task.status(hub.sandbox.clock.now())
+        if status != "success":
+            raise ApiError(409, "export_not_ready", f"export task {task_id} is {status}")
         return StreamingResponse(
             _csv_chunks(hub.exports[task_id]),
             media_type="text/csv; charset=utf-8",
@@ -392,7 +405,6 @@ def contacts_router(hub: ContactHub) -> APIRouter:
             raise invalid("end_date", "end_date is before start_date")
         if (end - start).days + 1 > REPORT_MAX_DAYS:
             raise invalid("end_date", f"the range spans at most {REPORT_MAX_DAYS} days")
-        hub.catch_up()
         broadcast = hub.broadcast(broadcast_id)
         if broadcast is None:
             raise not_found(f"broadcast {broadcast_id}")
@@ -401,7 +413,6 @@ def contacts_router(hub: ContactHub) -> APIRouter:
 
     @route("list_broadcasts", response_model=list[models.Broadcast])
     def list_broadcasts():
-        hub.catch_up()
         now = hub.sandbox.clock.now()
         with hub.lock:
             return JSONResponse([b.item(now) for b in hub.broadcasts])
@@ -454,15 +465,16 @@ def contacts_admin(hub: ContactHub) -> APIRouter:
 
     @router.get("/imports")
     def imports() -> list[dict]:
+        hub.catch_up()
+        now = hub.sandbox.clock.now()
         found = []
         for task in list(hub.tasks.values()):
             if task.category == "import_member":
-                task.refresh(hub.sandbox.clock.now())
                 found.append(
                     {
                         "task_id": task.id,
                         **task.detail,
-                        "status": task.status,
+                        "status": task.status(now),
                         "updated_contact_size": task.result.get("updated_contact_size"),
                     }
                 )

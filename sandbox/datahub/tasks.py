@@ -1,63 +1,60 @@
 """Member import and export tasks (spec sections 2 and 3).
 
-A task is `pending`, then `processing`, each for `config.task_phase_seconds` of wall time,
-then `success` (or `failed` when the sandbox was told to fail the next import). The status is
-computed when read; the work (applying an import, snapshotting an export) runs exactly once,
-at the first read that finds the task finished.
+A task is `pending`, then `processing`, each for `config.task_phase_seconds` (on the wall or the
+data clock, whichever moved further: `clock.Stopwatch`), then `success` (or `failed` when the
+sandbox was told to fail the next import). Its work (applying an import, snapshotting an
+export) runs exactly once, whether or not anyone polls: `ContactHub.catch_up` finishes every
+due task, in order of finish, on the contacts as of its finish moment, before it serves any
+request or truth read of its region.
 """
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from sandbox.clock import iso
+from sandbox.clock import Stopwatch, iso
 
 
 @dataclass
 class Task:
     id: int
     category: str  # import_member or export_member
-    created_at: datetime
+    stopwatch: Stopwatch
     phase_seconds: float
-    # Runs once when the task succeeds; returns the task's `result`.
-    work: Callable[[], dict]
+    # Runs once when the task succeeds, at the data moment it finished; returns its `result`.
+    work: Callable[[Task, datetime], dict]
     fails: bool = False
-    status: str = "pending"
     result: dict = field(default_factory=dict)
-    updated_at: datetime | None = None
-    started: float = field(default_factory=time.monotonic)
+    finished_at: datetime | None = None
     detail: dict = field(default_factory=dict)  # what the admin routes show
-    _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def refresh(self, now: datetime) -> None:
-        """Move the task to the state its age implies; finish it at most once."""
-        age = time.monotonic() - self.started
-        with self._lock:
-            if self.status in ("success", "failed"):
-                return
-            if age < self.phase_seconds:
-                wanted = "pending"
-            elif age < 2 * self.phase_seconds:
-                wanted = "processing"
-            else:
-                wanted = "failed" if self.fails else "success"
-            if wanted == self.status:
-                return
-            if wanted == "success":
-                self.result = self.work()
-            self.status = wanted
-            self.updated_at = now
+    @property
+    def created_at(self) -> datetime:
+        return self.stopwatch.created_at
 
-    def body(self) -> dict:
+    def finish_moment(self, now: datetime) -> datetime | None:
+        """When the task's last phase ended (data time), None while it runs."""
+        return self.stopwatch.reached(2 * self.phase_seconds, now)
+
+    def finish(self, at: datetime) -> None:
+        if not self.fails:
+            self.result = self.work(self, at)
+        self.finished_at = at
+
+    def status(self, now: datetime) -> str:
+        if self.finished_at is not None:
+            return "failed" if self.fails else "success"
+        # Due but not yet finished by the hub: still processing until it is.
+        return "pending" if self.stopwatch.age(now) < self.phase_seconds else "processing"
+
+    def body(self, now: datetime) -> dict:
         return {
             "id": self.id,
             "category": self.category,
-            "status": self.status,
+            "status": self.status(now),
             "result": self.result,
             "created_at": iso(self.created_at),
-            "updated_at": iso(self.updated_at or self.created_at),
+            "updated_at": iso(self.finished_at or self.created_at),
         }

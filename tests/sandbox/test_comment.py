@@ -985,6 +985,31 @@ def test_delete_removes_the_activity_and_its_logs(make_sandbox):
             assert stats_after["totals"][name] == stats_before["totals"][name] - removed[name]
 
 
+def test_deleting_an_activity_takes_its_logs_off_an_older_day_everywhere(make_sandbox):
+    """The discrepancy a sync's checks must catch: logs of a landed, closed day vanish, and
+    the day's stats (derived from the logs) drop with them."""
+    with open_client(make_sandbox()) as http:
+        scope = workspace_id(http)
+        activities = http.get(f"{COMMENT}/activities", headers=READWRITE).json()["activities"]
+        busiest = max(activities, key=lambda a: sum(a["stats"].values()))
+        own = Counter(
+            log["created_at"][:10] for log in all_logs(http, activity_id=busiest["id"])[0]
+        )
+        day = max(d for d in own if days_back(89) <= d <= days_back(2))  # closed, in the stats
+        before = http.get(f"/_sandbox/truth/comment/{scope}/trigger_logs/days").json()["days"]
+
+        assert http.delete(f"{COMMENT}/activities/{busiest['id']}", headers=READWRITE).is_success
+
+        after = http.get(f"/_sandbox/truth/comment/{scope}/trigger_logs/days").json()["days"]
+        assert after[day] == before[day] - own[day]
+        assert {d: before[d] - after[d] for d in before if before[d] != after[d]} == dict(own)
+        stats = http.get(f"{COMMENT}/stats", headers=READWRITE, params={"days": 90}).json()
+        that_day = next(d for d in stats["daily"] if d["date"] == day)
+        assert that_day["public_replies"] + that_day["dms"] + that_day["failed"] == after[day]
+        assert all_logs(http, days=90)[1] == sum(after[d] for d in after if d >= days_back(89))
+        assert sum(after.values()) == truth(http, scope)["trigger_logs"]
+
+
 def _stat_of(log: dict) -> str:
     if log["status"] == "failed":
         return "failed"
@@ -1220,6 +1245,21 @@ def test_truth_matches_the_api(client, headers):
     assert sorted(truth_ids(client, scope, "activities")) == sorted(a["id"] for a in activities)
     assert truth_ids(client, scope, "posts") == posts
     assert client.get(f"/_sandbox/truth/comment/{scope}/nothing/ids").status_code == 404
+
+
+def test_truth_per_day_adds_up_to_the_logs_and_the_stats(client):
+    scope = workspace_id(client)
+    days = client.get(f"/_sandbox/truth/comment/{scope}/trigger_logs/days").json()["days"]
+    assert list(days) == [days_back(n) for n in range(364, -1, -1)]
+    assert sum(days.values()) == truth(client, scope)["trigger_logs"]
+    stats = client.get(f"{COMMENT}/stats", headers=READWRITE, params={"days": 90}).json()
+    assert {d["date"]: d["public_replies"] + d["dms"] + d["failed"] for d in stats["daily"]} == {
+        day: days[day] for day in list(days)[-90:]
+    }
+    daily = client.get(f"/_sandbox/truth/comment/{scope}/daily_stats/days").json()["days"]
+    assert daily == {d["date"]: 1 for d in stats["daily"]}
+    for stream in ("activities", "nothing"):
+        assert client.get(f"/_sandbox/truth/comment/{scope}/{stream}/days").status_code == 404
 
 
 def test_live_logs_arrive_as_the_clock_moves(make_sandbox):

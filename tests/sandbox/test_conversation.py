@@ -1414,6 +1414,16 @@ def test_year_backup_equals_the_truth(shared, region):
     assert YEAR_WINDOW["started_at"] <= stamps[0] and stamps[-1] < ANCHOR.isoformat()
 
 
+@pytest.mark.parametrize("region", REGIONS)
+def test_truth_per_day_counts_the_year_backup_by_day(shared, region):
+    days = shared.get(f"/_sandbox/truth/conversation/{region}/messages/days").json()["days"]
+    first = (ANCHOR - timedelta(days=365)).date()
+    assert list(days) == [(first + timedelta(days=d)).isoformat() for d in range(366)]
+    counted = Counter(row["timestamp"][:10] for row in backup_rows(shared, region, YEAR_WINDOW))
+    assert {day: count for day, count in days.items() if count} == dict(counted)
+    assert shared.get(f"/_sandbox/truth/conversation/{region}/users/days").status_code == 404
+
+
 def test_backup_rows_are_well_formed(shared):
     rows = backup_rows(shared, "default", YEAR_WINDOW)
     channels = set(truth_ids(shared, "default", "channels"))

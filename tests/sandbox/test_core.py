@@ -304,7 +304,10 @@ def test_command_line_takes_every_documented_option():
             "http://127.0.0.1:9/h",
             "--webhook-secret",
             "x",
+            "--campaign-minutes",
+            "360",
         ]
     )
     assert (args.port, args.seed, args.scale, args.frozen) == (9, 3, "large", True)
+    assert args.campaign_minutes == 360
     assert args.now.utcoffset().total_seconds() == 9 * 3600 and args.faults.error == 0.1
