@@ -9,7 +9,7 @@ from datetime import date
 
 import dagster as dg
 
-from assets.checks import unique_ids_check
+from assets.checks import nothing_compared, unique_ids_check
 from assets.factory import StreamAsset, stream_asset
 from assets.resources import ConversationResource, LakeResource
 from pipelines.lake import Stream
@@ -43,6 +43,8 @@ def _key(name: str) -> dg.AssetKey:
 
 
 def _result(verdict: checks.Verdict) -> dg.AssetCheckResult:
+    if verdict.nothing_compared is not None:
+        return nothing_compared(verdict.nothing_compared, verdict.figures)
     return dg.AssetCheckResult(passed=verdict.passed, metadata=verdict.figures)
 
 
@@ -87,15 +89,24 @@ ASSETS = [stream_asset(declared) for declared in PULLED]
 channels, teams, users, messages, members, assignments = ASSETS
 
 
-@dg.asset_check(asset=_key("messages"), name="rows_match_backup", blocking=False)
+@dg.asset_check(
+    asset=_key("messages"),
+    name="rows_match_backup",
+    blocking=False,
+    description=(
+        "The lake still holds, for the days of the last materialization, the row count of "
+        "the backup file they were landed from; a region whose files of those days were "
+        "landed again since is left out."
+    ),
+)
 def rows_match_backup(
     context: dg.AssetCheckExecutionContext, conversation: ConversationResource, lake: LakeResource
 ) -> dg.AssetCheckResult:
-    """The lake still holds, for the last materialized range, the backup file's row count
-    (the range and the file's counts are the run's figures, observed once per run)."""
+    # The range and the backup file's counts are the run's figures: one observation per run.
     records = context.instance.fetch_observations(_key("messages"), limit=1).records
     if not records or records[0].asset_observation is None:
-        return dg.AssetCheckResult(passed=False, description="messages were never materialized")
+        return nothing_compared("messages were never materialized")
+    event = records[0].event_log_entry
     metadata = records[0].asset_observation.metadata
     verdict = checks.rows_match_backup(
         lake.lake(),
@@ -103,16 +114,25 @@ def rows_match_backup(
         date.fromisoformat(metadata["first_day"].value),
         date.fromisoformat(metadata["last_day"].value),
         metadata["backup_rows_per_connection"].value,
+        materialized_ns=int(event.timestamp * 1e9),
     )
     return _result(verdict)
 
 
 def _matches_members_seen(stream: Stream) -> dg.AssetChecksDefinition:
-    @dg.asset_check(asset=_key(stream.name), name="matches_members_in_messages", blocking=False)
+    @dg.asset_check(
+        asset=_key(stream.name),
+        name="matches_members_in_messages",
+        blocking=False,
+        description=(
+            f"{stream.relation} holds a row for every member of the messages landed before "
+            "it, and none for a member of no landed message; members of messages landed since "
+            "are looked up by the next pull."
+        ),
+    )
     def matches_members_in_messages(
         conversation: ConversationResource, lake: LakeResource
     ) -> dg.AssetCheckResult:
-        """One row per distinct member of the connection's landed messages."""
         names = [connection.name for connection in conversation.connections]
         return _result(checks.members_match_messages(lake.lake(), stream, names))
 

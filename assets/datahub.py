@@ -8,7 +8,7 @@ from functools import partial
 
 import dagster as dg
 
-from assets.checks import unique_ids_check
+from assets.checks import nothing_compared, unique_ids_check
 from assets.factory import StreamAsset, asset_key, stream_asset
 from assets.resources import LakeResource
 from pipelines.streams.datahub import (
@@ -55,27 +55,49 @@ ASSETS = [stream_asset(declared) for declared in PULLED]
 custom_fields, broadcasts, broadcast_reports, members = ASSETS
 
 
-@dg.asset_check(asset=asset_key(MEMBERS), name="rows_equal_export_row_count", blocking=False)
+@dg.asset_check(
+    asset=asset_key(MEMBERS),
+    name="rows_equal_export_row_count",
+    blocking=False,
+    description=(
+        "Each connection's latest members file holds the rows its export task announced "
+        "(`row_count`, kept in the file's metadata)."
+    ),
+)
 def members_equal_export_row_count(lake: LakeResource) -> dg.AssetCheckResult:
-    """Each connection's latest export holds the rows its task announced."""
     counts = export_row_counts(lake.lake())
-    return dg.AssetCheckResult(
-        passed=counts.passed,
-        metadata={"rows_landed": counts.landed, "export_row_count": counts.announced},
-    )
+    metadata = {
+        "rows_landed": counts.landed,
+        "export_row_count": counts.announced,
+        "files_without_row_count": counts.not_announced,
+    }
+    if not counts.landed:
+        reason = "members not landed" if not counts.not_announced else "no file says its count"
+        return nothing_compared(reason, metadata)
+    return dg.AssetCheckResult(passed=counts.passed, metadata=metadata)
 
 
-@dg.asset_check(asset=asset_key(BROADCAST_REPORTS), name="one_report_per_broadcast", blocking=False)
+@dg.asset_check(
+    asset=asset_key(BROADCAST_REPORTS),
+    name="one_report_per_broadcast",
+    blocking=False,
+    description=(
+        "Every broadcast of the `broadcasts` snapshot has a report once reports were pulled "
+        "after it, and no report pulled before it is of a broadcast it does not list: each "
+        "side compared only with what existed when the other was pulled (`pulled_at`)."
+    ),
+)
 def one_report_per_broadcast(lake: LakeResource) -> dg.AssetCheckResult:
-    """Every broadcast of the `broadcasts` snapshot has a report, and no report is of another."""
     coverage = report_coverage(lake.lake())
-    return dg.AssetCheckResult(
-        passed=coverage.passed,
-        metadata={
-            "broadcasts_without_report": coverage.missing,
-            "reports_of_unknown_broadcasts": coverage.unknown,
-        },
-    )
+    metadata = {
+        "broadcasts_without_report": coverage.missing,
+        "reports_of_unknown_broadcasts": coverage.unknown,
+        "not_compared": coverage.not_compared,
+    }
+    if not coverage.compared:
+        reasons = sorted({r for found in coverage.not_compared.values() for r in found})
+        return nothing_compared("; ".join(reasons) or "no broadcasts landed", metadata)
+    return dg.AssetCheckResult(passed=coverage.passed, metadata=metadata)
 
 
 CHECKS = [

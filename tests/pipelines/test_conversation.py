@@ -405,13 +405,33 @@ def test_rows_match_backup_compares_each_region_over_the_range(tmp_path):
         ]
     )
     land_backup(lake, "default", days, [body])
-    verdict = rows_match_backup(lake, ["default", "jp"], *days, {"default": 2, "jp": 0})
+    landed_ns = time.time_ns()
+    verdict = rows_match_backup(
+        lake, ["default", "jp"], *days, {"default": 2, "jp": 0}, materialized_ns=landed_ns
+    )
     assert verdict.passed
     assert verdict.figures == {
         "rows_in_lake": {"default": 2, "jp": 0},
         "backup_rows": {"default": 2, "jp": 0},
         "first_day": "2026-01-01",
+        "not_compared": {},
     }
     # A day of the range lost from the lake: its rows no longer add up.
     lake.drop(MESSAGES, "default", days[1])
-    assert not rows_match_backup(lake, ["default"], *days, {"default": 2}).passed
+    lost = rows_match_backup(lake, ["default"], *days, {"default": 2}, materialized_ns=landed_ns)
+    assert not lost.passed
+    assert lost.nothing_compared is None
+
+
+def test_rows_match_backup_leaves_out_a_region_landed_again_since(tmp_path):
+    """A later run's backup replaced a day: its rows are that backup's, not the one the
+    materialization recorded, so the region is not compared (and nothing compared is not
+    a pass)."""
+    lake = Lake(tmp_path)
+    day = date(2026, 1, 1)
+    body = _csv([HEADER, _message("a", "x", "2026-01-01T10:00:00+00:00")])
+    land_backup(lake, "default", [day], [body])
+    before_ns = lake.path(MESSAGES, "default", day).stat().st_mtime_ns - 1
+    verdict = rows_match_backup(lake, ["default"], day, day, {"default": 5}, before_ns)
+    assert not verdict.passed
+    assert verdict.nothing_compared == "default: landed again since the backup"

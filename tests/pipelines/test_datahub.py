@@ -291,11 +291,12 @@ def test_checks_fail_on_a_lake_that_disagrees(tmp_path):
     assert not members_equal_export_row_count(lake=resource).passed
 
     broadcast = dict.fromkeys(BROADCASTS.schema.names) | {"id": 7, "connection": "default"}
-    lake.write(BROADCASTS, "default", [broadcast])
+    pulled = {"pulled_at": "2026-03-31T10:00:00+00:00"}
+    lake.write(BROADCASTS, "default", [broadcast], metadata=pulled)
     assert not one_report_per_broadcast(lake=resource).passed
     report = dict.fromkeys(BROADCAST_REPORTS.schema.names) | {
         "broadcast_id": 7,
         "connection": "default",
     }
-    lake.write(BROADCAST_REPORTS, "default", [report], day=DAY)
+    lake.write(BROADCAST_REPORTS, "default", [report], day=DAY, metadata=pulled)
     assert one_report_per_broadcast(lake=resource).passed
