@@ -28,9 +28,9 @@ HOURLY = {"trigger_logs", "daily_stats", "messages"}
     deps=STREAM_ASSETS,
     description=(
         "`warehouse.duckdb`: a view per stream and the marts, from `sql/` and the folders "
-        "`WAREHOUSE_SQL` lists. Rewritten only when "
-        "a definition changes; if another process holds the file, the lake still has the data "
-        "and this reports it instead of failing."
+        "`WAREHOUSE_SQL` lists. Rebuilt beside the file and renamed over it when a definition "
+        "changes, so open sessions do not stop it; fails, saying what to do, only if a "
+        "read-write session has unsaved changes in the file."
     ),
 )
 def warehouse_views(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:

@@ -6,7 +6,7 @@ from pathlib import Path
 from pipelines.lake import Lake
 from pipelines.push import ledger
 from pipelines.streams import comment, conversation, datahub
-from pipelines.warehouse import Warehouse, WarehouseBusy
+from pipelines.warehouse import Warehouse
 from pipelines.webhooks.compaction import WEBHOOK_EVENTS, WEBHOOK_QUARANTINE
 
 #: The streams the pull lands, service by service.
@@ -22,16 +22,21 @@ WAREHOUSE_STREAMS = [
 ]
 
 
+def warehouse_of(
+    lake_root: str | Path, warehouse_path: str | Path, extra_sql: Sequence[str | Path]
+) -> Warehouse:
+    """The warehouse every build uses. `extra_sql`: the `WAREHOUSE_SQL` folders
+    (`Settings.warehouse_sql`, `LakeResource.warehouse_sql`), required so that no build
+    leaves them out."""
+    return Warehouse(warehouse_path, Lake(lake_root), WAREHOUSE_STREAMS, extra_sql=extra_sql)
+
+
 def refresh_warehouse(
     lake_root: str | Path, warehouse_path: str | Path, extra_sql: Sequence[str | Path]
 ) -> str:
-    """Rewrite the views if a definition changed; says what happened. A warehouse held by
-    another process is reported, not raised: the lake has the data either way. `extra_sql`:
-    the `WAREHOUSE_SQL` folders (`Settings.warehouse_sql`, `LakeResource.warehouse_sql`),
-    required so that no build leaves them out."""
-    warehouse = Warehouse(warehouse_path, Lake(lake_root), WAREHOUSE_STREAMS, extra_sql=extra_sql)
-    try:
-        rewritten = warehouse.refresh()
-    except WarehouseBusy as busy:
-        return str(busy)
-    return f"{warehouse_path} ({'views rewritten' if rewritten else 'views up to date'})"
+    """Bring the views up to date and say what happened. Sessions open on the file do not
+    stop it (pipelines/warehouse.py); when it truly cannot be done (a session's unsaved
+    changes), `WarehouseBusy` says what to do, and callers fail with it rather than leave
+    views behind the lake unnoticed."""
+    done = warehouse_of(lake_root, warehouse_path, extra_sql).refresh()
+    return f"{warehouse_path} ({done or 'views up to date'})"

@@ -3,8 +3,13 @@ folders `WAREHOUSE_SQL` lists (pipelines/settings.py).
 
 Pipeline steps only write Parquet (README.md, "How data flows"). The views read the lake's
 files when queried, so new partitions show up without touching the warehouse file; it is
-rewritten only when a definition changes (a new SQL file, or a stream's first file), which
-keeps DuckDB's single-writer lock out of every sync's way.
+rebuilt only when a definition changes: a new SQL file, or a stream's first file (DuckDB
+refuses a view over a glob that matches nothing, so until then the view is a typed empty
+relation, and the first file changes it to a `read_parquet`).
+
+A rebuild never writes into the file analysts have open: it builds a new file beside it and
+renames it into place (`Warehouse.refresh`), so neither a read-only nor a read-write session
+stands in its way; each keeps the file it opened until it reconnects.
 
 A SQL file refers to a stream as `{{ source('service', 'stream') }}`; that becomes a
 `read_parquet` over the stream's files, or a typed empty relation while it has none.
@@ -26,9 +31,11 @@ needs a file, even an empty one, before a build names it (demo/shop.py `declare_
 from __future__ import annotations
 
 import hashlib
+import os
 import re
-import time
-from collections.abc import Iterable, Sequence
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
@@ -42,6 +49,9 @@ SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
 #: other schema is a source (a service's streams, a user's own tables) and comes first.
 LAST_SCHEMAS = ("sync", "outbound", "marts")
 SOURCE = re.compile(r"\{\{\s*source\('(\w+)',\s*'(\w+)'\)\s*\}\}")
+#: Appended to the warehouse file's name for the file a rebuild replaced while a read-write
+#: session held it (`Warehouse.refresh`).
+PREVIOUS_SUFFIX = ".previous"
 
 
 def schema_order(schemas: Iterable[str]) -> list[str]:
@@ -63,7 +73,8 @@ def schemas_of(sql_dirs: Iterable[Path]) -> list[str]:
 
 
 class WarehouseBusy(Exception):
-    """Another process holds the warehouse for writing; the lake is unaffected."""
+    """The warehouse file cannot be replaced without losing a session's unsaved changes; the
+    lake is unaffected."""
 
 
 def _literal(text: str) -> str:
@@ -127,6 +138,8 @@ class Warehouse:
         return statements
 
     def _current_fingerprint(self) -> str | None:
+        """The fingerprint the file was built with; None if it cannot be read (no file yet,
+        or a read-write session holds it: a rebuild beside it is then due either way)."""
         if not self.path.exists():
             return None
         try:
@@ -135,50 +148,126 @@ class Warehouse:
         except duckdb.Error:
             return None
 
-    def refresh(self, wait_seconds: float = 3.0) -> bool:
-        """Bring the views up to date; True if the file had to be rewritten."""
+    @contextmanager
+    def in_memory(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """The same views in a DuckDB of this process's own: what the file holds, without
+        opening it, so no session on the file can stand in the way (the push reads here)."""
         statements = self.statements()
-        fingerprint = hashlib.sha256("\n;\n".join(statements).encode()).hexdigest()
+        with duckdb.connect() as con:
+            _define(con, statements, _fingerprint(statements))
+            yield con
+
+    def refresh(self) -> str | None:
+        """Bring the views up to date: None if they were, else what was done.
+
+        The new file is built beside the old one and renamed over it, so a session open on
+        the old file (read-only or not) neither blocks the build nor sees it half done: it
+        keeps reading the old file until it reconnects, and new connections see the new one.
+        Tables someone made in the file are carried over when the old file can be read.
+        When a read-write session holds it, it cannot be read: the replaced file is kept as
+        `<name>.previous` (the same file, linked), where that session's writes go.
+
+        Raises `WarehouseBusy` if the old file has changes a read-write session has not
+        saved (its `.wal`): replacing the file now would orphan them."""
+        statements = self.statements()
+        fingerprint = _fingerprint(statements)
         if self._current_fingerprint() == fingerprint:
-            return False
+            return None
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        deadline = time.monotonic() + wait_seconds
-        while True:
-            try:
-                con = duckdb.connect(str(self.path))
-                break
-            except duckdb.IOException as exc:
-                if time.monotonic() > deadline:
-                    raise WarehouseBusy(
-                        f"{self.path} is open in another process, so its view definitions "
-                        "could not be updated; the data is in the lake. Close other sessions "
-                        "and run `python -m pipelines warehouse`."
-                    ) from exc
-                time.sleep(0.2)
-        with con:
-            con.execute("BEGIN")
-            # A view whose SQL file is gone (or whose folder left WAREHOUSE_SQL) goes too: the
-            # warehouse holds exactly what the folders define. The file holds only views.
-            for schema, view in con.execute(
-                "SELECT schema_name, view_name FROM duckdb_views() "
-                "WHERE NOT internal AND database_name = current_database()"
-            ).fetchall():
-                con.execute(f'DROP VIEW "{schema}"."{view}"')
-            # A schema left empty goes with its views; one holding a table someone made there
-            # stays (DuckDB would refuse to drop it, and the table is not ours to remove).
-            for (schema,) in con.execute(
-                "SELECT schema_name FROM duckdb_schemas() WHERE NOT internal "
-                "AND database_name = current_database() AND schema_name <> 'main' "
-                "AND schema_name NOT IN (SELECT schema_name FROM duckdb_tables() "
-                "WHERE database_name = current_database())"
-            ).fetchall():
-                con.execute(f'DROP SCHEMA "{schema}"')
-            for statement in statements:
-                con.execute(statement)
-            con.execute("CREATE SCHEMA IF NOT EXISTS sync")  # also where no folder defines it
-            con.execute(
-                "CREATE OR REPLACE VIEW sync.warehouse_version AS "
-                f"SELECT {_literal(fingerprint)} AS fingerprint"
+        temporary = self.path.with_name(f".{self.path.name}.{uuid.uuid4().hex}.tmp")
+        try:
+            with duckdb.connect() as builder:
+                readable = self.path.exists() and _attach_old(builder, self.path)
+                builder.execute(f"ATTACH {_literal(str(temporary))} AS built")
+                builder.execute("USE built")
+                if readable:
+                    _carry_tables(builder)
+                _define(builder, statements, fingerprint)
+                builder.execute("CHECKPOINT built")
+                builder.execute("USE memory")
+                builder.execute("DETACH built")
+                return self._replace(temporary, readable)
+        finally:
+            for leftover in (temporary, _wal(temporary), _link(temporary)):
+                leftover.unlink(missing_ok=True)
+
+    def _replace(self, built: Path, readable: bool) -> str:
+        """Rename the built file over the old one; called while the old one, if readable,
+        is attached read-only, so no read-write session can open it meanwhile."""
+        wal = _wal(self.path)
+        if readable or not self.path.exists():
+            # No session writes to the old file (the attachment's shared lock keeps them
+            # out), or there is none: a log beside it is a crashed writer's, already read into
+            # the carried tables. Left beside the new file it would stop every connection.
+            wal.unlink(missing_ok=True)
+        elif wal.exists():
+            raise WarehouseBusy(
+                f"{self.path} has changes a read-write session has not saved ({wal.name}), so "
+                "its views could not be brought up to date; the data is in the lake. Close "
+                "that session (its changes are kept), then run `python -m pipelines warehouse`. "
+                f"If no session is open, {wal.name} is a crashed one's: move it away."
             )
-            con.execute("COMMIT")
-        return True
+        elif self.path.exists():
+            previous = self.path.with_name(f"{self.path.name}{PREVIOUS_SUFFIX}")
+            # Linked under a temporary name, then renamed: an earlier `.previous` is
+            # replaced whole, and a crash leaves no half-made one.
+            os.link(self.path, _link(built))
+            os.replace(_link(built), previous)
+            os.replace(built, self.path)
+            return (
+                f"views rewritten; the replaced file, open read-write in another session, is "
+                f"kept as {previous.name}"
+            )
+        os.replace(built, self.path)
+        return "views rewritten"
+
+
+def _fingerprint(statements: list[str]) -> str:
+    return hashlib.sha256("\n;\n".join(statements).encode()).hexdigest()
+
+
+def _wal(path: Path) -> Path:
+    """DuckDB's write-ahead log of a database file: the file's name plus `.wal`."""
+    return path.with_name(f"{path.name}.wal")
+
+
+def _link(built: Path) -> Path:
+    """Where the replaced file is linked before it is renamed to `<name>.previous`."""
+    return built.with_name(f"{built.name}.link")
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _attach_old(builder: duckdb.DuckDBPyConnection, path: Path) -> bool:
+    """Attach the file being replaced read-only, as `replaced`; False if it cannot be read (a
+    read-write session in another process holds DuckDB's lock on it)."""
+    try:
+        builder.execute(f"ATTACH {_literal(str(path))} AS replaced (READ_ONLY)")
+    except duckdb.Error:
+        return False
+    return True
+
+
+def _carry_tables(builder: duckdb.DuckDBPyConnection) -> None:
+    """Copy the tables someone made in the old file into the new one: the warehouse defines
+    only views, so every table in it is someone's own."""
+    tables = builder.execute(
+        "SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = 'replaced'"
+    ).fetchall()
+    for schema, table in tables:
+        builder.execute(f"CREATE SCHEMA IF NOT EXISTS {_quoted(schema)}")
+        name = f"{_quoted(schema)}.{_quoted(table)}"
+        builder.execute(f"CREATE TABLE {name} AS FROM replaced.{name}")
+
+
+def _define(con: duckdb.DuckDBPyConnection, statements: list[str], fingerprint: str) -> None:
+    """Create the views in `con`'s default database, which holds no view yet."""
+    for statement in statements:
+        con.execute(statement)
+    con.execute("CREATE SCHEMA IF NOT EXISTS sync")  # also where no folder defines it
+    con.execute(
+        "CREATE OR REPLACE VIEW sync.warehouse_version AS "
+        f"SELECT {_literal(fingerprint)} AS fingerprint"
+    )

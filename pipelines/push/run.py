@@ -2,6 +2,10 @@
 outbound views, resume imports a killed run left polling, then per record type plan and (not
 in a dry run) send, keeping every rejected row with its reason.
 
+The outbound views are read from the warehouse's definitions in a DuckDB of the push's own
+(`Warehouse.in_memory`), not from `warehouse.duckdb`: an analyst's session on that file, even
+a read-write one holding DuckDB's lock, cannot stop a push.
+
 The outbound views are the user's: the product ships none (demo/sql/outbound holds the
 demo's examples). A record type whose view is missing plans and sends nothing, and says so;
 the others proceed."""
@@ -13,7 +17,7 @@ from dataclasses import dataclass, field
 
 import duckdb
 
-from pipelines.catalog import refresh_warehouse
+from pipelines.catalog import refresh_warehouse, warehouse_of
 from pipelines.clients.datahub import DataHub, DataHubClient
 from pipelines.lake import LakeLocation
 from pipelines.push import imports
@@ -22,6 +26,7 @@ from pipelines.push.plan import OUTBOUND, OUTCOMES, Sending, make_plan
 from pipelines.push.send import send_plan
 from pipelines.streams.datahub import CUSTOM_FIELDS
 from pipelines.transport import CallStats
+from pipelines.warehouse import WarehouseBusy
 
 #: Record types in the order they are pushed (`OUTBOUND` is written in that order).
 ORDER = tuple(OUTBOUND)
@@ -36,20 +41,18 @@ class PushReport:
     stats: CallStats = field(default_factory=CallStats)
 
 
-def outbound_rows(warehouse_path: str, view: str) -> list[dict]:
-    """The rows of `outbound.<view>`, read as an analyst would (read-only)."""
-    with duckdb.connect(warehouse_path, read_only=True) as con:
-        cursor = con.execute(f"SELECT * FROM outbound.{view}")
-        columns = [column[0] for column in cursor.description]
-        return [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
+def outbound_rows(warehouse: duckdb.DuckDBPyConnection, view: str) -> list[dict]:
+    """The rows of `outbound.<view>` (`warehouse`: `Warehouse.in_memory()`)."""
+    cursor = warehouse.execute(f"SELECT * FROM outbound.{view}")
+    columns = [column[0] for column in cursor.description]
+    return [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
 
 
-def outbound_views(warehouse_path: str) -> set[str]:
-    """The views of schema `outbound` the warehouse holds."""
-    with duckdb.connect(warehouse_path, read_only=True) as con:
-        found = con.execute(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'outbound'"
-        ).fetchall()
+def outbound_views(warehouse: duckdb.DuckDBPyConnection) -> set[str]:
+    """The views of schema `outbound` the warehouse defines."""
+    found = warehouse.execute(
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = 'outbound'"
+    ).fetchall()
     return {name for (name,) in found}
 
 
@@ -70,6 +73,15 @@ def custom_field_definitions(lake: LakeLocation) -> dict[str, list[dict]]:
     return by_connection
 
 
+def refresh(lake: LakeLocation) -> str:
+    """The analysts' file brought up to date, or why it could not be: the push reads its own
+    views, so that is reported, not a reason to send nothing."""
+    try:
+        return refresh_warehouse(lake.lake_root, lake.warehouse_path, lake.warehouse_sql)
+    except WarehouseBusy as busy:
+        return str(busy)
+
+
 @contextmanager
 def clients_of(datahub: DataHub, stats: CallStats) -> Iterator[dict[str, DataHubClient]]:
     with ExitStack() as stack:
@@ -87,12 +99,16 @@ def run_push(
     resend_in_doubt: bool = False,
     log=print,
 ) -> PushReport:
-    outcome = refresh_warehouse(lake.lake_root, lake.warehouse_path, lake.warehouse_sql)
-    log(f"warehouse: {outcome}")
+    log(f"warehouse: {refresh(lake)}")
     report = PushReport(dry_run)
-    views = outbound_views(lake.warehouse_path)
     definitions = custom_field_definitions(lake)
-    with Ledger(lake.lake()) as ledger, clients_of(datahub, report.stats) as clients:
+    defined = warehouse_of(lake.lake_root, lake.warehouse_path, lake.warehouse_sql)
+    with (
+        defined.in_memory() as warehouse,
+        Ledger(lake.lake()) as ledger,
+        clients_of(datahub, report.stats) as clients,
+    ):
+        views = outbound_views(warehouse)
         for record_type, outbound in OUTBOUND.items():
             if outbound.sending is Sending.MEMBER_IMPORT and not dry_run:
                 resumed = imports.resume_imports(
@@ -106,7 +122,7 @@ def run_push(
                 report.figures[record_type] = dict.fromkeys(OUTCOMES, 0)
                 log(f"{record_type}: {missing_view(outbound.view)}; nothing planned")
                 continue
-            rows = outbound_rows(lake.warehouse_path, outbound.view)
+            rows = outbound_rows(warehouse, outbound.view)
             accepted = ledger.latest(record_type)
             plan = make_plan(record_type, rows, accepted, definitions, resend_in_doubt)
             figures = plan.figures()
@@ -123,5 +139,5 @@ def run_push(
             report.figures[record_type] = figures
             log(f"{record_type}: " + ", ".join(f"{k} {v}" for k, v in figures.items()))
     # The ledger and the rejections may have their first files now: their views follow.
-    refresh_warehouse(lake.lake_root, lake.warehouse_path, lake.warehouse_sql)
+    log(f"warehouse: {refresh(lake)}")
     return report

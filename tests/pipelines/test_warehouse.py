@@ -1,19 +1,71 @@
 """The warehouse's SQL folders: `sql/` and the ones `WAREHOUSE_SQL` lists
-(pipelines/warehouse.py, pipelines/settings.py)."""
+(pipelines/warehouse.py, pipelines/settings.py), and its rebuild beside the file analysts have
+open."""
 
 import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
 import pyarrow as pa
 import pytest
 
-from pipelines.catalog import WAREHOUSE_STREAMS
+from pipelines.catalog import WAREHOUSE_STREAMS, refresh_warehouse
 from pipelines.lake import Lake, Stream
 from pipelines.settings import load_settings
-from pipelines.warehouse import SQL_DIR, Warehouse, schema_order
+from pipelines.streams.conversation import CHANNELS
+from pipelines.warehouse import SQL_DIR, Warehouse, WarehouseBusy, schema_order
 
 ERP_ORDERS = Stream("erp", "orders", pa.schema([("id", pa.string()), ("total", pa.float64())]))
+#: An analyst's DuckDB session in a process of its own (DuckDB's locks are per process): it
+#: runs each statement it reads on a line and answers with the rows' repr on a line.
+SESSION = """
+import sys, duckdb
+con = duckdb.connect(sys.argv[1], read_only=sys.argv[2] == "read-only")
+for statement in sys.stdin:
+    print(repr(con.execute(statement).fetchall()), flush=True)
+"""
+
+
+@contextmanager
+def held_session(path: Path, read_only: bool, *statements: str) -> Iterator[Callable[[str], str]]:
+    """A session open on `path` until the block ends, after running `statements`; yields a
+    function that runs one more statement in it and returns its answer."""
+    mode = "read-only" if read_only else "read-write"
+    session = subprocess.Popen(
+        [sys.executable, "-c", SESSION, str(path), mode],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+    def run(statement: str) -> str:
+        session.stdin.write(statement + "\n")
+        session.stdin.flush()
+        answer = session.stdout.readline().strip()
+        assert answer, f"the {mode} session failed on: {statement}"
+        return answer
+
+    try:
+        for statement in [*statements, "SELECT 1"]:
+            run(statement)
+        yield run
+    finally:
+        session.stdin.close()  # the session ends as an analyst's does: closed, not killed
+        session.wait(timeout=30)
+
+
+def channels(path: Path) -> int:
+    """Rows of conversation.channels in a new connection to `path`."""
+    with duckdb.connect(str(path), read_only=True) as con:
+        return con.execute("SELECT count(*) FROM conversation.channels").fetchone()[0]
+
+
+def land_first_channel(lake: Lake) -> None:
+    lake.write(CHANNELS, "default", [{"connection": "default", "id": 1}])
 
 
 def views(path: Path) -> set[str]:
@@ -96,3 +148,63 @@ def test_a_source_nobody_defines_or_landed_is_named(tmp_path):
     )
     with pytest.raises(ValueError, match=r"source\('erp', 'orders'\).*no Parquet file"):
         warehouse.statements()
+
+
+@pytest.mark.parametrize("read_only", [True, False], ids=["read-only", "read-write"])
+def test_a_streams_first_file_shows_in_new_connections_while_a_session_holds_the_file(
+    tmp_path, read_only
+):
+    """Regression: the rewrite a stream's first file needs (its view was a typed empty
+    relation) waited for DuckDB's lock, gave up, and the refresh returned as if done: the
+    view stayed empty behind a green light."""
+    lake = Lake(tmp_path / "lake")
+    path = tmp_path / "warehouse.duckdb"
+    refresh_warehouse(lake.root, path, ())
+    with held_session(path, read_only) as analyst:
+        assert analyst("SELECT count(*) FROM conversation.channels") == "[(0,)]"
+        land_first_channel(lake)
+
+        outcome = refresh_warehouse(lake.root, path, ())
+
+        assert outcome.startswith(f"{path} (views rewritten")
+        assert channels(path) == 1
+        # the open session keeps the file it opened, unbroken, until it reconnects
+        assert analyst("SELECT count(*) FROM conversation.channels") == "[(0,)]"
+    assert refresh_warehouse(lake.root, path, ()) == f"{path} (views up to date)"
+    assert not list(tmp_path.glob(".*")), "the build left a temporary file"
+
+
+def test_a_read_write_session_is_moved_to_the_previous_file_with_what_it_writes(tmp_path):
+    lake = Lake(tmp_path / "lake")
+    path = tmp_path / "warehouse.duckdb"
+    refresh_warehouse(lake.root, path, ())
+    saved_table = ("CREATE TABLE main.notes AS SELECT 'before' AS note", "CHECKPOINT")
+    with held_session(path, False, *saved_table) as analyst:
+        land_first_channel(lake)
+        outcome = refresh_warehouse(lake.root, path, ())
+        analyst("INSERT INTO main.notes VALUES ('after')")
+
+    assert "kept as warehouse.duckdb.previous" in outcome
+    with duckdb.connect(str(tmp_path / "warehouse.duckdb.previous"), read_only=True) as con:
+        assert con.execute("SELECT note FROM notes ORDER BY 1").fetchall() == [
+            ("after",),
+            ("before",),
+        ]
+    assert channels(path) == 1
+
+
+def test_unsaved_changes_of_a_read_write_session_fail_the_refresh_saying_what_to_do(tmp_path):
+    """Replacing the file under them would orphan them; after the session closes, the next
+    refresh carries its table into the rebuilt file."""
+    lake = Lake(tmp_path / "lake")
+    path = tmp_path / "warehouse.duckdb"
+    refresh_warehouse(lake.root, path, ())
+    with held_session(path, False, "CREATE TABLE main.notes AS SELECT 'mine' AS note"):
+        land_first_channel(lake)
+        with pytest.raises(WarehouseBusy, match=r"Close that session.*pipelines warehouse"):
+            refresh_warehouse(lake.root, path, ())
+
+    assert refresh_warehouse(lake.root, path, ()) == f"{path} (views rewritten)"
+    assert channels(path) == 1
+    with duckdb.connect(str(path), read_only=True) as con:
+        assert con.execute("SELECT note FROM notes").fetchall() == [("mine",)]

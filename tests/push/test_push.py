@@ -23,6 +23,7 @@ from assets import datahub, push
 from assets.resources import build_resources
 from demo import SQL_DIR as DEMO_SQL
 from demo.shop import SHOP_STREAMS, generate_shop
+from pipelines.catalog import refresh_warehouse, warehouse_of
 from pipelines.clients.datahub import DataHubClient
 from pipelines.lake import Lake
 from pipelines.push import imports, send
@@ -32,6 +33,7 @@ from pipelines.push.run import outbound_rows
 from pipelines.push.validation import moment, validate_record
 from pipelines.settings import load_settings
 from sandbox.faults import FaultSpec
+from tests.pipelines.test_warehouse import held_session
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDS = ("coupon", "order", "order_fulfillment", "membership_tier", "point", "reservation")
@@ -46,6 +48,13 @@ def pushable(sandbox, sync_env, customers: int = 300, **env) -> dict:
         )
     generate_shop(resources["lake"].lake(), customers=customers)
     return resources
+
+
+def outbound(resources, view: str) -> list[dict]:
+    """The rows of `outbound.<view>`, as the push reads them."""
+    lake = resources["lake"]
+    with warehouse_of(lake.lake_root, lake.warehouse_path, lake.warehouse_sql).in_memory() as con:
+        return outbound_rows(con, view)
 
 
 def run_push(resources, dry_run=False, record_types=(), check=True):
@@ -71,7 +80,7 @@ def newest_valid_versions(resources, record_type: str) -> dict[str, dict]:
     only one at its timestamp (a key whose newest version is invalid or in conflict waits,
     and none of its older versions is sent)."""
     versions = defaultdict(list)
-    rows = outbound_rows(resources["lake"].warehouse_path, OUTBOUND[record_type].view)
+    rows = outbound(resources, OUTBOUND[record_type].view)
     for row in rows:
         body, problems = validate_record(record_type, row)
         versions[row_key(record_type, row)].append((moment(row["timestamp"]), body))
@@ -103,6 +112,21 @@ def test_each_key_holds_its_newest_version_sent_once(start_sandbox, sync_env):
         assert all(entry["submissions"] == 1 for entry in held.values()), record_type
         assert figures[record_type]["sent"] == len(held)
         assert figures[record_type]["rejected"] > 0  # the planted invalid rows and conflict
+
+
+def test_a_read_write_session_on_the_warehouse_does_not_stop_the_push(start_sandbox, sync_env):
+    """Regression: the push read its outbound views from warehouse.duckdb, which an analyst's
+    read-write session keeps every other process out of, and sent nothing. Here the session
+    even has unsaved changes, so the file cannot be rebuilt either."""
+    sandbox = start_sandbox()
+    resources = pushable(sandbox, sync_env)
+    lake = resources["lake"]
+    refresh_warehouse(lake.lake_root, lake.warehouse_path, lake.warehouse_sql)
+    unsaved = "CREATE TABLE main.notes AS SELECT 'mine' AS note"
+    with held_session(Path(lake.warehouse_path), False, unsaved):
+        figures = run_push(resources, record_types=["coupon"])
+    held = held_as_expected(sandbox, resources, "coupon")
+    assert figures["coupon"]["sent"] == len(held) > 0
 
 
 def push_said(resources) -> tuple[dict, str]:
@@ -248,7 +272,7 @@ def test_25000_import_rows_go_as_3_requests_and_a_restart_does_not_resend(
     monkeypatch.setattr(DataHubClient, "import_members", original)
     figures = run_push(resources, record_types=["member_import"])
     tasks = httpx.get(f"{sandbox.url}/_sandbox/datahub/default/imports").json()
-    rows = len(outbound_rows(resources["lake"].warehouse_path, "member_imports"))
+    rows = len(outbound(resources, "member_imports"))
     assert rows > 20_000
     assert len(tasks) == 3 and all(task["status"] == "success" for task in tasks)
     assert started == [10_000, 10_000]
@@ -498,7 +522,7 @@ def test_a_push_killed_at_random_points_resends_at_most_what_was_in_flight(start
     # events are alike); a key never stored is one a kill left in doubt (some in doubt did
     # arrive: the hub cannot be asked, so they are reported either way).
     keys_of = defaultdict(set)
-    for row in outbound_rows(resources["lake"].warehouse_path, "behavior_events"):
+    for row in outbound(resources, "behavior_events"):
         body, problems = validate_record("behavior_event", row)
         if not problems:
             keys_of[as_json(body)].add(row["event_key"])
