@@ -99,26 +99,25 @@ def main(argv: list[str] | None = None) -> int:
         return run_push_command(args.dry_run, args.types or [], args.resend_in_doubt)
     if args.start and args.end and args.start > args.end:
         parser.error("--start is after --end")
-    try:
-        if args.command == "warehouse":
+    if args.command == "warehouse":
+        try:
             outcome = refresh_warehouse(
                 settings.lake_root, settings.warehouse_path, settings.warehouse_sql
             )
-            print(f"warehouse: {outcome}")
-            print_counts(str(settings.warehouse_path))
-            return 0
-        report = run_sync(args.streams, args.start, args.end, settings)
-    except WarehouseBusy as busy:
-        # The sync's streams have landed (their steps logged what); only the views are behind.
-        print(f"FAILED warehouse: {busy}", file=sys.stderr)
-        return 1
+        except WarehouseBusy as busy:
+            print(f"FAILED warehouse: {busy}", file=sys.stderr)
+            return 1
+        print(f"warehouse: {outcome}")
+        print_counts(str(settings.warehouse_path))
+        return 0
+    report = run_sync(args.streams, args.start, args.end, settings)
     for relation, (first, last) in report.ranges.items():
         print(f"{relation}: {first} .. {last}")
     for note in report.notes:
         print(note)
     for step, message in report.failed.items():
         print(f"FAILED {step}: {message}", file=sys.stderr)
-    print(f"warehouse: {report.warehouse}")
-    if settings.warehouse_path.exists():
+    if report.warehouse:
+        print(f"warehouse: {report.warehouse}")
         print_counts(str(settings.warehouse_path))
     return 0 if report.ok else 1

@@ -14,6 +14,7 @@ import pytest
 from assets import definitions
 from pipelines.reconcile import reconcile
 from pipelines.settings import load_settings
+from tests.pipelines.test_warehouse import held_session
 
 
 def sync(*args: str) -> subprocess.Popen:
@@ -104,3 +105,19 @@ def test_unknown_stream_names_are_refused_with_the_known_ones(frozen_sandbox, sy
     output, _ = process.communicate(timeout=120)
     assert process.returncode != 0
     assert "unknown stream(s) ['trigger_log']" in output and "comment.trigger_logs" in output
+
+
+def test_a_sync_whose_views_cannot_be_rewritten_lands_its_data_and_fails_saying_why(
+    frozen_sandbox, sync_env
+):
+    """An analyst's unsaved changes hold the warehouse: the streams still land, and the sync
+    exits 1 naming the warehouse and what to do instead of a green light over stale views."""
+    sync_env(frozen_sandbox)
+    finished(sync("--streams", "workspace"))
+    warehouse = Path(os.environ["WAREHOUSE_PATH"])
+    with held_session(warehouse, False, "CREATE TABLE main.notes AS SELECT 1 AS n"):
+        process = sync("--streams", "channels")
+        output, _ = process.communicate(timeout=300)
+    assert process.returncode == 1, output
+    assert "FAILED warehouse:" in output and "pipelines warehouse" in output, output
+    assert list(Path(os.environ["LAKE_ROOT"]).glob("conversation/channels/*.parquet"))
