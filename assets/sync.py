@@ -137,7 +137,7 @@ def _run(name: str, assets, resources, instance, report: SyncReport, label: str,
     job = dg.define_asset_job(name, selection=dg.AssetSelection.assets(*assets))
     job_def = dg.Definitions(
         assets=assets, asset_checks=_checks_of(assets), jobs=[job], resources=resources
-    ).get_job_def(name)
+    ).resolve_job_def(name)
     result = job_def.execute_in_process(
         instance=instance,
         tags=tags,
