@@ -1,0 +1,596 @@
+"""Live soak: the product in live operation over simulated days (README, "Benchmarks").
+
+`python -m bench.soak [--days 30] [--scale small]`. A live sandbox (not frozen: trigger logs,
+messages, members, broadcasts and webhook events keep arriving as its clock moves) is moved
+forward hour by hour through `POST /_sandbox/clock/advance`, with no real waiting. This
+process's clock follows the sandbox's (`time_machine`), since the product takes "today" from
+the wall clock (`pipelines/landing.py`).
+
+Runs execute in this process (`execute_in_process` on a persistent instance, a DAGSTER_HOME
+holding the repository's `dagster.yaml`), not through the daemon and a run launcher: at each
+simulated tick of a schedule of `assets/definitions.py` the schedule is evaluated as the daemon
+would and its run request executed. The "materialize all" is launched in process too, once at
+hour 0: each daily job over the whole partition range as one run (a single-run backfill), and
+`all_dimensions` (every snapshot stream and the warehouse views).
+
+After each hour the warehouse views are refreshed and read from a fresh read-only DuckDB
+connection, while an analyst's read-only session and a read-write session are held on
+`warehouse.duckdb` by processes of their own (DuckDB's locks are per process).
+
+Two discrepancies are planted: (a) an activity deleted through the API, which removes its
+logs on older days too; (b) an older day file of `comment/trigger_logs` deleted from the lake.
+A failing check is "real" when it fails after a plant on a check that plant explains, else a
+false alarm. At the end every closed day of the daily streams is compared with the truth.
+
+Only the `demo` comment workspace is pulled: the `agency` workspace is a trial that ends 30
+days after the anchor (sandbox/README.md), after which it answers 403 `trial_expired`, which
+a 30-day soak would reach on its last day and report as failed runs of the product.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+
+import duckdb
+import httpx
+import time_machine
+
+from bench.common import ROOT, free_port, report
+from sandbox.process import point_at_sandbox, running_sandbox
+
+#: The comment API's read-write key of the `demo` workspace (sandbox/README.md).
+READ_WRITE_KEY = "sa_live_demo_readwrite"
+#: Checks each plant should make fail (on `comment/trigger_logs`), WARN or ERROR.
+EXPLAINED = {
+    "a": {"rows_equal_service_total", "logs_match_daily_stats"},
+    "b": {"rows_equal_service_total", "logs_match_daily_stats"},
+}
+#: Checks whose warning the sandbox's data makes true from the start: the first Instagram
+#: account's token expires within 7 days (sandbox/README.md, "token expiry").
+SEEDED = {"tokens_not_expiring"}
+#: Views that by design do not hold every landed row (README, relations table): the latest
+#: snapshot per broadcast, the latest member export.
+NOT_ROW_FOR_ROW = {"datahub.broadcast_reports", "datahub.members"}
+#: Ids in request paths, so that requests group by operation.
+ID_IN_PATH = re.compile(r"/(?:[0-9a-f]{8}-[0-9a-f-]{27}|\d+|[A-Za-z0-9_-]{20,})(?=/|$)")
+QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
+
+
+@dataclass
+class Plant:
+    name: str
+    hour: int
+    what: str = ""
+    at: str = ""
+    activity: str | None = None  # (a) the deleted activity
+    day: date | None = None  # (b) the deleted day
+
+
+@dataclass
+class Soak:
+    base: str
+    data: Path
+    plants: list[Plant]
+    runs: list[dict] = field(default_factory=list)
+    checks: list[dict] = field(default_factory=list)
+    views: list[dict] = field(default_factory=list)
+    requests: list[dict] = field(default_factory=list)
+    sessions: dict = field(default_factory=dict)
+
+
+# -- the sandbox -----------------------------------------------------------------------------
+
+
+def sandbox_now(base: str) -> datetime:
+    return datetime.fromisoformat(httpx.get(f"{base}/_sandbox/clock").json()["now"])
+
+
+def advance_to(base: str, moment: datetime) -> datetime:
+    """Advance the sandbox's clock to `moment` (it also moves with the wall clock, so the
+    step is what is left); returns its new now."""
+    gap = (moment - sandbox_now(base)).total_seconds()
+    if gap > 0:
+        httpx.post(f"{base}/_sandbox/clock/advance", params={"seconds": gap}).raise_for_status()
+    return sandbox_now(base)
+
+
+def request_counts(base: str) -> Counter:
+    counts: Counter = Counter()
+    for entry in httpx.get(f"{base}/_sandbox/requests").json()["paths"]:
+        counts[f"{entry['method']} {ID_IN_PATH.sub('/{id}', entry['path'])}"] += entry["count"]
+    return counts
+
+
+# -- held warehouse sessions ---------------------------------------------------------------
+
+
+def hold_session(path: str, read_only: bool) -> None:
+    """A session held open in a process of its own: says whether it opened, then answers
+    each relation named on stdin with its row count (or the error)."""
+    try:
+        con = duckdb.connect(path, read_only=read_only)
+    except duckdb.Error as exc:
+        print(json.dumps({"open": False, "error": str(exc).splitlines()[0]}), flush=True)
+        return
+    print(json.dumps({"open": True}), flush=True)
+    for line in sys.stdin:
+        try:
+            print(json.dumps(con.execute(f"SELECT count(*) FROM {line.strip()}").fetchone()[0]))
+        except duckdb.Error as exc:
+            print(json.dumps(str(exc).splitlines()[0]))
+        sys.stdout.flush()
+
+
+class HeldSession:
+    def __init__(self, path: Path, read_only: bool) -> None:
+        mode = "--hold-read-only" if read_only else "--hold-read-write"
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "bench.soak", mode, str(path)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+        )
+        self.opened = json.loads(self.process.stdout.readline())
+
+    def count(self, relation: str):
+        if not self.opened["open"]:
+            return None
+        self.process.stdin.write(relation + "\n")
+        self.process.stdin.flush()
+        return json.loads(self.process.stdout.readline())
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.stdin.close()
+            self.process.wait(timeout=10)
+
+
+# -- runs ----------------------------------------------------------------------------------
+
+
+def execute(soak: Soak, defs, instance, hour: int, label: str, job: str, **request) -> None:
+    """One run as Dagster launches it, executed in process; its failures and every check
+    evaluation recorded."""
+    from assets.sync import failure_reason
+
+    started = time.monotonic()
+    result = (
+        defs.get_repository_def()
+        .get_job(job)
+        .execute_in_process(
+            instance=instance,
+            run_config={**request.pop("run_config", {}), **QUIET},
+            raise_on_error=False,
+            **request,
+        )
+    )
+    failed = {e.step_key: failure_reason(e) for e in result.all_events if e.is_step_failure}
+    soak.runs.append(
+        {
+            "hour": hour,
+            "run": label,
+            "job": job,
+            "success": result.success,
+            "failed_steps": failed,
+            "seconds": round(time.monotonic() - started, 1),
+        }
+    )
+    for evaluation in result.get_asset_check_evaluations():
+        soak.checks.append(
+            {
+                "hour": hour,
+                "run": label,
+                "asset": evaluation.asset_key.to_user_string(),
+                "check": evaluation.check_name,
+                "passed": evaluation.passed,
+                "severity": evaluation.severity.value,
+                "description": evaluation.description,
+            }
+        )
+
+
+def ticks_in(cron: str, start: datetime) -> list[datetime]:
+    """The ticks of a `M * * * *` or `M H * * *` schedule (those of assets/definitions.py)
+    within the hour starting at `start`."""
+    minute, hour = cron.split()[:2]
+    if hour != "*" and int(hour) != start.hour:
+        return []
+    return [start.replace(minute=int(minute))]
+
+
+def run_schedules(soak: Soak, defs, instance, hour: int, start: datetime, moved) -> None:
+    import dagster as dg
+
+    repository = defs.get_repository_def()
+    due = sorted(
+        (
+            (tick, schedule)
+            for schedule in repository.schedule_defs
+            for tick in ticks_in(schedule.cron_schedule, start)
+        ),
+        key=lambda due: due[0],
+    )
+    for tick, schedule in due:
+        moved(advance_to(soak.base, tick))
+        context = dg.build_schedule_context(instance=instance, scheduled_execution_time=tick)
+        for request in schedule.evaluate_tick(context).run_requests or []:
+            execute(
+                soak,
+                defs,
+                instance,
+                hour,
+                f"{schedule.name} {tick:%Y-%m-%d %H:%M}",
+                request.job_name or schedule.job_name,
+                tags=request.tags,
+                partition_key=request.partition_key,
+                run_config=request.run_config,
+            )
+
+
+def materialize_all(soak: Soak, defs, instance) -> None:
+    """The UI's "materialize all" as single-run backfills, in the order the assets read each
+    other (conversation members after messages, broadcast reports after broadcasts)."""
+    from dagster._core.storage.tags import (
+        ASSET_PARTITION_RANGE_END_TAG,
+        ASSET_PARTITION_RANGE_START_TAG,
+    )
+
+    from assets.partitions import daily
+
+    keys = daily.get_partition_keys()
+    whole = {ASSET_PARTITION_RANGE_START_TAG: keys[0], ASSET_PARTITION_RANGE_END_TAG: keys[-1]}
+    for job in ("comment_daily", "conversation_daily", "all_dimensions", "datahub_daily"):
+        tags = None if job == "all_dimensions" else whole
+        execute(soak, defs, instance, 0, f"materialize all: {job}", job, tags=tags)
+
+
+# -- plants --------------------------------------------------------------------------------
+
+
+def plant_deleted_activity(soak: Soak, plant: Plant, lake) -> None:
+    """(a) Delete the activity with the most landed logs over the most days."""
+    from pipelines.streams.comment import TRIGGER_LOGS
+
+    activity, rows, days = lake.query(
+        f"SELECT activity_id, count(*), count(DISTINCT date) FROM {lake.relation(TRIGGER_LOGS)} "
+        "GROUP BY 1 ORDER BY 3 DESC, 2 DESC LIMIT 1"
+    )[0]
+    httpx.delete(
+        f"{soak.base}/comment/api/v1/activities/{activity}",
+        headers={"Authorization": f"Bearer {READ_WRITE_KEY}"},
+    ).raise_for_status()
+    plant.what = f"deleted activity {activity} ({rows} landed logs over {days} days)"
+    plant.activity = activity
+
+
+def plant_deleted_day_file(soak: Soak, plant: Plant, lake, today: date) -> None:
+    """(b) Delete an older, closed day's file of trigger logs from the lake."""
+    from pipelines.streams.comment import TRIGGER_LOGS
+
+    day = today - timedelta(days=10)
+    lake.path(TRIGGER_LOGS, "default", day).unlink()
+    plant.what = f"deleted the lake's comment/trigger_logs file of {day}"
+    plant.day = day
+
+
+def classify(soak: Soak) -> None:
+    """A failing evaluation is real when a plant made before its hour explains it."""
+    for check in soak.checks:
+        if check["passed"]:
+            check["verdict"] = "passed"
+            continue
+        if (check["description"] or "").startswith("nothing compared"):
+            check["verdict"] = "nothing compared"
+            continue
+        if check["check"] in SEEDED:
+            check["verdict"] = "true (sandbox data)"
+            continue
+        explaining = [
+            p
+            for p in soak.plants
+            if p.at
+            and p.hour < check["hour"] + 1
+            and check["asset"] == "comment/trigger_logs"
+            and check["check"] in EXPLAINED[p.name]
+        ]
+        check["verdict"] = f"real ({explaining[-1].name})" if explaining else "false alarm"
+
+
+# -- views and truth -----------------------------------------------------------------------
+
+
+def views_current(soak: Soak, lake, settings, hour: int, analyst: HeldSession) -> None:
+    """Refresh the views, then compare each pulled relation's rows through a fresh read-only
+    connection and the analyst's held session with the lake's."""
+    from assets.definitions import STREAMS
+    from pipelines.catalog import refresh_warehouse
+
+    outcome = refresh_warehouse(settings.lake_root, settings.warehouse_path, settings.warehouse_sql)
+    mismatched, error = {}, None
+    try:
+        con = duckdb.connect(str(settings.warehouse_path), read_only=True)
+    except duckdb.Error as exc:
+        con, error = None, str(exc).splitlines()[0]
+    for stream in STREAMS:
+        if lake.relation(stream) is None:
+            continue
+        landed = lake.query(f"SELECT count(*) FROM {lake.relation(stream)}")[0][0]
+        fresh = (
+            con.execute(f"SELECT count(*) FROM {stream.relation}").fetchone()[0] if con else None
+        )
+        held = analyst.count(stream.relation)
+        if stream.relation in NOT_ROW_FOR_ROW:  # then only: has the view any row?
+            current = bool(fresh) and bool(held)
+        else:
+            current = fresh == landed and held == landed
+        if not current:
+            mismatched[stream.relation] = {"lake": landed, "fresh": fresh, "analyst": held}
+    if con:
+        con.close()
+    soak.views.append(
+        {"hour": hour, "refresh": outcome, "open_error": error, "mismatched": mismatched}
+    )
+
+
+def closed_days(soak: Soak, lake, today: date) -> list[dict]:
+    """Every closed day of trigger logs and messages, lake against truth, per connection.
+    Days the truth no longer covers are left out, and the first day of messages (the service
+    serves it only in part: sandbox/README.md)."""
+    from pipelines.streams.comment import TRIGGER_LOGS
+    from pipelines.streams.conversation import MESSAGES
+
+    workspace = httpx.get(
+        f"{soak.base}/comment/api/v1/me", headers={"Authorization": f"Bearer {READ_WRITE_KEY}"}
+    ).json()["workspace"]["id"]
+    deleted = next((p.activity for p in soak.plants if p.name == "a"), None)
+    compared = [
+        ("comment", workspace, TRIGGER_LOGS, "default", False),
+        ("conversation", "default", MESSAGES, "default", True),
+        ("conversation", "jp", MESSAGES, "jp", True),
+    ]
+    rows = []
+    for service, scope, stream, connection, partial_first in compared:
+        truth = httpx.get(f"{soak.base}/_sandbox/truth/{service}/{scope}/{stream.name}/days")
+        truth_days = {date.fromisoformat(d): n for d, n in truth.json()["days"].items()}
+        served = sorted(d for d in truth_days if d < today)[1 if partial_first else 0 :]
+        landed = dict(
+            lake.query(
+                f"SELECT date, count(*) FROM {lake.relation(stream)} WHERE connection = ? "
+                "GROUP BY 1",
+                [connection],
+            )
+        )
+        kept = landed
+        if stream is TRIGGER_LOGS and deleted:
+            kept = dict(
+                lake.query(
+                    f"SELECT date, count(*) FROM {lake.relation(stream)} "
+                    "WHERE connection = ? AND activity_id <> ? GROUP BY 1",
+                    [connection, deleted],
+                )
+            )
+        unequal, explained = [], []
+        for day in served:
+            if landed.get(day, 0) == truth_days[day]:
+                continue
+            plant_b = any(p.day == day for p in soak.plants)
+            plant_a = deleted and kept.get(day, 0) == truth_days[day]
+            entry = {"day": day.isoformat(), "lake": landed.get(day, 0), "truth": truth_days[day]}
+            (explained if plant_a or plant_b else unequal).append(entry)
+        rows.append(
+            {
+                "stream": f"{stream.relation} ({connection})",
+                "closed_days": len(served),
+                "equal": len(served) - len(unequal) - len(explained),
+                "explained_by_plants": len(explained),
+                "unequal": len(unequal),
+                "unequal_days": unequal[:10],
+            }
+        )
+    return rows
+
+
+# -- the soak ------------------------------------------------------------------------------
+
+
+def run(hours: int, scale: str, plant_hours: dict[str, int]) -> dict:
+    wall = time.monotonic()
+    anchor = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    with ExitStack() as stack:
+        data = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="soak-")))
+        base = stack.enter_context(
+            running_sandbox(
+                free_port(),
+                "--scale",
+                scale,
+                "--now",
+                anchor.isoformat(),
+                "--arrivals-per-minute",
+                "1",
+                "--campaign-minutes",
+                "240",
+                "--rate-window",
+                "2",
+                # Backups and exports finish in a second of wall time: the clock does not
+                # move while a run polls them.
+                "--task-phase-seconds",
+                "0.3",
+                startup_seconds=300,
+            )
+        )
+        env = point_at_sandbox(base, data)
+        env.pop("AGENCY_COMMENT_AUTOMATION_API_KEY")  # the trial workspace: module docstring
+        (data / "soak-sync.toml").write_text("[service.comment]\nrate_window_seconds = 2\n")
+        env["SYNC_CONFIG"] = str(data / "soak-sync.toml")
+        env["DAGSTER_HOME"] = str(data / "dagster")
+        (data / "dagster").mkdir()
+        shutil.copy(ROOT / "dagster.yaml", data / "dagster" / "dagster.yaml")
+        with open(data / "dagster" / "dagster.yaml", "a") as instance_yaml:
+            instance_yaml.write("telemetry:\n  enabled: false\n")
+        os.environ.update(env)
+        os.environ["SYNC_LOG_LEVEL"] = "ERROR"
+
+        clock = stack.enter_context(time_machine.travel(sandbox_now(base), tick=True))
+        # Imported on the sandbox's clock: the partitions start from its today.
+        import dagster as dg
+
+        from assets.definitions import defs
+        from pipelines.catalog import refresh_warehouse
+        from pipelines.lake import Lake
+        from pipelines.settings import load_settings
+
+        settings = load_settings()
+        lake = Lake(settings.lake_root)
+        instance = stack.enter_context(dg.DagsterInstance.get())
+        soak = Soak(base, data, [Plant(name, hour) for name, hour in sorted(plant_hours.items())])
+        analyst = held = None
+        seen = request_counts(base)
+        for hour in range(hours):
+            start = anchor + timedelta(hours=hour)
+            clock.move_to(advance_to(base, start))
+            if hour == 0:
+                materialize_all(soak, defs, instance)
+                # The views' definitions as the whole lake gives them (a materialize all in
+                # the UI builds them last), before the sessions hold the file.
+                first_refresh = refresh_warehouse(
+                    settings.lake_root, settings.warehouse_path, settings.warehouse_sql
+                )
+                analyst = HeldSession(settings.warehouse_path, read_only=True)
+                held = HeldSession(settings.warehouse_path, read_only=False)
+                stack.callback(analyst.close)
+                stack.callback(held.close)
+                soak.sessions = {
+                    "analyst (read-only)": analyst.opened,
+                    "read-write": held.opened,
+                    "refresh before they opened": first_refresh,
+                }
+            for plant in soak.plants:
+                if plant.hour == hour:
+                    if plant.name == "a":
+                        plant_deleted_activity(soak, plant, lake)
+                    else:
+                        plant_deleted_day_file(soak, plant, lake, start.date())
+                    plant.at = start.isoformat()
+            hour_started = time.monotonic()
+            run_schedules(soak, defs, instance, hour, start, clock.move_to)
+            views_current(soak, lake, settings, hour, analyst)
+            now = request_counts(base)
+            soak.requests.append({"hour": hour, **(now - seen)})
+            soak.views[-1]["seconds"] = round(time.monotonic() - hour_started, 1)
+            seen = now
+        end = anchor + timedelta(hours=hours)
+        clock.move_to(advance_to(base, end))
+        classify(soak)
+        return summary(soak, closed_days(soak, lake, end.date()), hours, time.monotonic() - wall)
+
+
+def summary(soak: Soak, days: list[dict], hours: int, wall: float) -> dict:
+    failing = [c for c in soak.checks if not c["passed"]]
+    caught = {
+        p.name: [c for c in failing if c["verdict"] == f"real ({p.name})"] for p in soak.plants
+    }
+    per_plant = {
+        p.name: {
+            "planted": p.what,
+            "at": p.at,
+            "caught_by": sorted({f"{c['check']} ({c['severity']})" for c in caught[p.name]}),
+            "first_caught_hour": min((c["hour"] for c in caught[p.name]), default=None),
+        }
+        for p in soak.plants
+    }
+    false_alarms = [c for c in failing if c["verdict"] == "false alarm"]
+    hourly_seconds = [v["seconds"] for v in soak.views[1:]]
+    streams: defaultdict = defaultdict(list)
+    for hourly in soak.requests[1:]:  # hour 0 holds the materialize all
+        for path in {k for h in soak.requests for k in h if k != "hour"}:
+            streams[path].append(hourly.get(path, 0))
+    return {
+        "executed": "in process (execute_in_process on a persistent DAGSTER_HOME instance), "
+        "not through the daemon and a run launcher; the materialize all too, at hour 0",
+        "simulated_hours": hours,
+        "wall_seconds": round(wall, 1),
+        "runs": len(soak.runs),
+        "seconds_per_hour_after_hour_0": {
+            "mean": round(sum(hourly_seconds) / max(len(hourly_seconds), 1), 1),
+            "max": max(hourly_seconds, default=0),
+        },
+        "runs_failed": [r for r in soak.runs if not r["success"]],
+        "checks_evaluated": len(soak.checks),
+        "checks_failed": {
+            severity: Counter(
+                f"{c['check']}: {c['verdict']}" for c in failing if c["severity"] == severity
+            )
+            for severity in ("ERROR", "WARN")
+        },
+        "plants": per_plant,
+        "false_alarms": false_alarms,
+        "closed_days": days,
+        "views_not_current_hours": [v for v in soak.views if v["mismatched"] or v["open_error"]],
+        "run_list": soak.runs,
+        "warehouse_refresh": Counter(v["refresh"] for v in soak.views),
+        "held_sessions": soak.sessions,
+        "requests_per_hour": {
+            path: {"after_hour_0_total": sum(n), "mean": round(sum(n) / len(n), 1), "max": max(n)}
+            for path, n in sorted(streams.items())
+            if sum(n)
+        },
+        "requests_hour_0": {k: v for k, v in soak.requests[0].items() if k != "hour"},
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--days", type=float, default=30)
+    parser.add_argument("--hours", type=int, help="simulated hours (instead of --days)")
+    parser.add_argument("--scale", default="small")
+    parser.add_argument("--no-plants", action="store_true")
+    parser.add_argument(
+        "--json", type=Path, help="write the result here instead of bench/results (tests)"
+    )
+    parser.add_argument("--hold-read-only", help=argparse.SUPPRESS)
+    parser.add_argument("--hold-read-write", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.hold_read_only or args.hold_read_write:
+        hold_session(args.hold_read_only or args.hold_read_write, bool(args.hold_read_only))
+        return
+    hours = args.hours or round(args.days * 24)
+    # (a) a third of the way in, (b) two thirds: each has hours left to be caught.
+    plants = {} if args.no_plants else {"a": hours // 3, "b": 2 * hours // 3}
+    result = run(hours, args.scale, plants)
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2, default=str) + "\n")
+        return
+    rows = [
+        {"figure": "runs", "value": result["runs"], "failed": len(result["runs_failed"])},
+        {"figure": "check evaluations", "value": result["checks_evaluated"]},
+        {"figure": "false alarms", "value": len(result["false_alarms"])},
+        *(
+            {
+                "figure": f"closed days {d['stream']}",
+                "value": d["closed_days"],
+                "failed": d["unequal"],
+            }
+            for d in result["closed_days"]
+        ),
+        {"figure": "hours views not current", "value": len(result["views_not_current_hours"])},
+    ]
+    details = {k: v for k, v in result.items() if k not in ("runs", "run_list")}
+    report("soak", rows, **json.loads(json.dumps(details, default=str)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,32 @@
+"""The live soak (bench/soak.py) over 25 simulated hours: any start crosses a UTC midnight and
+both daily schedules (02:30 dimensions, 23:30 data hub reports). Both plants are made, so the
+checks are seen to catch them and nothing else."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from bench.common import ROOT
+
+
+def test_a_day_of_live_operation(tmp_path):
+    out = tmp_path / "soak.json"
+    # A process of its own: the soak moves its clock and imports the code location with
+    # the sandbox's environment.
+    subprocess.run(
+        [sys.executable, "-m", "bench.soak", "--hours", "25", "--json", str(out)],
+        cwd=ROOT,
+        check=True,
+        timeout=600,
+    )
+    result = json.loads(out.read_text())
+    assert result["runs_failed"] == []
+    assert result["false_alarms"] == []
+    assert all(plant["caught_by"] for plant in result["plants"].values()), result["plants"]
+    assert all(stream["unequal"] == 0 for stream in result["closed_days"]), result["closed_days"]
+    assert result["views_not_current_hours"] == []
+    # The daily schedules ran, not only the hourly ones.
+    runs = {run["run"].split()[0] for run in result["run_list"]}
+    assert {"all_dimensions_daily", "datahub_daily_schedule"} <= runs, runs
