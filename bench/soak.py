@@ -14,8 +14,9 @@ hour 0: each daily job over the whole partition range as one run (a single-run b
 `all_dimensions` (every snapshot stream and the warehouse views).
 
 After each hour the warehouse views are refreshed and read from a fresh read-only DuckDB
-connection, while an analyst's read-only session and a read-write session are held on
-`warehouse.duckdb` by processes of their own (DuckDB's locks are per process).
+connection, while an analyst's session is held on `warehouse.duckdb` by a process of its own
+from before the first landing: read-only for the first half, read-write for the second
+(DuckDB refuses the two at once across processes).
 
 Two discrepancies are planted: (a) an activity deleted through the API, which removes its
 logs on older days too; (b) an older day file of `comment/trigger_logs` deleted from the lake.
@@ -168,15 +169,11 @@ def execute(soak: Soak, defs, instance, hour: int, label: str, job: str, **reque
     from assets.sync import failure_reason
 
     started = time.monotonic()
-    result = (
-        defs.get_repository_def()
-        .get_job(job)
-        .execute_in_process(
-            instance=instance,
-            run_config={**request.pop("run_config", {}), **QUIET},
-            raise_on_error=False,
-            **request,
-        )
+    result = defs.resolve_job_def(job).execute_in_process(
+        instance=instance,
+        run_config={**request.pop("run_config", {}), **QUIET},
+        raise_on_error=False,
+        **request,
     )
     failed = {e.step_key: failure_reason(e) for e in result.all_events if e.is_step_failure}
     soak.runs.append(
@@ -313,13 +310,21 @@ def classify(soak: Soak) -> None:
 # -- views and truth -----------------------------------------------------------------------
 
 
-def views_current(soak: Soak, lake, settings, hour: int, analyst: HeldSession) -> None:
+def views_current(soak: Soak, lake, settings, hour: int, session: HeldSession) -> None:
     """Refresh the views, then compare each pulled relation's rows through a fresh read-only
-    connection and the analyst's held session with the lake's."""
+    connection with the lake's, while `session` holds the file. The held session is asked
+    too and must answer, but keeps the file it opened until it reconnects (a rebuild puts a
+    new file in place beside it), so its counts are reported, not required to be current."""
     from assets.definitions import STREAMS
     from pipelines.catalog import refresh_warehouse
+    from pipelines.warehouse import WarehouseBusy
 
-    outcome = refresh_warehouse(settings.lake_root, settings.warehouse_path, settings.warehouse_sql)
+    try:
+        outcome = refresh_warehouse(
+            settings.lake_root, settings.warehouse_path, settings.warehouse_sql
+        )
+    except WarehouseBusy as busy:
+        outcome = f"FAILED: {busy}"
     mismatched, error = {}, None
     try:
         con = duckdb.connect(str(settings.warehouse_path), read_only=True)
@@ -332,13 +337,11 @@ def views_current(soak: Soak, lake, settings, hour: int, analyst: HeldSession) -
         fresh = (
             con.execute(f"SELECT count(*) FROM {stream.relation}").fetchone()[0] if con else None
         )
-        held = analyst.count(stream.relation)
-        if stream.relation in NOT_ROW_FOR_ROW:  # then only: has the view any row?
-            current = bool(fresh) and bool(held)
-        else:
-            current = fresh == landed and held == landed
-        if not current:
-            mismatched[stream.relation] = {"lake": landed, "fresh": fresh, "analyst": held}
+        held = session.count(stream.relation)
+        # A view that is not row for row with the lake: then only, has it any row?
+        current = bool(fresh) if stream.relation in NOT_ROW_FOR_ROW else fresh == landed
+        if not current or not isinstance(held, int):
+            mismatched[stream.relation] = {"lake": landed, "fresh": fresh, "held": held}
     if con:
         con.close()
     soak.views.append(
@@ -457,27 +460,22 @@ def run(hours: int, scale: str, plant_hours: dict[str, int]) -> dict:
         lake = Lake(settings.lake_root)
         instance = stack.enter_context(dg.DagsterInstance.get())
         soak = Soak(base, data, [Plant(name, hour) for name, hour in sorted(plant_hours.items())])
-        analyst = held = None
+        # An analyst holds the warehouse from before anything lands: read-only for the first
+        # half, read-write (careless) for the second. DuckDB refuses both at once across
+        # processes, so they take turns.
+        refresh_warehouse(settings.lake_root, settings.warehouse_path, settings.warehouse_sql)
+        session = HeldSession(settings.warehouse_path, read_only=True)
+        soak.sessions = {"read-only from hour 0": session.opened}
         seen = request_counts(base)
         for hour in range(hours):
             start = anchor + timedelta(hours=hour)
             clock.move_to(advance_to(base, start))
             if hour == 0:
                 materialize_all(soak, defs, instance)
-                # The views' definitions as the whole lake gives them (a materialize all in
-                # the UI builds them last), before the sessions hold the file.
-                first_refresh = refresh_warehouse(
-                    settings.lake_root, settings.warehouse_path, settings.warehouse_sql
-                )
-                analyst = HeldSession(settings.warehouse_path, read_only=True)
-                held = HeldSession(settings.warehouse_path, read_only=False)
-                stack.callback(analyst.close)
-                stack.callback(held.close)
-                soak.sessions = {
-                    "analyst (read-only)": analyst.opened,
-                    "read-write": held.opened,
-                    "refresh before they opened": first_refresh,
-                }
+            if hour == hours // 2:
+                session.close()
+                session = HeldSession(settings.warehouse_path, read_only=False)
+                soak.sessions[f"read-write from hour {hour}"] = session.opened
             for plant in soak.plants:
                 if plant.hour == hour:
                     if plant.name == "a":
@@ -487,11 +485,12 @@ def run(hours: int, scale: str, plant_hours: dict[str, int]) -> dict:
                     plant.at = start.isoformat()
             hour_started = time.monotonic()
             run_schedules(soak, defs, instance, hour, start, clock.move_to)
-            views_current(soak, lake, settings, hour, analyst)
+            views_current(soak, lake, settings, hour, session)
             now = request_counts(base)
             soak.requests.append({"hour": hour, **(now - seen)})
             soak.views[-1]["seconds"] = round(time.monotonic() - hour_started, 1)
             seen = now
+        session.close()
         end = anchor + timedelta(hours=hours)
         clock.move_to(advance_to(base, end))
         classify(soak)

@@ -27,6 +27,9 @@ def test_a_day_of_live_operation(tmp_path):
     assert all(plant["caught_by"] for plant in result["plants"].values()), result["plants"]
     assert all(stream["unequal"] == 0 for stream in result["closed_days"]), result["closed_days"]
     assert result["views_not_current_hours"] == []
+    # An analyst held the warehouse throughout: read-only, then read-write.
+    sessions = result["held_sessions"]
+    assert len(sessions) == 2 and all(s["open"] for s in sessions.values()), sessions
     # The daily schedules ran, not only the hourly ones.
     runs = {run["run"].split()[0] for run in result["run_list"]}
     assert {"all_dimensions_daily", "datahub_daily_schedule"} <= runs, runs
