@@ -164,24 +164,32 @@ def test_logs_against_stats_not_landed_is_not_green(frozen_sandbox, sync_env):
 # -- data hub -------------------------------------------------------------------------------
 
 
-def test_reports_pulled_before_a_new_broadcast_are_not_missing_it(start_sandbox, sync_env):
-    """Reports pulled, a broadcast appears, broadcasts pulled: the new one has no report
-    yet, which failed the check on a healthy lake."""
-    sandbox = live_sandbox(start_sandbox)
-    resources = sync_env(sandbox)
+def land_todays_reports(resources: dict) -> None:
     dg.materialize(
         [datahub.broadcast_reports],
         resources=resources,
         partition_key=today().isoformat(),
         instance=dg.DagsterInstance.ephemeral(),
     )
+
+
+def listed_and_reported(lake) -> tuple[set[int], set[int]]:
+    """The default region's listed broadcasts and the broadcasts of today's reports."""
+    listed = pq.read_table(lake.path(BROADCASTS, "default"))["id"]
+    reported = pq.read_table(lake.path(BROADCAST_REPORTS, "default", today()))["broadcast_id"]
+    return set(listed.to_pylist()), set(reported.to_pylist())
+
+
+def test_reports_pulled_before_a_new_broadcast_are_not_missing_it(start_sandbox, sync_env):
+    """Reports pulled, a broadcast appears, broadcasts pulled: the new one has no report
+    yet, which failed the check on a healthy lake."""
+    sandbox = live_sandbox(start_sandbox)
+    resources = sync_env(sandbox)
+    land_todays_reports(resources)
     sandbox.app.sandbox.clock.advance(PAST_A_CAMPAIGN)
     land(resources, [datahub.broadcasts])
     lake = resources["lake"].lake()
-    listed = set(pq.read_table(lake.path(BROADCASTS, "default"))["id"].to_pylist())
-    reported = set(
-        pq.read_table(lake.path(BROADCAST_REPORTS, "default", today()))["broadcast_id"].to_pylist()
-    )
+    listed, reported = listed_and_reported(lake)
     assert listed - reported  # what the old rule counted as missing
 
     result = datahub.one_report_per_broadcast(lake=resources["lake"])
@@ -197,17 +205,9 @@ def test_reports_pulled_after_a_new_broadcast_are_not_unknown(start_sandbox, syn
     land(resources, [datahub.broadcasts])
     sleep(1)  # `pulled_at` is in seconds: the reports come after, as in a sync
     sandbox.app.sandbox.clock.advance(PAST_A_CAMPAIGN)
-    dg.materialize(
-        [datahub.broadcast_reports],
-        resources=resources,
-        partition_key=today().isoformat(),
-        instance=dg.DagsterInstance.ephemeral(),
-    )
+    land_todays_reports(resources)
     lake = resources["lake"].lake()
-    listed = set(pq.read_table(lake.path(BROADCASTS, "default"))["id"].to_pylist())
-    reported = set(
-        pq.read_table(lake.path(BROADCAST_REPORTS, "default", today()))["broadcast_id"].to_pylist()
-    )
+    listed, reported = listed_and_reported(lake)
     assert reported - listed  # what the old rule counted as unknown
 
     result = datahub.one_report_per_broadcast(lake=resources["lake"])
