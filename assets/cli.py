@@ -1,16 +1,24 @@
-"""`python -m pipelines sync [--streams …] [--start D --end D]` and `python -m pipelines
-warehouse` (rebuild the views). Settings come from the environment (README, "Settings")."""
+"""`python -m pipelines check` (is the setup right?), `sync [--streams …] [--start D --end D]`,
+`push` and `warehouse` (rebuild the views). Settings come from the environment (README,
+"Settings"). A mistake in them is told in one message, without a traceback (`--debug` shows
+it, and every step's stack trace)."""
 
 import argparse
+import os
 import sys
+import traceback
 from datetime import date
 
+import dagster as dg
 import duckdb
 
 from assets import definitions, push
+from assets.console import LOGGERS, console_config
 from assets.resources import build_resources
-from assets.sync import LOG_LEVEL, dagster_instance, failure_reason, run_sync
+from assets.sync import dagster_instance, failure_reason, run_sync
 from pipelines.catalog import refresh_warehouse
+from pipelines.check import check_connections, check_webhook_secret
+from pipelines.problems import SetupError
 from pipelines.push.plan import OUTCOMES
 from pipelines.settings import load_settings
 from pipelines.warehouse import WarehouseBusy
@@ -45,15 +53,14 @@ def print_counts(warehouse_path: str) -> None:
 
 def run_push_command(dry_run: bool, record_types: list[str], resend_in_doubt: bool = False) -> int:
     """The `push` job in this process; prints the plan's figures per record type."""
-    job = push.push_dry_run if dry_run else push.push
+    name = (push.push_dry_run if dry_run else push.push).name
+    job = dg.Definitions(
+        jobs=push.JOBS, resources=build_resources(load_settings()), loggers=LOGGERS
+    ).resolve_job_def(name)
     config = {"dry_run": dry_run, "record_types": record_types, "resend_in_doubt": resend_in_doubt}
     with dagster_instance() as instance:
         result = job.execute_in_process(
-            run_config={
-                "ops": {"push_to_datahub": {"config": config}},
-                "loggers": {"console": {"config": {"log_level": LOG_LEVEL}}},
-            },
-            resources=build_resources(load_settings()),
+            run_config={"ops": {"push_to_datahub": {"config": config}}, **console_config()},
             instance=instance,
             raise_on_error=False,
         )
@@ -71,9 +78,37 @@ def run_push_command(dry_run: bool, record_types: list[str], resend_in_doubt: bo
     return 0
 
 
+def run_check_command() -> int:
+    """A table of every connection, ok or what to do; exit 1 if any is not."""
+    settings = load_settings()
+    resources = build_resources(settings)
+    checked = check_connections({s: resources[s] for s in settings.connections})
+    checked.append(check_webhook_secret())
+    widths = [max(len(getattr(c, f)) for c in checked) for f in ("service", "connection", "url")]
+    for c in checked:
+        cells = (c.service, c.connection, c.url)
+        line = "  ".join(f"{cell:<{w}}" for cell, w in zip(cells, widths, strict=True))
+        print(f"{line}  {'ok' if c.ok else 'FAILED'}")
+    for c in checked:
+        if not c.ok:
+            print(f"\nFAILED {c.service} {c.connection}: {c.problem}", file=sys.stderr)
+    if not any(settings.connections.values()):
+        print(
+            "\nno connection is set: set COMMENT_AUTOMATION_URL, CONVERSATION_URL, DATAHUB_URL "
+            '(README, "Settings")',
+            file=sys.stderr,
+        )
+        return 1
+    return 0 if all(c.ok for c in checked) else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pipelines", description=__doc__)
+    parser.add_argument(
+        "--debug", action="store_true", help="log every step event and show stack traces"
+    )
     commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("check", help="one call per connection: is each key and URL right?")
     sync = commands.add_parser("sync", help="pull every stream (or those named) into the lake")
     sync.add_argument(
         "--streams",
@@ -93,8 +128,21 @@ def main(argv: list[str] | None = None) -> int:
     )
     commands.add_parser("warehouse", help="rebuild the warehouse views from sql/ and WAREHOUSE_SQL")
     args = parser.parse_args(argv)
+    if args.debug:
+        os.environ["SYNC_LOG_LEVEL"] = "DEBUG"
+    try:
+        return run_command(parser, args)
+    except SetupError as mistake:
+        if args.debug:
+            traceback.print_exc()
+        print(f"error: {mistake}", file=sys.stderr)
+        return 2
 
+
+def run_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     settings = load_settings()
+    if args.command == "check":
+        return run_check_command()
     if args.command == "push":
         return run_push_command(args.dry_run, args.types or [], args.resend_in_doubt)
     if args.start and args.end and args.start > args.end:

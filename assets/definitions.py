@@ -10,9 +10,9 @@ from dagster._core.storage.tags import (
 )
 
 from assets import comment, conversation, datahub, push, webhooks
-from assets.resources import LakeResource, build_resources
+from assets.console import LOGGERS
+from assets.resources import LakeResource, resources_or_problem
 from pipelines.catalog import PULLED, refresh_warehouse
-from pipelines.settings import load_settings
 
 SERVICES = {"comment": comment, "conversation": conversation, "datahub": datahub}
 STREAMS = PULLED
@@ -163,5 +163,6 @@ defs = dg.Definitions(
         ),
         *webhooks.SENSORS,
     ],
-    resources=build_resources(load_settings()),
+    resources=resources_or_problem(),
+    loggers=LOGGERS,
 )

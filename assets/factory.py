@@ -8,7 +8,8 @@ is daily, reporting what the landing returned as metadata (a daily stream's on e
 own materialization). Days older than the service serves are not asked for and say so: a
 "materialize all" never leaves a partition that could never turn green. A landing that
 refuses (`pipelines.landing.Refused`) fails the run with its message and figures, no
-traceback.
+traceback. A connection that fails does not stop the others: what they landed is recorded,
+then the step fails naming each failed connection and what to do.
 """
 
 # No `from __future__ import annotations`: Dagster reads the context's annotation.
@@ -18,7 +19,7 @@ from datetime import date, timedelta
 import dagster as dg
 
 from assets.partitions import daily, single_run
-from pipelines.lake import Stream
+from pipelines.lake import Lake, Stream
 from pipelines.landing import Land, Landed, Pull, Refused, served_days, today
 
 KINDS = frozenset({"python", "parquet"})
@@ -92,6 +93,8 @@ def stream_asset(declared: StreamAsset) -> dg.AssetsDefinition:
             landed = declared.land(pull) if served or not partitioned else Landed()
         except Refused as refusal:
             raise dg.Failure(description=str(refusal), metadata=refusal.figures) from None
+        if landed.failed:
+            fail_connections(context, stream, landed, lake, days)
         if not partitioned:
             return dg.MaterializeResult(metadata=landed.metadata(None))
         # A range run records each day's own figures on that day's materialization, and
@@ -105,3 +108,33 @@ def stream_asset(declared: StreamAsset) -> dg.AssetsDefinition:
         return dg.MaterializeResult()
 
     return land
+
+
+def fail_connections(
+    context: dg.AssetExecutionContext,
+    stream: Stream,
+    landed: Landed,
+    lake: Lake,
+    days: list[date] | None,
+) -> None:
+    """Fail the step for the connections that failed, after recording what the others
+    landed (a materialization per day for a daily stream), so the UI shows both."""
+    if landed.rows_per_connection:
+        if days is None:
+            events = [dg.AssetMaterialization(context.asset_key, metadata=landed.metadata(None))]
+        else:
+            events = [
+                dg.AssetMaterialization(context.asset_key, partition=day.isoformat(), metadata=m)
+                for day, m in landed.day_metadata(lake, stream, days).items()
+            ]
+        for event in events:
+            context.log_event(event)
+    failed = "\n".join(f"- {reason}" for reason in landed.failed.values())
+    landed_too = ", ".join(landed.rows_per_connection) or "none"
+    raise dg.Failure(
+        description=(
+            f"{stream.relation}: {len(landed.failed)} connection(s) failed (the others "
+            f"landed: {landed_too}):\n{failed}"
+        ),
+        metadata=landed.metadata(days),
+    )

@@ -1,6 +1,8 @@
 """The Dagster resources: each service's settings (`pipelines/clients/`) and the lake's
-location (`pipelines/lake.py`) as configurable resources, built from `Settings` with every
-key entering only as a `dg.EnvVar`, so Dagster stores the variable's name, never the key."""
+location (`pipelines/lake.py`) as configurable resources, built from `Settings`. A connection
+names the variable that holds its key (`Connection.api_key_env`), read when a transport
+opens: Dagster stores the variable's name, never the key, and a missing key fails its own
+connection, not every resource."""
 
 from __future__ import annotations
 
@@ -11,7 +13,8 @@ from pipelines.clients.comment import CommentAutomation
 from pipelines.clients.conversation import ConversationService
 from pipelines.clients.datahub import DataHub
 from pipelines.lake import LakeLocation
-from pipelines.settings import Settings
+from pipelines.problems import SetupError
+from pipelines.settings import Settings, load_settings
 
 
 class LakeResource(dg.ConfigurableResource, LakeLocation):
@@ -55,9 +58,34 @@ def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
             options["paths"] = settings.paths[service]
         resources[service] = resource_class(
             connections=[
-                ConnectionConfig(name=c.name, base_url=c.base_url, api_key=dg.EnvVar(c.api_key_env))
+                ConnectionConfig(
+                    name=c.name,
+                    base_url=c.base_url,
+                    base_url_from=c.base_url_from,
+                    api_key_env=c.api_key_env,
+                )
                 for c in settings.connections[service]
             ],
             **options,
         )
     return resources
+
+
+class SetupProblem(dg.ConfigurableResource):
+    """Stands in for every resource when the settings are wrong (`pipelines/settings.py`), so
+    the code location still loads and each run fails at its start with what to fix, instead
+    of the UI showing a location that cannot load."""
+
+    problem: str
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        raise dg.Failure(description=self.problem)
+
+
+def resources_or_problem() -> dict[str, dg.ConfigurableResource]:
+    """`build_resources` of the settings, or, when they are wrong, `SetupProblem`s."""
+    try:
+        return build_resources(load_settings())
+    except SetupError as mistake:
+        problem = SetupProblem(problem=f"the settings are wrong: {mistake}")
+        return {key: problem for key in ("lake", *RESOURCE_CLASSES)}

@@ -17,6 +17,7 @@ from dagster._core.storage.tags import (
 )
 
 from assets import definitions, webhooks
+from assets.console import LOGGERS, console_config
 from assets.partitions import daily
 from assets.resources import build_resources
 from pipelines.catalog import refresh_warehouse
@@ -26,8 +27,6 @@ from pipelines.settings import Settings, load_settings
 from pipelines.warehouse import WarehouseBusy
 
 FIRST_PARTITION = daily.start.date()
-#: The console log level of sync runs (SYNC_LOG_LEVEL: DEBUG, INFO, WARNING, ERROR).
-LOG_LEVEL = os.environ.get("SYNC_LOG_LEVEL", "INFO")
 
 
 @dataclass
@@ -87,6 +86,8 @@ def failure_reason(event: dg.DagsterEvent) -> str:
     error = event.step_failure_data.error
     while error.cause is not None:
         error = error.cause
+    if error.cls_name == "Failure":  # raised with its whole explanation
+        return error.message.strip().removeprefix("dagster._core.definitions.events.Failure: ")
     return f"{error.cls_name}: {error.message.strip()}"
 
 
@@ -136,15 +137,14 @@ def _run(name: str, assets, resources, instance, report: SyncReport, label: str,
     unnamed one shows as `__ephemeral_asset_job__` with no targets)."""
     job = dg.define_asset_job(name, selection=dg.AssetSelection.assets(*assets))
     job_def = dg.Definitions(
-        assets=assets, asset_checks=_checks_of(assets), jobs=[job], resources=resources
+        assets=assets,
+        asset_checks=_checks_of(assets),
+        jobs=[job],
+        resources=resources,
+        loggers=LOGGERS,
     ).resolve_job_def(name)
     result = job_def.execute_in_process(
-        instance=instance,
-        tags=tags,
-        raise_on_error=False,
-        # Dagster's console logger speaks at DEBUG (every step event); scripts and cron want
-        # what each stream landed and what failed.
-        run_config={"loggers": {"console": {"config": {"log_level": LOG_LEVEL}}}},
+        instance=instance, tags=tags, raise_on_error=False, run_config=console_config()
     )
     for event in result.all_events:
         if event.is_step_failure:

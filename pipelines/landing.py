@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipelines.clients.base import Connection, Service
+from pipelines.clients.failures import isolated
 from pipelines.lake import Lake, Stream
 from pipelines.transport import CallStats, Transport
 
@@ -42,6 +43,9 @@ class Landed:
     not_served: list[date] = field(default_factory=list)
     #: What else the stream reports (failed accounts, the backup's own row count, ...).
     figures: dict = field(default_factory=dict)
+    #: Connections that failed, each with what went wrong and what to do
+    #: (`pipelines/clients/failures.py`); the others landed.
+    failed: dict[str, str] = field(default_factory=dict)
 
     @property
     def rows(self) -> int:
@@ -67,6 +71,8 @@ class Landed:
                 "first_day": days[0].isoformat() if days else "",
                 "last_day": days[-1].isoformat() if days else "",
             }
+        if self.failed:
+            described["failed_connections"] = self.failed
         return described | self.stats.as_metadata() | self.figures
 
     def day_metadata(self, lake: Lake, stream: Stream, days: list[date]) -> dict[date, dict]:
@@ -175,12 +181,15 @@ def land_snapshot(
     (`file_metadata`: more of the file's metadata, asked before its rows)."""
     landed = Landed()
     for connection in service.connections:
-        metadata = {"pulled_at": pulled_at()} | (file_metadata(connection) if file_metadata else {})
-        with service.transport(connection, landed.stats) as transport:
-            rows = _with_connection(rows_of(transport, connection), connection.name)
-            written = lake.write(stream, connection.name, rows, metadata=metadata)
-        landed.rows_per_connection[connection.name] = written
-        log(f"{stream.relation} [{connection.name}]: {written} rows")
+        with isolated(service, connection, landed.failed):
+            with service.transport(connection, landed.stats) as transport:
+                metadata = {"pulled_at": pulled_at()} | (
+                    file_metadata(connection) if file_metadata else {}
+                )
+                rows = _with_connection(rows_of(transport, connection), connection.name)
+                written = lake.write(stream, connection.name, rows, metadata=metadata)
+            landed.rows_per_connection[connection.name] = written
+            log(f"{stream.relation} [{connection.name}]: {written} rows")
     return landed
 
 
@@ -200,28 +209,48 @@ def land_days(
     landed = Landed()
     wanted = set(days)
     for connection in service.connections:
-        seen: set[date] = set()
-        total = 0
-        with service.transport(connection, landed.stats) as transport:
-            for day, rows in rows_by_day(transport, connection, days):
-                if day not in wanted:
-                    continue
-                seen.add(day)
-                if rows is None:
-                    landed.landed_day(day, connection.name, None)
-                    continue
-                written = lake.write(
-                    stream,
-                    connection.name,
-                    _with_connection(rows, connection.name),
-                    day=day,
-                    metadata={"pulled_at": pulled_at()},
-                )
-                landed.landed_day(day, connection.name, written)
-                total += written
-        for day in sorted(wanted - seen):
-            lake.write(stream, connection.name, [], day=day, metadata={"pulled_at": pulled_at()})
-            landed.landed_day(day, connection.name, 0)
-        landed.rows_per_connection[connection.name] = total
-        log(f"{stream.relation} [{connection.name}]: {total} rows over {len(days)} day(s)")
+        with isolated(service, connection, landed.failed):
+            landed.rows_per_connection[connection.name] = _land_connection_days(
+                service, lake, stream, connection, wanted, days, rows_by_day, landed
+            )
+            log(
+                f"{stream.relation} [{connection.name}]: "
+                f"{landed.rows_per_connection[connection.name]} rows over {len(days)} day(s)"
+            )
     return landed
+
+
+def _land_connection_days(
+    service: Service,
+    lake: Lake,
+    stream: Stream,
+    connection: Connection,
+    wanted: set[date],
+    days: list[date],
+    rows_by_day: RowsByDay,
+    landed: Landed,
+) -> int:
+    """One connection's turn of `land_days`: the rows it wrote."""
+    seen: set[date] = set()
+    total = 0
+    with service.transport(connection, landed.stats) as transport:
+        for day, rows in rows_by_day(transport, connection, days):
+            if day not in wanted:
+                continue
+            seen.add(day)
+            if rows is None:
+                landed.landed_day(day, connection.name, None)
+                continue
+            written = lake.write(
+                stream,
+                connection.name,
+                _with_connection(rows, connection.name),
+                day=day,
+                metadata={"pulled_at": pulled_at()},
+            )
+            landed.landed_day(day, connection.name, written)
+            total += written
+    for day in sorted(wanted - seen):
+        lake.write(stream, connection.name, [], day=day, metadata={"pulled_at": pulled_at()})
+        landed.landed_day(day, connection.name, 0)
+    return total

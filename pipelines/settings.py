@@ -23,6 +23,11 @@ The file's shape (every section optional):
 
     [service.comment]              # any field of the service's resource
     rate_window_seconds = 60
+
+The file is checked whole before anything runs (`SetupError`, pipelines/problems.py): a TOML
+error with its file, line and column; an unknown section or setting with the closest valid
+name; a missing field by name; an `api_key_env` that is not a variable's name (a key pasted
+there) refused without being shown.
 """
 
 from __future__ import annotations
@@ -32,6 +37,16 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+import httpx
+import pydantic
+
+from pipelines.clients.base import Service
+from pipelines.clients.comment import CommentAutomation
+from pipelines.clients.conversation import ConversationService
+from pipelines.clients.datahub import DataHub
+from pipelines.problems import VARIABLE_NAME, SetupError, closest
 
 #: service -> [(connection name, URL variable, key variable)] read from the environment.
 ENVIRONMENT_CONNECTIONS: dict[str, list[tuple[str, str, str]]] = {
@@ -46,6 +61,12 @@ ENVIRONMENT_CONNECTIONS: dict[str, list[tuple[str, str, str]]] = {
     ],
 }
 SERVICES = tuple(ENVIRONMENT_CONNECTIONS)
+#: Each service's settings class: what `[service.<name>]` may set.
+SERVICE_CLASSES: dict[str, type[Service]] = {
+    "comment": CommentAutomation,
+    "conversation": ConversationService,
+    "datahub": DataHub,
+}
 
 
 @dataclass(frozen=True)
@@ -53,6 +74,8 @@ class ConnectionSetting:
     name: str
     base_url: str
     api_key_env: str
+    #: Where `base_url` is set: a variable, or the config file's entry.
+    base_url_from: str = ""
 
 
 @dataclass
@@ -66,48 +89,179 @@ class Settings:
     warehouse_sql: tuple[Path, ...] = ()
 
 
+class _Strict(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="forbid")
+
+
+class _ConnectionEntry(_Strict):
+    name: str
+    base_url: str
+    api_key_env: str
+
+
+class _ConfigFile(_Strict):
+    connections: dict[str, list[_ConnectionEntry]] = {}
+    paths: dict[str, dict[str, str]] = {}
+    service: dict[str, dict[str, Any]] = {}
+
+
 def warehouse_sql(value: str) -> tuple[Path, ...]:
     """The folders of a `WAREHOUSE_SQL` value; each must exist (a misspelt one would leave
     its views out of the warehouse without a word)."""
     folders = tuple(Path(entry) for entry in value.split(os.pathsep) if entry.strip())
     missing = [str(folder) for folder in folders if not folder.is_dir()]
     if missing:
-        raise FileNotFoundError(
+        raise SetupError(
             f"WAREHOUSE_SQL names {missing}, which are not folders: correct the path, or "
             "leave that entry out"
         )
     return folders
 
 
+def _where(location: tuple) -> str:
+    """A pydantic error location as the file's reader sees it: `[service.comment] x`."""
+    parts = [str(part) for part in location]
+    if parts and parts[0] == "connections" and len(parts) > 2:
+        return f"[[connections.{parts[1]}]] entry {int(parts[2]) + 1}" + "".join(
+            f" {part}" for part in parts[3:]
+        )
+    if len(parts) >= 2:
+        return f"[{parts[0]}.{parts[1]}]" + "".join(f" {part}" for part in parts[2:])
+    return f"[{parts[0]}]" if parts else "the file"
+
+
+def _file_error(config_path: Path, error: dict) -> str:
+    location = tuple(error["loc"])
+    if error["type"] == "extra_forbidden":
+        known = {
+            1: list(_ConfigFile.model_fields),
+            3: list(_ConnectionEntry.model_fields),
+        }.get(len(location), [])
+        return (
+            f"{config_path}: unknown {'section' if len(location) == 1 else 'setting'} "
+            f'"{location[-1]}"{closest(str(location[-1]), known)}; known: {", ".join(known)}'
+        )
+    if error["type"] == "missing":
+        return f"{config_path}: {_where(location[:-1])} lacks {location[-1]}: add it"
+    return f"{config_path}: {_where(location)}: {error['msg']}"
+
+
+def read_config_file(config_path: Path) -> _ConfigFile:
+    try:
+        text = config_path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SetupError(f"{config_path} (SYNC_CONFIG) cannot be read: {exc}") from None
+    try:
+        document = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        # The message ends with "(at line L, column C)".
+        raise SetupError(f"{config_path} is not valid TOML: {exc}") from None
+    try:
+        parsed = _ConfigFile.model_validate(document)
+    except pydantic.ValidationError as exc:
+        raise SetupError(_file_error(config_path, exc.errors()[0])) from None
+    for section in ("connections", "paths", "service"):
+        for service in getattr(parsed, section):
+            if service not in SERVICES:
+                raise SetupError(
+                    f"{config_path}: unknown service in [{section}.{service}]"
+                    f"{closest(service, list(SERVICES))}; known: {', '.join(SERVICES)}"
+                )
+    return parsed
+
+
+def _check_service_options(config_path: Path, config: _ConfigFile) -> None:
+    """`[service.x]` settings and `[paths.x]` operations checked against the service's own
+    settings class, before any run starts."""
+    for service, options in config.service.items():
+        fields = [f for f in SERVICE_CLASSES[service].model_fields if f not in ("connections",)]
+        for name in options:
+            if name not in fields:
+                raise SetupError(
+                    f'{config_path}: [service.{service}] has no setting "{name}"'
+                    f"{closest(name, fields)}; known: {', '.join(fields)}"
+                )
+    for service in config.paths:
+        if "paths" not in SERVICE_CLASSES[service].model_fields:
+            raise SetupError(
+                f"{config_path}: [paths.{service}]: the {service} service documents every path "
+                "it uses, so there is nothing to override: remove the section"
+            )
+    for service in set(config.service) | set(config.paths):
+        options = dict(config.service.get(service, {}))
+        if service in config.paths:
+            options["paths"] = config.paths[service]
+        try:
+            SERVICE_CLASSES[service].model_validate({"connections": [], **options})
+        except pydantic.ValidationError as exc:
+            error = exc.errors()[0]
+            message = error["msg"].removeprefix("Value error, ")
+            if error["loc"][0] == "paths":
+                raise SetupError(f"{config_path}: [paths.{service}]: {message}") from None
+            what = " ".join(str(part) for part in error["loc"])
+            raise SetupError(f"{config_path}: [service.{service}] {what}: {message}") from None
+
+
+def _check_url(url: str, where: str) -> str:
+    parsed = httpx.URL(url) if url else None
+    if parsed is None or parsed.scheme not in ("http", "https") or not parsed.host:
+        raise SetupError(
+            f"{where} is not an http(s) address: set it to the service's base URL, e.g. "
+            "https://api.example.com/v1"
+        )
+    return url
+
+
+def _check_variable_name(name: str, where: str) -> str:
+    if not VARIABLE_NAME.fullmatch(name):
+        # Never shown: it may be the key itself, pasted where its variable's name belongs.
+        raise SetupError(
+            f"{where} must name the environment variable that holds the key (capitals, "
+            "digits, underscores), not hold the key: put the key in a variable and name "
+            "that variable here"
+        )
+    return name
+
+
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
+    """The settings, checked whole; a mistake is a `SetupError` that says what to fix."""
     env = os.environ if env is None else env
     connections: dict[str, list[ConnectionSetting]] = {service: [] for service in SERVICES}
     for service, entries in ENVIRONMENT_CONNECTIONS.items():
         for name, url_var, key_var in entries:
             if env.get(url_var):
-                connections[service].append(ConnectionSetting(name, env[url_var], key_var))
+                url = _check_url(env[url_var].strip(), f"{url_var} ({service} connection {name})")
+                connections[service].append(ConnectionSetting(name, url, key_var, url_var))
     config_path = Path(env.get("SYNC_CONFIG", "sync.toml"))
-    document: dict = {}
+    config = _ConfigFile()
     if config_path.exists():
-        document = tomllib.loads(config_path.read_text())
+        config = read_config_file(config_path)
+        _check_service_options(config_path, config)
     elif "SYNC_CONFIG" in env:
-        raise FileNotFoundError(f"SYNC_CONFIG names {config_path}, which does not exist")
-    for service, entries in document.get("connections", {}).items():
-        if service not in connections:
-            raise ValueError(f"{config_path}: unknown service {service!r}; known: {SERVICES}")
-        for entry in entries:
+        raise SetupError(
+            f"SYNC_CONFIG names {config_path}, which does not exist: correct the path, or "
+            "unset SYNC_CONFIG to use ./sync.toml when there is one"
+        )
+    for service, entries in config.connections.items():
+        for number, entry in enumerate(entries, 1):
+            where = f"{config_path}: [[connections.{service}]] entry {number} ({entry.name})"
             connections[service].append(
-                ConnectionSetting(entry["name"], entry["base_url"], entry["api_key_env"])
+                ConnectionSetting(
+                    entry.name,
+                    _check_url(entry.base_url, f"{where} base_url"),
+                    _check_variable_name(entry.api_key_env, f"{where} api_key_env"),
+                    f"base_url of [[connections.{service}]] {entry.name} in {config_path}",
+                )
             )
     for service, entries in connections.items():
         names = [c.name for c in entries]
         if len(names) != len(set(names)):
-            raise ValueError(f"{service}: connection names repeat: {names}")
+            raise SetupError(f"{service}: connection names repeat: {names}; give each its own name")
     return Settings(
         lake_root=Path(env.get("LAKE_ROOT", "data/lake")),
         warehouse_path=Path(env.get("WAREHOUSE_PATH", "data/warehouse.duckdb")),
         connections=connections,
-        paths=document.get("paths", {}),
-        service_options=document.get("service", {}),
+        paths=config.paths,
+        service_options=config.service,
         warehouse_sql=warehouse_sql(env.get("WAREHOUSE_SQL", "")),
     )

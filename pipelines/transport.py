@@ -32,6 +32,10 @@ RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 MAX_RETRY_AFTER = 120.0
 #: The shortest wait between two attempts: a `retry_after` of 0 must not become a tight loop.
 MIN_WAIT = 0.2
+#: Attempts at an address where nothing listens (connection refused, unknown host): enough
+#: for a service that is restarting, not the whole budget of a failing one, so a wrong URL
+#: fails in seconds.
+CONNECT_ATTEMPTS = 3
 
 
 @dataclass(frozen=True)
@@ -296,10 +300,19 @@ class Transport:
         def count_retry(state: tenacity.RetryCallState) -> None:
             self.stats.add(retries=1)
 
+        def stop(state: tenacity.RetryCallState) -> bool:
+            exc = state.outcome.exception() if state.outcome else None
+            attempts = (
+                min(CONNECT_ATTEMPTS, self.retry.attempts)
+                if isinstance(exc, httpx.ConnectError)
+                else self.retry.attempts
+            )
+            return state.attempt_number >= attempts
+
         return tenacity.Retrying(
             retry=tenacity.retry_if_exception(retry_this),
             wait=_Wait(self.retry.base_seconds, self.retry.cap_seconds),
-            stop=tenacity.stop_after_attempt(self.retry.attempts),
+            stop=stop,
             sleep=self.retry.sleep,
             before_sleep=count_retry,
             reraise=True,

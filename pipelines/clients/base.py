@@ -5,6 +5,8 @@ connections gets a transport. The Dagster layer makes each `Service` a resource
 
 from __future__ import annotations
 
+import logging
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Annotated, ClassVar
@@ -13,6 +15,7 @@ from urllib.parse import quote
 import pydantic
 
 from pipelines.lake import check_connection_name
+from pipelines.problems import SetupError, closest
 from pipelines.transport import CallStats, Rate, RetryPolicy, Transport
 
 #: A date-time the service writes as ISO 8601 text. The model keeps the text (a time without
@@ -37,21 +40,61 @@ def check_path_overrides(service: str, overrides: dict[str, str], known: dict[st
     """A path override names an operation of the table; a misspelt one is refused."""
     unknown = sorted(set(overrides) - set(known))
     if unknown:
-        raise ValueError(f"[paths.{service}]: unknown operations {unknown}; known: {sorted(known)}")
+        raise ValueError(
+            f"unknown operations {unknown}{closest(unknown[0], list(known))}; "
+            f"known: {', '.join(sorted(known))}"
+        )
     return overrides
 
 
+#: Variables already warned about in this process (a warning per run, not per request).
+_warned: set[str] = set()
+
+
 class Connection(pydantic.BaseModel):
-    """One account on one deployment: a workspace key, or a region's key."""
+    """One account on one deployment: a workspace key, or a region's key. The key is read
+    from `api_key_env` when a transport opens, so a missing one fails that connection only,
+    and no configuration (Dagster's included) ever holds it."""
 
     name: str = pydantic.Field(description="lowercase; lands in every row as `connection`")
     base_url: str
-    api_key: str = pydantic.Field(description="read from the environment, never written")
+    #: The environment variable that holds the key.
+    api_key_env: str = ""
+    #: Where `base_url` is set (a variable, or the config file's entry), for error messages.
+    base_url_from: str = ""
+    #: A key given directly (tests, benchmarks) instead of through `api_key_env`.
+    api_key: str | None = None
 
     @pydantic.field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
         return check_connection_name(value)
+
+    def key(self, service: str) -> str:
+        """The key, checked: a missing one, or one holding what no header can carry, is a
+        `SetupError` that names the variable, never its value. Whitespace around it (a
+        copied line break) is dropped with a warning."""
+        raw = self.api_key if self.api_key is not None else os.environ.get(self.api_key_env)
+        where = f"{service} connection {self.name!r}"
+        if not raw or not raw.strip():
+            raise SetupError(
+                f"{where}: the environment variable {self.api_key_env} that holds its API key "
+                "is not set or empty: set it to this connection's key"
+            )
+        key = raw.strip()
+        if key != raw and self.api_key_env not in _warned:
+            _warned.add(self.api_key_env)
+            logging.getLogger("pipelines").warning(
+                f"{where}: {self.api_key_env} has spaces or a line break around the key (a "
+                "copy-paste?); they were dropped. Remove them from the variable."
+            )
+        if not key.isascii() or not key.isprintable() or any(c.isspace() for c in key):
+            raise SetupError(
+                f"{where}: {self.api_key_env} holds characters an HTTP header cannot carry "
+                "(a space, a line break or a non-ASCII letter inside the key): set it to the "
+                "key alone"
+            )
+        return key
 
 
 class Service(pydantic.BaseModel):
@@ -79,10 +122,11 @@ class Service(pydantic.BaseModel):
 
     @contextmanager
     def transport(self, connection: Connection, stats: CallStats) -> Iterator[Transport]:
+        key = connection.key(self.service)
         with Transport(
             connection.base_url,
-            self.auth_headers(connection.api_key),
-            api_key=connection.api_key,
+            self.auth_headers(key),
+            api_key=key,
             rates=self.scaled_rates(),
             retry=RetryPolicy(attempts=self.retry_attempts),
             timeout=self.timeout_seconds,

@@ -298,7 +298,7 @@ def test_a_path_from_sync_toml_is_the_one_called(frozen_sandbox, sync_env):
 
 
 def test_an_unknown_operation_in_the_path_table_is_refused():
-    refused = r"\[paths.conversation\]: unknown operations \[.list_team.\]"
+    refused = r"unknown operations \[.list_team.\] \(did you mean \"list_teams\"\?\)"
     with pytest.raises(ValueError, match=refused):
         ConversationService(connections=[], paths={"list_team": "/v2/teams"})
 

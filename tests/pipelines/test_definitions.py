@@ -271,4 +271,4 @@ def test_the_webserver_loads_workspace_yaml_with_everything(
     shown = str(resources)
     for variable in ("COMMENT_AUTOMATION_API_KEY", "CONVERSATION_API_KEY", "DATAHUB_API_KEY"):
         assert os.environ[variable] not in shown, variable
-        assert f'{{"env": "{variable}"}}' in shown, variable
+        assert f'"api_key_env": "{variable}"' in shown, variable

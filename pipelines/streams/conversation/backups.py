@@ -14,6 +14,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from pipelines.clients.conversation import ConversationService
+from pipelines.clients.failures import isolated
 from pipelines.lake import Lake
 from pipelines.landing import Landed, Pull, Refused, pulled_at
 from pipelines.streams.conversation import MESSAGES
@@ -173,6 +174,8 @@ class BackupsPulled:
     landed: dict[str, BackupLanded] = field(default_factory=dict)
     backup_ids: dict[str, int] = field(default_factory=dict)
     stats: CallStats = field(default_factory=CallStats)
+    #: Regions that failed, with what to do (`pipelines/clients/failures.py`).
+    failed: dict[str, str] = field(default_factory=dict)
 
     @property
     def differ(self) -> list[str]:
@@ -191,22 +194,23 @@ def pull_backups(
     started_at, ended_at = backup_window(days)
     pulled = BackupsPulled(days)
     for connection in service.connections:
-        with service.transport(connection, pulled.stats) as transport:
-            client = service.client(transport)
-            backup_id = client.trigger_messages_backup(started_at, ended_at).backup_id
-            pulled.backup_ids[connection.name] = backup_id
+        with isolated(service, connection, pulled.failed):
+            with service.transport(connection, pulled.stats) as transport:
+                client = service.client(transport)
+                backup_id = client.trigger_messages_backup(started_at, ended_at).backup_id
+                pulled.backup_ids[connection.name] = backup_id
+                log(
+                    f"{MESSAGES.relation} [{connection.name}]: backup {backup_id} of "
+                    f"{started_at.isoformat()} to {ended_at.isoformat()}"
+                )
+                client.wait_for_backup(backup_id)
+                pulled.landed[connection.name] = client.download_backup(
+                    backup_id, partial(land_backup, lake, connection.name, days)
+                )
             log(
-                f"{MESSAGES.relation} [{connection.name}]: backup {backup_id} of "
-                f"{started_at.isoformat()} to {ended_at.isoformat()}"
+                f"{MESSAGES.relation} [{connection.name}]: {pulled.landed[connection.name].rows} "
+                f"rows over {len(days)} day(s)"
             )
-            client.wait_for_backup(backup_id)
-            pulled.landed[connection.name] = client.download_backup(
-                backup_id, partial(land_backup, lake, connection.name, days)
-            )
-        log(
-            f"{MESSAGES.relation} [{connection.name}]: {pulled.landed[connection.name].rows} "
-            f"rows over {len(days)} day(s)"
-        )
     return pulled
 
 
@@ -218,6 +222,7 @@ def land_messages(pull: Pull) -> Landed:
     landed = Landed(
         rows_per_connection={name: result.rows for name, result in pulled.landed.items()},
         stats=pulled.stats,
+        failed=pulled.failed,
         per_day={
             day: {
                 name: None if day in result.unchanged_days else result.rows_per_day[day]

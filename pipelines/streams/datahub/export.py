@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 import pyarrow as pa
 
 from pipelines.clients.datahub import DataHub, ExportResult
+from pipelines.clients.failures import isolated
 from pipelines.lake import Lake
 from pipelines.landing import Landed, Pull, pulled_at, today
 from pipelines.streams.datahub import MEMBER_TEXT_COLUMNS, MEMBERS
@@ -132,20 +133,25 @@ def land_member_exports(
     lake: Lake,
     stats: CallStats,
     log: Callable[[str], None],
+    failed: dict[str, str],
 ) -> dict[str, int]:
-    """One export per connection, in turn; the rows each landed. Not `land_snapshot`'s loop
-    (`pipelines/landing.py`): the file is daily, and its metadata holds what the task said."""
+    """One export per connection, in turn; the rows each landed (a connection that fails
+    goes to `failed`). Not `land_snapshot`'s loop (`pipelines/landing.py`): the file is
+    daily, and its metadata holds what the task said."""
     counts: dict[str, int] = {}
     for connection in datahub.connections:
-        with datahub.transport(connection, stats) as transport:
-            counts[connection.name] = land_member_export(datahub, transport, lake, connection.name)
-        log(f"{MEMBERS.relation} [{connection.name}]: {counts[connection.name]} rows")
+        with isolated(datahub, connection, failed):
+            with datahub.transport(connection, stats) as transport:
+                counts[connection.name] = land_member_export(
+                    datahub, transport, lake, connection.name
+                )
+            log(f"{MEMBERS.relation} [{connection.name}]: {counts[connection.name]} rows")
     return counts
 
 
 def land_members(pull: Pull) -> Landed:
     """Today's export of every connection (`land_member_exports`)."""
     landed = Landed()
-    counts = land_member_exports(pull.service, pull.lake, landed.stats, pull.log)
+    counts = land_member_exports(pull.service, pull.lake, landed.stats, pull.log, landed.failed)
     landed.rows_per_connection.update(counts)
     return landed

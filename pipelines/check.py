@@ -1,0 +1,67 @@
+"""`python -m pipelines check`: is the setup right? One cheap authenticated call per
+connection (the cheapest read each service documents), and the webhook receiver's secret
+present, each with ok or the reason and what to do (`pipelines/clients/failures.py`)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pipelines.clients.base import Service
+from pipelines.clients.comment import CommentClient
+from pipelines.clients.failures import isolated
+from pipelines.transport import CallStats, Transport
+
+#: The call each service's check makes, by service.
+PROBES: dict[str, Callable[[Service, Transport], object]] = {
+    "comment": lambda service, transport: CommentClient(transport).me(),
+    "conversation": lambda service, transport: service.client(transport).list_channels(),
+    "datahub": lambda service, transport: service.client(transport).list_custom_fields(),
+}
+#: Where the webhook receiver (`python -m pipelines.webhooks`) reads its signing secret.
+WEBHOOK_SECRET = "WEBHOOK_SECRET"
+
+
+@dataclass(frozen=True)
+class Checked:
+    service: str
+    connection: str
+    url: str
+    problem: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.problem
+
+
+def check_connections(services: dict[str, Service]) -> list[Checked]:
+    """Every connection of every service, each checked on its own, with one retry at most:
+    a check should answer in seconds."""
+    checked = []
+    for name, service in services.items():
+        quick = service.model_copy(update={"retry_attempts": 2, "timeout_seconds": 10.0})
+        for connection in service.connections:
+            failed: dict[str, str] = {}
+            with (
+                isolated(service, connection, failed),
+                quick.transport(connection, CallStats()) as transport,
+            ):
+                PROBES[name](quick, transport)
+            checked.append(
+                Checked(name, connection.name, connection.base_url, failed.get(connection.name, ""))
+            )
+    return checked
+
+
+def check_webhook_secret() -> Checked:
+    present = bool(os.environ.get(WEBHOOK_SECRET, "").strip())
+    problem = (
+        ""
+        if present
+        else (
+            f"{WEBHOOK_SECRET} is not set: the receiver needs the data hub's signing secret; "
+            "set it where the receiver runs (not needed for pulls and pushes)"
+        )
+    )
+    return Checked("datahub", "webhooks", f"${WEBHOOK_SECRET}", problem)

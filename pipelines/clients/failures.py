@@ -1,0 +1,83 @@
+"""A connection's failure, told for the person who can fix it, and kept to that connection.
+
+Every landing loops over a service's connections; `isolated` wraps one connection's turn, so a
+wrong key, a dead address or a failing service fails that connection only: its reason is kept
+and the others land. `explain` turns what went wrong into a sentence that names the service,
+the connection, the base URL and the setting involved, and says what to do; the key itself is
+taken out of any text that might carry it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import httpx
+
+from pipelines.clients.base import Connection, Service
+from pipelines.problems import SetupError
+from pipelines.transport import ServiceError
+
+
+def _redacted(text: str, connection: Connection, service: Service) -> str:
+    try:
+        key = connection.key(service.service)
+    except SetupError:
+        return text
+    return text.replace(key, "[key]")
+
+
+def explain(service: Service, connection: Connection, exc: BaseException) -> str:
+    """What went wrong for one connection, and what to do about it."""
+    where = f"{service.service} connection {connection.name!r} ({connection.base_url})"
+    url_setting = connection.base_url_from or "its base_url"
+    key_setting = connection.api_key_env or "its key"
+    if isinstance(exc, SetupError):
+        return str(exc)
+    if isinstance(exc, ServiceError):
+        if exc.status == 401:
+            return (
+                f"{where}: the key in {key_setting} was refused ({exc}). Check that "
+                f"{key_setting} holds this connection's key, for this base URL."
+            )
+        if exc.status == 403:
+            return (
+                f"{where}: the key in {key_setting} may not do this ({exc}). Use a key whose "
+                "scope or plan allows it, or leave this connection out."
+            )
+        if exc.status == 404:
+            return (
+                f"{where}: {exc}. If every call answers 404 the base URL is wrong: check "
+                f"{url_setting} (it includes the API's version, e.g. ending in /v1 where the "
+                "service's documentation shows one)."
+            )
+        if exc.status >= 500 or exc.status == 429:
+            return (
+                f"{where}: the service kept failing ({exc}) through every retry. Nothing to "
+                "fix on this side; the next run tries again."
+            )
+        return _redacted(f"{where}: {exc}", connection, service)
+    if isinstance(exc, httpx.ConnectError):
+        cause = _redacted(str(exc), connection, service)
+        return (
+            f"{where}: nothing answers at this address ({cause}). "
+            f"Check {url_setting} and that the service can be reached from this machine."
+        )
+    if isinstance(exc, httpx.TimeoutException):
+        return (
+            f"{where}: no answer within {service.timeout_seconds:g} s, on every retry. The "
+            f"service is slow or unreachable; check {url_setting}, or raise "
+            f"timeout_seconds under [service.{service.service}] in sync.toml."
+        )
+    # Anything else (a cut body, a fault of ours or of the disk): the type says where to look.
+    return _redacted(f"{where}: {type(exc).__name__}: {exc}", connection, service)
+
+
+@contextmanager
+def isolated(service: Service, connection: Connection, failed: dict[str, str]) -> Iterator[None]:
+    """One connection's turn: an error ends it, is explained into `failed` (by connection
+    name) and goes no further, so the next connection still lands."""
+    try:
+        yield
+    except Exception as exc:  # any failure is this connection's, the others go on
+        failed[connection.name] = explain(service, connection, exc)

@@ -1,0 +1,265 @@
+"""One thing wrong at a time, as a new user meets it: a connection that fails is reported
+with what to fix and fails alone (the others land), a refused address fails in seconds, a
+mistake in the settings is one message naming the file and the setting (no traceback), a
+key is never echoed, and `python -m pipelines check` tells each connection's state."""
+
+import logging
+import uuid
+from pathlib import Path
+
+import dagster as dg
+import httpx
+import pytest
+
+from assets.cli import main
+from assets.comment import ASSETS, rows_equal_service_total
+from assets.resources import SetupProblem, resources_or_problem
+from assets.sync import run_sync
+from pipelines.settings import load_settings
+from pipelines.transport import RetryPolicy, ServiceError, Transport
+from tests.pipelines.conftest import COMMENT_KEY
+from tests.pipelines.test_secrets import assert_nowhere, instance_events, pipeline_logs, written
+
+AGENCY = """
+[[connections.comment]]
+name = "agency"
+base_url = "{url}/comment/api/v1"
+api_key_env = "AGENCY_KEY"
+"""
+AGENCY_KEY = "sa_live_agency_readwrite"
+
+
+def landed_connections(stream: str) -> set[str]:
+    lake = Path(load_settings().lake_root)
+    return {path.stem for path in lake.glob(f"{stream}/**/*.parquet")}
+
+
+def test_a_wrong_key_fails_its_connection_only_and_names_its_variable(
+    frozen_sandbox, sync_env, monkeypatch, capsys
+):
+    sync_env(frozen_sandbox, sync_toml=AGENCY.format(url=frozen_sandbox.url))
+    monkeypatch.setenv("COMMENT_AUTOMATION_API_KEY", "sa_live_not_a_key")
+    monkeypatch.setenv("AGENCY_KEY", AGENCY_KEY)
+
+    code = main(["sync", "--streams", "accounts", "activities"])
+
+    err = capsys.readouterr().err
+    assert code == 1
+    # The agency workspace, whose key is valid, landed both streams.
+    assert landed_connections("comment/accounts") == {"agency"}
+    assert landed_connections("comment/activities") == {"agency"}
+    failed = [line for line in err.splitlines() if line.startswith("- comment connection")]
+    assert failed and all(
+        "'default'" in line
+        and frozen_sandbox.url in line
+        and "COMMENT_AUTOMATION_API_KEY was refused" in line
+        for line in failed
+    ), err
+    assert "Traceback" not in err and "Stack Trace" not in err
+
+
+def test_a_missing_key_fails_its_connection_and_every_other_service_lands(
+    frozen_sandbox, sync_env, monkeypatch
+):
+    sync_env(frozen_sandbox)
+    monkeypatch.delenv("COMMENT_AUTOMATION_API_KEY")
+
+    report = run_sync(["workspace", "channels"])
+
+    assert set(report.failed) == {"comment__workspace"}
+    assert "COMMENT_AUTOMATION_API_KEY" in report.failed["comment__workspace"]
+    assert "is not set" in report.failed["comment__workspace"]
+    assert report.succeeded == ["conversation.channels"]
+    assert landed_connections("conversation/channels") == {"default", "jp"}
+
+
+def test_a_base_url_without_its_version_names_the_url_and_its_variable(
+    frozen_sandbox, sync_env, monkeypatch
+):
+    sync_env(frozen_sandbox)
+    monkeypatch.setenv("COMMENT_AUTOMATION_URL", f"{frozen_sandbox.url}/comment/api")
+
+    report = run_sync(["workspace"])
+
+    reason = report.failed["comment__workspace"]
+    assert "404" in reason
+    assert f"({frozen_sandbox.url}/comment/api)" in reason
+    assert "check COMMENT_AUTOMATION_URL" in reason
+
+
+def test_a_refused_connection_is_tried_three_times_not_the_whole_retry_budget():
+    waits: list[float] = []
+    # Port 9 (discard): nothing listens on it here.
+    transport = Transport(
+        "http://127.0.0.1:9/v1",
+        {},
+        api_key="k",
+        retry=RetryPolicy(attempts=8, sleep=waits.append),
+    )
+    with transport, pytest.raises(httpx.ConnectError):
+        transport.request_json("GET", "/me")
+    assert len(waits) == 2
+    assert transport.stats.requests == 3
+    # What can recover still has the whole budget.
+    answers = iter([httpx.Response(503)] * 8)
+    flaky = Transport(
+        "http://hub/v1",
+        {},
+        api_key="k",
+        retry=RetryPolicy(attempts=8, sleep=waits.append),
+        http_transport=httpx.MockTransport(lambda request: next(answers)),
+    )
+    with flaky, pytest.raises(ServiceError):
+        flaky.request_json("GET", "/me")
+    assert flaky.stats.requests == 8
+
+
+BAD_FILES = {
+    "a TOML syntax error": ("x = \n", ["is not valid TOML", "line 1, column 5"]),
+    "a missing field": (
+        '[[connections.comment]]\nname = "agency"\nbase_url = "http://h/v1"\n',
+        ["[[connections.comment]] entry 1 lacks api_key_env"],
+    ),
+    "a misspelt setting": (
+        "[service.comment]\nrate_windw_seconds = 2\n",
+        ['no setting "rate_windw_seconds"', 'did you mean "rate_window_seconds"'],
+    ),
+    "a misspelt section": (
+        "[servce.conversation]\npace = false\n",
+        ['unknown section "servce"', 'did you mean "service"'],
+    ),
+    "a misspelt service": (
+        "[service.conversatoin]\npace = false\n",
+        ["[service.conversatoin]", 'did you mean "conversation"'],
+    ),
+    "paths of a service that documents them all": (
+        '[paths.comment]\nme = "/me"\n',
+        ["[paths.comment]", "nothing to override"],
+    ),
+    "a base URL that is not one": (
+        '[[connections.comment]]\nname = "agency"\nbase_url = "comment/v1"\n'
+        'api_key_env = "AGENCY_KEY"\n',
+        ["base_url is not an http(s) address"],
+    ),
+    "a key where its variable's name belongs": (
+        '[[connections.comment]]\nname = "agency"\nbase_url = "http://h/v1"\n'
+        f'api_key_env = "{AGENCY_KEY}"\n',
+        ["api_key_env must name the environment variable"],
+    ),
+}
+
+
+@pytest.mark.parametrize("content, told", BAD_FILES.values(), ids=BAD_FILES)
+def test_a_mistake_in_the_settings_file_is_one_message_naming_it(
+    frozen_sandbox, sync_env, tmp_path, capsys, content, told
+):
+    sync_env(frozen_sandbox)
+    config = tmp_path / "sync.toml"
+    config.write_text(content)
+
+    code = main(["sync"])
+
+    captured = capsys.readouterr()
+    assert code == 2
+    (line,) = captured.err.strip().splitlines()
+    assert line.startswith(f"error: {config}")
+    assert all(part in line for part in told), line
+    assert AGENCY_KEY not in captured.out + captured.err
+    # Nothing ran: the lake is untouched.
+    assert not (tmp_path / "lake").exists()
+
+
+def test_a_bad_settings_file_still_loads_the_code_location_and_each_run_says_why(
+    frozen_sandbox, sync_env, tmp_path
+):
+    sync_env(frozen_sandbox)
+    (tmp_path / "sync.toml").write_text("[service.comment]\nrate_windw_seconds = 2\n")
+
+    resources = resources_or_problem()
+
+    assert {type(r) for r in resources.values()} == {SetupProblem}
+    result = dg.materialize(
+        [a for a in ASSETS if a.key.path[-1] == "workspace"],
+        resources=resources,
+        raise_on_error=False,
+    )
+    assert not result.success
+    failure = next(e for e in result.all_events if e.is_failure)
+    text = str(failure.event_specific_data.error.to_string())
+    assert 'has no setting "rate_windw_seconds"' in text
+
+
+def test_a_key_with_a_copied_line_break_is_used_without_it_and_never_shown(
+    frozen_sandbox, sync_env, tmp_path, monkeypatch, capfd, caplog
+):
+    sync_env(frozen_sandbox)
+    canary = f"sa_live_CANARY_{uuid.uuid4().hex}"
+    # The sandbox accepts the demo key only: the canary rides along in a second connection
+    # whose key has the line break, so the run shows both the warning and the refusal.
+    (tmp_path / "sync.toml").write_text(AGENCY.format(url=frozen_sandbox.url))
+    monkeypatch.setenv("COMMENT_AUTOMATION_API_KEY", f"{COMMENT_KEY}\n")
+    monkeypatch.setenv("AGENCY_KEY", f"{canary}\n")
+    dagster_home = tmp_path / "dagster"
+    dagster_home.mkdir()
+    monkeypatch.setenv("DAGSTER_HOME", str(dagster_home))
+    caplog.set_level(logging.DEBUG)
+
+    report = run_sync(["workspace"])
+
+    output = capfd.readouterr()
+    assert landed_connections("comment/workspace") == {"default"}
+    assert "AGENCY_KEY was refused" in report.failed["comment__workspace"]
+    assert "AGENCY_KEY has spaces or a line break around the key" in caplog.text
+    events, runs = instance_events(dagster_home)
+    assert_nowhere(
+        [canary, canary.removeprefix("sa_live_")],
+        output=output,
+        logs=pipeline_logs(caplog),
+        report=str(report),
+        events=events,
+        runs=runs,
+        files=written(tmp_path),
+    )
+
+
+def test_check_lists_every_connection_with_what_to_fix(
+    frozen_sandbox, sync_env, monkeypatch, capsys
+):
+    sync_env(frozen_sandbox, sync_toml=AGENCY.format(url=frozen_sandbox.url))
+    monkeypatch.setenv("AGENCY_KEY", "sa_live_wrong")
+    monkeypatch.setenv("DATAHUB_JP_URL", "http://127.0.0.1:9/datahub-jp")
+    monkeypatch.setenv("WEBHOOK_SECRET", "s")
+
+    code = main(["check"])
+
+    captured = capsys.readouterr()
+    assert code == 1
+    rows = {tuple(line.split()[:2]): line.split()[-1] for line in captured.out.splitlines()}
+    assert rows == {
+        ("comment", "default"): "ok",
+        ("comment", "agency"): "FAILED",
+        ("conversation", "default"): "ok",
+        ("conversation", "jp"): "ok",
+        ("datahub", "default"): "ok",
+        ("datahub", "jp"): "FAILED",
+        ("datahub", "webhooks"): "ok",
+    }
+    assert "AGENCY_KEY was refused" in captured.err
+    assert "nothing answers at this address" in captured.err and "DATAHUB_JP_URL" in captured.err
+    assert "sa_live_wrong" not in captured.out + captured.err
+
+
+def test_the_log_total_check_compares_the_connections_it_can_ask_and_names_the_other(
+    frozen_sandbox, sync_env, monkeypatch
+):
+    sync_env(frozen_sandbox, sync_toml=AGENCY.format(url=frozen_sandbox.url))
+    monkeypatch.setenv("AGENCY_KEY", AGENCY_KEY)
+    assert run_sync(["trigger_logs"]).ok
+    monkeypatch.setenv("COMMENT_AUTOMATION_API_KEY", "sa_live_wrong")
+    resources = resources_or_problem()
+
+    result = rows_equal_service_total(comment=resources["comment"], lake=resources["lake"])
+
+    assert not result.passed and result.severity == dg.AssetCheckSeverity.WARN
+    assert set(result.metadata["connections"].value) == {"agency"}
+    assert "COMMENT_AUTOMATION_API_KEY was refused" in result.description
