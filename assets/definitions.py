@@ -9,7 +9,7 @@ from dagster._core.storage.tags import (
     ASSET_PARTITION_RANGE_START_TAG,
 )
 
-from assets import comment, conversation, datahub, push, webhooks
+from assets import comment, conversation, datahub, push, setup_check, webhooks
 from assets.console import LOGGERS
 from assets.resources import LakeResource, resources_or_problem
 from pipelines.catalog import PULLED, refresh_warehouse
@@ -153,7 +153,7 @@ defs = dg.Definitions(
         *(check for module in SERVICES.values() for check in module.CHECKS),
         *FRESHNESS_CHECKS,
     ],
-    jobs=[*JOBS.values(), *push.JOBS, *webhooks.JOBS],
+    jobs=[*JOBS.values(), *push.JOBS, *webhooks.JOBS, *setup_check.JOBS],
     schedules=_schedules(),
     sensors=[
         dg.build_sensor_for_freshness_checks(

@@ -22,7 +22,7 @@ class LakeResource(dg.ConfigurableResource, LakeLocation):
 
 
 class ConnectionConfig(dg.Config, Connection):
-    """A connection as Dagster configures it: its key through `dg.EnvVar`."""
+    """A connection as Dagster configures it: the name of the variable holding its key."""
 
 
 class CommentAutomationResource(dg.ConfigurableResource, CommentAutomation):

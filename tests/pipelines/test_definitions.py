@@ -40,6 +40,7 @@ JOBS = {
     "push",
     "push_dry_run",
     "datahub_webhooks",
+    "check_setup",
 }
 SCHEDULES = {
     "comment_daily_hourly",

@@ -2,6 +2,7 @@
 row functions here never call their transport."""
 
 from datetime import date
+from typing import ClassVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -15,8 +16,12 @@ SNAPSHOT = connection_stream("test", "snapshot", [("id", pa.int64())])
 DAYS = [date(2026, 10, 1), date(2026, 10, 2), date(2026, 10, 3)]
 
 
+class ServiceUnderTest(Service):
+    service: ClassVar[str] = "test"
+
+
 def service(*names: str) -> Service:
-    return Service(
+    return ServiceUnderTest(
         connections=[
             Connection(name=n, base_url="http://127.0.0.1:9/v1", api_key="k") for n in names
         ]

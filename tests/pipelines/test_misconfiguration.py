@@ -14,6 +14,7 @@ import pytest
 from assets.cli import main
 from assets.comment import ASSETS, rows_equal_service_total
 from assets.resources import SetupProblem, resources_or_problem
+from assets.setup_check import check_setup
 from assets.sync import run_sync
 from pipelines.settings import load_settings
 from pipelines.transport import RetryPolicy, ServiceError, Transport
@@ -263,3 +264,29 @@ def test_the_log_total_check_compares_the_connections_it_can_ask_and_names_the_o
     assert not result.passed and result.severity == dg.AssetCheckSeverity.WARN
     assert set(result.metadata["connections"].value) == {"agency"}
     assert "COMMENT_AUTOMATION_API_KEY was refused" in result.description
+
+
+def test_the_check_setup_job_shows_every_connection_and_fails_naming_the_wrong_one(
+    frozen_sandbox, sync_env, monkeypatch
+):
+    sync_env(frozen_sandbox, sync_toml=AGENCY.format(url=frozen_sandbox.url))
+    monkeypatch.setenv("AGENCY_KEY", "sa_live_wrong")
+    monkeypatch.setenv("WEBHOOK_SECRET", "s")
+
+    result = check_setup.execute_in_process(resources=resources_or_problem(), raise_on_error=False)
+
+    assert not result.success
+    failure = next(e for e in result.all_events if e.is_step_failure)
+    user_failure = failure.event_specific_data.user_failure_data
+    assert user_failure.description.startswith("comment connection 'agency' (")
+    assert "AGENCY_KEY was refused" in user_failure.description
+    rows = {
+        (row.data["service"], row.data["connection"]): row.data["result"]
+        for row in user_failure.metadata["connections"].records
+    }
+    assert len(rows) == 7 and rows.pop(("comment", "agency")) == user_failure.description
+    assert set(rows.values()) == {"ok"}
+    assert "sa_live_wrong" not in str(failure)
+
+    monkeypatch.setenv("AGENCY_KEY", AGENCY_KEY)
+    assert check_setup.execute_in_process(resources=resources_or_problem()).success

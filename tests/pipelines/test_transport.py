@@ -130,11 +130,14 @@ def test_pacer_spaces_requests_across_threads():
                 stamps.append(time.monotonic())
 
     threads = [threading.Thread(target=worker) for _ in range(4)]
+    started = time.monotonic()
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
     stamps.sort()
-    gaps = [b - a for a, b in zip(stamps, stamps[1:], strict=False)]
     assert len(stamps) == 20
-    assert min(gaps) >= 0.05 * 0.9  # 20 per second, evenly spaced, shared by all threads
+    # 20 per second, evenly spaced, shared by all threads: the k-th request is let go no
+    # sooner than k intervals after the start. (A busy machine only delays a stamp after its
+    # turn, so the gaps between stamps say nothing; this bound holds however late they are.)
+    assert all(stamp - started >= k * 0.05 for k, stamp in enumerate(stamps))

@@ -15,6 +15,7 @@ import pytest
 
 from pipelines.catalog import WAREHOUSE_STREAMS, refresh_warehouse
 from pipelines.lake import Lake, Stream
+from pipelines.problems import SetupError
 from pipelines.settings import load_settings
 from pipelines.streams.conversation import CHANNELS
 from pipelines.warehouse import SQL_DIR, Warehouse, WarehouseBusy, schema_order
@@ -104,7 +105,7 @@ def test_the_setting_is_a_list_of_existing_folders(tmp_path):
     env = {"WAREHOUSE_SQL": f"{first}{os.pathsep}{second}", "SYNC_CONFIG": os.devnull}
     assert load_settings(env).warehouse_sql == (first, second)
     assert load_settings({"SYNC_CONFIG": os.devnull}).warehouse_sql == ()
-    with pytest.raises(FileNotFoundError, match="WAREHOUSE_SQL"):
+    with pytest.raises(SetupError, match="WAREHOUSE_SQL names .*which are not folders"):
         load_settings({"WAREHOUSE_SQL": str(tmp_path / "missing"), "SYNC_CONFIG": os.devnull})
 
 

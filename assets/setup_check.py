@@ -1,0 +1,60 @@
+"""`python -m pipelines check` for the UI: the job `check_setup` makes the same cheap
+authenticated call per connection (`pipelines/check.py`), shows every connection's result
+as a table, and fails naming each connection that is not right and what to do."""
+
+import dagster as dg
+
+from assets.resources import CommentAutomationResource, ConversationResource, DataHubResource
+from pipelines.check import check_connections, check_webhook_secret
+
+_COLUMNS = dg.TableSchema(
+    columns=[
+        dg.TableColumn("service"),
+        dg.TableColumn("connection"),
+        dg.TableColumn("url"),
+        dg.TableColumn("result", description="ok, or what is wrong and what to do"),
+    ]
+)
+
+
+@dg.op(description="One cheap authenticated call per connection, and the webhook secret.")
+def check_every_connection(
+    context: dg.OpExecutionContext,
+    comment: CommentAutomationResource,
+    conversation: ConversationResource,
+    datahub: DataHubResource,
+) -> dg.Output:
+    checked = check_connections(
+        {"comment": comment, "conversation": conversation, "datahub": datahub}
+    )
+    checked.append(check_webhook_secret())
+    table = dg.MetadataValue.table(
+        records=[
+            dg.TableRecord(
+                {
+                    "service": c.service,
+                    "connection": c.connection,
+                    "url": c.url,
+                    "result": c.problem or "ok",
+                }
+            )
+            for c in checked
+        ],
+        schema=_COLUMNS,
+    )
+    failed = [c for c in checked if not c.ok]
+    if failed:
+        raise dg.Failure(
+            description="\n".join(c.problem for c in failed),
+            metadata={"connections": table},
+        )
+    context.log.info(f"all {len(checked)} connections are right")
+    return dg.Output(None, metadata={"connections": table})
+
+
+@dg.job(description="Is the setup right? One call per connection; fails naming what to fix.")
+def check_setup():
+    check_every_connection()
+
+
+JOBS = [check_setup]
