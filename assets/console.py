@@ -1,8 +1,8 @@
 """What runs print on the console: Dagster's colored lines, with a step failure told by its
 message alone. A failure a user can fix (a key, a URL, a setting) carries everything they
 need in its message; the stack trace below it is for us, so it is shown only at DEBUG
-(`SYNC_LOG_LEVEL=DEBUG`, or `--debug` on the command line). The run's event log keeps it
-either way."""
+(`SYNC_LOG_LEVEL=DEBUG`, or `--debug` on the command line), as are the exception's class
+and the run failure's copy of the step's message. The run's event log keeps all of it."""
 
 import logging
 import os
@@ -12,6 +12,8 @@ from dagster._utils.log import create_console_logger
 
 #: Where Dagster's failure messages end and the trace begins.
 STACK_TRACE = "\n\nStack Trace:"
+#: How Dagster names the exception of a failure the step raised on purpose (`dg.Failure`).
+FAILURE_CLASS = "dagster._core.definitions.events.Failure: "
 
 
 def log_level() -> str:
@@ -23,7 +25,10 @@ class _WithoutStackTrace(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         text = record.getMessage()
         if (cut := text.find(STACK_TRACE)) >= 0:
-            record.msg, record.args = text[:cut], ()
+            text = text[:cut]
+        if " - RUN_FAILURE - " in text:
+            text = text.split("\n\n", 1)[0]  # the steps' failures were told as they happened
+        record.msg, record.args = text.replace(FAILURE_CLASS, ""), ()
         return True
 
 
