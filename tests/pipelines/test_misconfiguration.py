@@ -225,6 +225,52 @@ def test_a_key_with_a_copied_line_break_is_used_without_it_and_never_shown(
     )
 
 
+#: Each runtime mistake of a connection, as the variables it changes ({url}: the sandbox's).
+RUNTIME_MISTAKES = {
+    "a wrong key": {"COMMENT_AUTOMATION_API_KEY": "{canary}"},
+    "a missing key": {"COMMENT_AUTOMATION_API_KEY": None},
+    "a dead address": {"COMMENT_AUTOMATION_URL": "http://127.0.0.1:9/comment/api/v1"},
+    "a base URL without its version": {"COMMENT_AUTOMATION_URL": "{url}/comment/api"},
+    "a key with a line break": {"COMMENT_AUTOMATION_API_KEY": "{canary}\n"},
+}
+
+
+@pytest.mark.parametrize("changes", RUNTIME_MISTAKES.values(), ids=RUNTIME_MISTAKES)
+def test_a_canary_key_never_leaves_the_environment_whatever_goes_wrong(
+    changes, frozen_sandbox, sync_env, tmp_path, monkeypatch, capfd, caplog
+):
+    sync_env(frozen_sandbox, sync_toml=AGENCY.format(url=frozen_sandbox.url))
+    # The canary is a key of the run in every case: the failing connection's or, where
+    # the mistake is not its key, the other workspace's (wrong too, so both fail).
+    canary = f"sa_live_CANARY_{uuid.uuid4().hex}"
+    monkeypatch.setenv("AGENCY_KEY", canary)
+    for name, value in changes.items():
+        if value is None:
+            monkeypatch.delenv(name)
+        else:
+            monkeypatch.setenv(name, value.format(canary=canary, url=frozen_sandbox.url))
+    dagster_home = tmp_path / "dagster"
+    dagster_home.mkdir()
+    monkeypatch.setenv("DAGSTER_HOME", str(dagster_home))
+    caplog.set_level(logging.DEBUG)
+
+    code = main(["sync", "--streams", "workspace", "channels"])
+
+    output = capfd.readouterr()
+    assert code == 1 and "FAILED comment__workspace" in output.err
+    assert landed_connections("conversation/channels") == {"default", "jp"}
+    events, runs = instance_events(dagster_home)
+    assert_nowhere(
+        [canary, canary.removeprefix("sa_live_")],
+        output=output,
+        logs=pipeline_logs(caplog),
+        report="",
+        events=events,
+        runs=runs,
+        files=written(tmp_path),
+    )
+
+
 def test_check_lists_every_connection_with_what_to_fix(
     frozen_sandbox, sync_env, monkeypatch, capsys
 ):
