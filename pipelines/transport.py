@@ -5,14 +5,18 @@ retries what is safe to retry (with full-jitter exponential backoff that honours
 `retry_after` / `Retry-After`), and counts requests, 429s and retries for the metadata of
 each materialization. The API key only ever lives in the request headers: it is never part
 of a message, a log line or an exception.
+
+Text UTF-8 cannot carry is read as U+FFFD, so Arrow and Parquet take every answer: a lone
+surrogate (`"\\ud800"`, valid JSON, which services with UTF-16 strings send) and a byte that
+is not UTF-8 (`readable_json`). Only a body the decoder refused is looked at for them.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import queue
 import random
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -23,6 +27,7 @@ from typing import Any, TypeVar
 
 import httpx
 import pydantic
+import pydantic_core
 import tenacity
 
 T = TypeVar("T", bound=pydantic.BaseModel)
@@ -199,10 +204,46 @@ def retry_after_seconds(response: httpx.Response) -> float | None:
 
 
 def _json(content: bytes) -> Any:
+    # Not `json.loads`: like the other decoders it refuses a lone surrogate rather than
+    # return a `str` UTF-8 cannot encode, so `decode_readable` handles it for all of them.
     try:
-        return json.loads(content)
+        return pydantic_core.from_json(content)
     except ValueError:
         raise TruncatedBody("the body is not whole JSON") from None
+
+
+#: JSON escapes of UTF-16 surrogates. Kept: a high and a low one that make a pair, and an
+#: escaped backslash (so that `\\ud800`, a backslash then "ud800", is not read as one).
+#: The others are lone surrogates.
+_SURROGATE_ESCAPES = re.compile(
+    rb"(?P<kept>\\\\|\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+    rb"|\\u[dD][89a-fA-F][0-9a-fA-F]{2}"
+)
+
+
+def readable_json(content: bytes) -> bytes:
+    """`content` with each lone surrogate escape and each byte sequence that is not UTF-8
+    as U+FFFD (the same object when it holds neither)."""
+    try:
+        content.decode("utf-8")
+    except UnicodeDecodeError:
+        content = content.decode("utf-8", "replace").encode("utf-8")
+    if b"\\u" not in content:
+        return content
+    readable = _SURROGATE_ESCAPES.sub(lambda m: m["kept"] or rb"\ufffd", content)
+    return content if readable == content else readable
+
+
+def decode_readable(decode: Callable[[bytes], Any], content: bytes) -> Any:
+    """`decode(content)`; a body it refuses as not whole JSON is decoded again with the text
+    UTF-8 cannot carry as U+FFFD, if it holds any (`readable_json`)."""
+    try:
+        return decode(content)
+    except TruncatedBody:
+        readable = readable_json(content)
+        if readable is content:
+            raise
+    return decode(readable)
 
 
 def whole_json(validate: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
@@ -332,8 +373,8 @@ class Transport:
         finally:
             response.close()
         try:
-            body = response.json()
-        except ValueError:
+            body = decode_readable(_json, response.content)
+        except TruncatedBody:
             body = response.text
         error = ServiceError(method, path, response.status_code, body)
         if response.status_code in RETRY_STATUSES:
@@ -410,7 +451,7 @@ class Transport:
                     finally:
                         response.close()
                     try:
-                        return decode(content)
+                        return decode_readable(decode, content)
                     except TruncatedBody as exc:
                         raise TruncatedBody(f"{method} {path}: {exc}") from None
         except RetryableStatus as exc:

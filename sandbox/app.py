@@ -12,6 +12,7 @@ from sandbox.config import SandboxConfig
 from sandbox.context import MOUNTS, Sandbox
 from sandbox.conversation import build as build_conversation
 from sandbox.datahub import build as build_datahub
+from sandbox.encoding import JSONResponse
 from sandbox.faults import FaultInjector, FaultSpec
 from sandbox.service import Service
 from sandbox.traffic import Traffic
@@ -33,7 +34,12 @@ class SandboxApp:
             ("datahub", "jp"): build_datahub(self.sandbox, "jp"),
         }
         root = FastAPI(
-            title="sandbox", openapi_url="/_sandbox/openapi.json", docs_url=None, redoc_url=None
+            title="sandbox",
+            openapi_url="/_sandbox/openapi.json",
+            docs_url=None,
+            redoc_url=None,
+            # The truth and records routes return plain values, which may hold lone surrogates.
+            default_response_class=JSONResponse,
         )
         self._add_admin_routes(root)
         for key, service in self.services.items():

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from sandbox.encoding import JSONResponse
 
 
 class ApiError(Exception):

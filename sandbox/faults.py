@@ -21,12 +21,13 @@ Faults never touch `/_sandbox/` (the ground truth) or `openapi.json`.
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 import threading
 from dataclasses import asdict, dataclass, fields
 
 import httpx
+
+from sandbox.encoding import json_bytes
 
 SHARES = (
     "error",
@@ -173,7 +174,7 @@ async def _answer(send, status: int, code: str, message: str, spec: FaultSpec) -
     if status == 429:
         error["retry_after"] = spec.retry_after
         headers.append((b"retry-after", str(spec.retry_after).encode()))
-    body = json.dumps({"error": error}).encode()
+    body = json_bytes({"error": error})
     headers.append((b"content-length", str(len(body)).encode()))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

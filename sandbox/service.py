@@ -8,6 +8,7 @@ from fastapi import APIRouter, FastAPI, Request, Security
 from fastapi.security import APIKeyHeader
 
 from sandbox.context import APIKEYS, COMMENT_KEYS
+from sandbox.encoding import JSONResponse
 from sandbox.errors import ApiError, install_error_handlers
 
 
@@ -36,7 +37,14 @@ def service_app(title: str) -> FastAPI:
     """A service's app: its OpenAPI document at `<base>/openapi.json`, no docs pages, and
     every error in the one error shape."""
     app = FastAPI(
-        title=title, version="1.0.0", openapi_url="/openapi.json", docs_url=None, redoc_url=None
+        title=title,
+        version="1.0.0",
+        openapi_url="/openapi.json",
+        docs_url=None,
+        redoc_url=None,
+        # Also for routes that return plain values: FastAPI's own encoder refuses lone
+        # surrogates (sandbox/encoding.py).
+        default_response_class=JSONResponse,
     )
     install_error_handlers(app)
     return app

@@ -22,6 +22,7 @@ from datetime import datetime
 import httpx
 
 from sandbox.clock import iso
+from sandbox.encoding import json_bytes
 from sandbox.faults import FaultInjector
 
 USER_AGENT = "DataHub-Webhooks/1.0 (sandbox)"
@@ -85,7 +86,7 @@ class WebhookDispatcher:
         if not self.enabled:
             return
         envelope = {"event": event, "timestamp": iso(at), "source": source, **extra, "data": data}
-        body = json.dumps(envelope, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        body = json_bytes(envelope)
         delivery = Delivery(str(uuid.uuid4()), event, body)
         with self._lock:
             self.deliveries.append(delivery)

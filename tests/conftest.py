@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 
+import httpx
 import pytest
 from starlette.testclient import TestClient
 
@@ -12,6 +13,25 @@ from sandbox.app import SandboxApp, build_app
 from sandbox.config import SandboxConfig
 
 ANCHOR = datetime(2026, 11, 1, 12, 0, 0, tzinfo=UTC)
+
+
+def build_hooked(received: list[httpx.Request], secret: str) -> SandboxApp:
+    """A frozen sandbox (rate limits off) whose signed webhooks land in `received`, each
+    answered 200 (MockTransport)."""
+
+    def receive(request: httpx.Request) -> httpx.Response:
+        received.append(request)
+        return httpx.Response(200)
+
+    config = SandboxConfig(
+        frozen=True,
+        now=ANCHOR,
+        webhook_url="http://hooks.test/in",
+        webhook_secret=secret,
+        task_phase_seconds=0.05,
+        rate_limits=False,
+    )
+    return build_app(config, webhook_transport=httpx.MockTransport(receive))
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool
 
+from sandbox.encoding import Text, bounded_text
 from sandbox.errors import invalid
 
 Platform = Literal["instagram", "facebook", "threads"]
@@ -89,12 +90,12 @@ class Strict(BaseModel):
 class FollowGate(Strict):
     enabled: StrictBool
     opening_text: str | None = None
-    button_title: str | None = Field(None, max_length=BUTTON_TITLE_MAX)
+    button_title: bounded_text(max_length=BUTTON_TITLE_MAX) | None = None
     not_following_text: str | None = None
 
 
 class CardButton(Strict):
-    title: str = Field(max_length=BUTTON_TITLE_MAX)
+    title: Text = Field(max_length=BUTTON_TITLE_MAX)
     url: str
 
 
@@ -103,15 +104,15 @@ class DmBlock(Strict):
 
     type: Literal["text", "button", "image", "card"]
     text: str = None
-    title: str = Field(None, max_length=80, description="button label max 20; card title max 80")
+    title: Text = Field(None, max_length=80, description="button label max 20; card title max 80")
     url: str = None
     image_url: str = None
-    subtitle: str = Field(None, max_length=80)
+    subtitle: Text = Field(None, max_length=80)
     buttons: list[CardButton] = Field(None, max_length=DM_BUTTONS_MAX)
 
 
 class ActivityFields(Strict):
-    name: str = Field(None, max_length=100)
+    name: Text = Field(None, max_length=100)
     keywords: list[str] = Field(None, max_length=50)
     match: Literal["contains", "exact"] = None
     public_replies: list[str] = Field(None, max_length=10)

@@ -9,7 +9,6 @@ from typing import Annotated, Literal
 from uuid import UUID
 
 from fastapi import Depends, FastAPI, Path, Query, Request, Security
-from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from sandbox.comment.data import BILLING_URL, DASHBOARD
@@ -30,6 +29,7 @@ from sandbox.comment.models import (
 from sandbox.comment.workspace import Workspace as WorkspaceData
 from sandbox.comment.workspace import account_not_found
 from sandbox.context import Sandbox
+from sandbox.encoding import JSONResponse
 from sandbox.errors import ApiError, not_found
 from sandbox.service import bearer_key, service_app
 

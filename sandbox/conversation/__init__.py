@@ -17,7 +17,6 @@ from __future__ import annotations
 from datetime import timedelta
 
 from fastapi import APIRouter, Depends, HTTPException
-from fastapi.responses import JSONResponse
 
 from sandbox.clock import day_counts
 from sandbox.context import MOUNTS, Sandbox
@@ -27,6 +26,7 @@ from sandbox.conversation.members import Members
 from sandbox.conversation.messages import Messages
 from sandbox.conversation.paths import BACKUP_DOWNLOAD
 from sandbox.conversation.routes import conversation_router
+from sandbox.encoding import JSONResponse
 from sandbox.fakedata import pools
 from sandbox.service import apikey, service_app
 

@@ -24,6 +24,7 @@ from sandbox.clock import Stopwatch, iso
 from sandbox.context import Sandbox
 from sandbox.conversation.messages import BACKUP_COLUMNS, Messages
 from sandbox.conversation.models import BACKUP_STATES
+from sandbox.encoding import csv_bytes
 from sandbox.errors import ApiError, not_found
 
 BLOCK = 5000  # message rows scanned per streamed chunk
@@ -98,11 +99,11 @@ class Backups:
                 keep &= table["member"][start:stop] == backup.member
             writer.writerows(self._messages.backup_rows(start + np.flatnonzero(keep)))
             if buffer.tell():
-                yield buffer.getvalue().encode()
+                yield csv_bytes(buffer.getvalue())
                 buffer.seek(0)
                 buffer.truncate()
         if buffer.tell():
-            yield buffer.getvalue().encode()
+            yield csv_bytes(buffer.getvalue())
 
     def _get(self, backup_id: int) -> Backup:
         backup = self._items.get(backup_id)

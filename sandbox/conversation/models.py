@@ -13,6 +13,8 @@ from typing import Annotated, Literal, get_args
 
 from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field
 
+from sandbox.encoding import Text, bounded_text
+
 AssignType = Literal["case-based", "permanent", "unassigned"]
 RoutingRule = Literal["by-queue", "round-robin", "manual"]  # full list not shown: sandbox choice
 BackupState = Literal["initiated", "processing", "completed"]  # only `initiated` is shown
@@ -55,7 +57,7 @@ class TriggerBackupRequest(Body):
 
 class ChannelMemberRequest(Body):
     # The external UID on the channel platform (LINE user ids are 33 characters).
-    channel_member_id: str = Field(min_length=1, max_length=128)
+    channel_member_id: Text = Field(min_length=1, max_length=128)
 
 
 class IndividualRelationship(Body):
@@ -91,19 +93,19 @@ class CloseConversationRequest(Body):
 
 class UpdateTeamRequest(Body):
     # Body not shown by the spec: the team's own text fields, each optional.
-    name: str = Field(None, min_length=1, max_length=100)
-    description: str = Field(None, max_length=500)
-    category: str = Field(None, min_length=1, max_length=50)
+    name: Text = Field(None, min_length=1, max_length=100)
+    description: Text = Field(None, max_length=500)
+    category: Text = Field(None, min_length=1, max_length=50)
     routing_rule: RoutingRule = None
-    external_team_id: str = Field(None, min_length=1, max_length=128)
+    external_team_id: Text = Field(None, min_length=1, max_length=128)
 
 
 class UpdateUserRequest(Body):
-    avatar: str = Field(None, min_length=1, max_length=2048)
-    chat_name: str = Field(None, min_length=1, max_length=100)
-    external_user_id: str | None = Field(None, min_length=1, max_length=128)
+    avatar: Text = Field(None, min_length=1, max_length=2048)
+    chat_name: Text = Field(None, min_length=1, max_length=100)
+    external_user_id: bounded_text(min_length=1, max_length=128) | None = None
     mobile: str = Field(None, pattern=r"^\+[1-9][0-9]{6,14}$")  # E.164
-    name: str = Field(None, min_length=1, max_length=100)
+    name: Text = Field(None, min_length=1, max_length=100)
 
 
 class AddUsersRequest(Body):

@@ -6,12 +6,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from fastapi import APIRouter, Depends
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import StreamingResponse
 
 from sandbox.conversation import models as m
 from sandbox.conversation.models import pick
 from sandbox.conversation.pages import PageRequest, page_request, paginate
 from sandbox.conversation.paths import BACKUP_DOWNLOAD, OPERATIONS
+from sandbox.encoding import JSONResponse
 from sandbox.errors import ApiError, invalid
 
 if TYPE_CHECKING:

@@ -12,6 +12,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
+from sandbox.encoding import Text
+
 ChannelType = Literal["line", "fb", "ig", "whatsapp", "email", "wccs", "others"]
 SUPPORTED_CHANNEL_TYPES = ("line", "fb", "ig", "whatsapp", "wccs")
 ImportKey = Literal["line_uid", "display_email", "display_mobile", "connect_id", "customer_id"]
@@ -64,8 +66,8 @@ class UpdateProfileRequest(BaseModel):
 
     channel_type: ChannelType = Field(description="supported: line, fb, ig, whatsapp, wccs")
     # 128 chars: the bound the spec gives these ids in submitted records (section 2).
-    external_channel_id: str = Field(min_length=1, max_length=128)
-    external_member_id: str = Field(min_length=1, max_length=128)
+    external_channel_id: Text = Field(min_length=1, max_length=128)
+    external_member_id: Text = Field(min_length=1, max_length=128)
     data: ProfileData
 
 

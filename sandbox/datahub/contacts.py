@@ -20,7 +20,7 @@ from datetime import date, datetime, timedelta
 
 import numpy as np
 from fastapi import APIRouter, Body, HTTPException, Path, Query, Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import StreamingResponse
 
 from sandbox.clock import Stopwatch
 from sandbox.context import MOUNTS, Sandbox
@@ -36,6 +36,7 @@ from sandbox.datahub.contact_data import (
 )
 from sandbox.datahub.custom_fields import PREFIX, checked_value, definitions
 from sandbox.datahub.tasks import Task
+from sandbox.encoding import JSONResponse, csv_bytes
 from sandbox.errors import ApiError, invalid, not_found
 
 # Paths the spec does not show are the sandbox's choice; the two it shows are used as given.
@@ -443,11 +444,11 @@ def _csv_chunks(snapshot: Snapshot) -> Iterator[bytes]:
     writer.writeheader()
     for page in snapshot.rows(EXPORT_CHUNK):
         writer.writerows(page)
-        yield buffer.getvalue().encode("utf-8")
+        yield csv_bytes(buffer.getvalue())
         buffer.seek(0)
         buffer.truncate()
     if buffer.tell():
-        yield buffer.getvalue().encode("utf-8")
+        yield csv_bytes(buffer.getvalue())
 
 
 # -- admin --------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from pydantic import (
 )
 
 from sandbox.clock import iso
+from sandbox.encoding import bounded_text
 
 CLOSED = ConfigDict(extra="forbid")
 OPEN = ConfigDict(extra="allow")  # behavior params: "extra fields allowed" (section 4)
@@ -57,12 +58,12 @@ def _http_url(value: str) -> str:
 
 def text(low: int, high: int) -> Any:
     """A string of `low`..`high` characters."""
-    return Annotated[str, Field(min_length=low, max_length=high)]
+    return bounded_text(min_length=low, max_length=high)
 
 
 def ids(most: int) -> Any:
     """`array of string or null`: at most `most` items, each max 64 (section 2)."""
-    return Annotated[list[Annotated[str, Field(max_length=64)]] | None, Field(max_length=most)]
+    return Annotated[list[bounded_text(max_length=64)] | None, Field(max_length=most)]
 
 
 # "date-time with timezone"; output in the sandbox's one timestamp form (UTC, +00:00).
@@ -80,7 +81,7 @@ Number = Annotated[float, Field(strict=True, allow_inf_nan=False)]
 NonNegative = Annotated[float, Field(strict=True, allow_inf_nan=False, ge=0)]
 Count = Annotated[int, Field(strict=True, ge=1)]
 
-MaxText = {n: Annotated[str | None, Field(max_length=n)] for n in (64, 128, 255, 500, 1000, 2000)}
+MaxText = {n: bounded_text(max_length=n) | None for n in (64, 128, 255, 500, 1000, 2000)}
 
 
 class CommonFields(BaseModel):
@@ -269,7 +270,7 @@ class PageViewParams(BaseModel):
     model_config = OPEN
 
     page_path: text(1, 2083)
-    page_title: Annotated[str, Field(max_length=1024)]
+    page_title: bounded_text(max_length=1024)
     page_view_id: text(1, 128)
 
 
@@ -293,7 +294,7 @@ class UserEngagementParams(BaseModel):
     model_config = OPEN
 
     engagement_time_msec: Annotated[int, Field(strict=True, ge=0)]
-    page_view_id: Annotated[str | None, Field(min_length=1, max_length=128)] = None
+    page_view_id: bounded_text(min_length=1, max_length=128) | None = None
 
 
 PARAMS_BY_BEHAVIOR: dict[str, type[BaseModel]] = {
@@ -306,8 +307,8 @@ PARAMS_BY_BEHAVIOR: dict[str, type[BaseModel]] = {
     "user_engagement": UserEngagementParams,
 }
 
-Utm = Annotated[str | None, Field(min_length=1, max_length=256)]
-FreeText = Annotated[str | None, Field(max_length=256)]
+Utm = bounded_text(min_length=1, max_length=256) | None
+FreeText = bounded_text(max_length=256) | None
 
 
 class BehaviorEvent(BaseModel):
@@ -318,7 +319,7 @@ class BehaviorEvent(BaseModel):
     utm_source: Utm = None
     utm_medium: Utm = None
     utm_content: Utm = None
-    utm_term: Annotated[str, Field(max_length=256)]
+    utm_term: bounded_text(max_length=256)
     language: FreeText = None
     geography: FreeText = None
     params: dict[str, Any] = Field(

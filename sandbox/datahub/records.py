@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from fastapi import APIRouter, HTTPException
-from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
 
 from sandbox.clock import iso
@@ -30,6 +29,7 @@ from sandbox.datahub.record_models import (
     PointRecord,
     ReservationRecord,
 )
+from sandbox.encoding import JSONResponse
 from sandbox.errors import invalid
 
 # Method POST for all; the spec names the operations only (section 4).

@@ -394,6 +394,32 @@ def test_a_backup_file_out_of_order_is_refused(tmp_path, monkeypatch):
         land_backup(Lake(tmp_path), "default", [date(2026, 1, 1), date(2026, 1, 2)], [body])
 
 
+def test_odd_bytes_in_a_backup_read_as_the_replacement_character(tmp_path):
+    """A byte that is not UTF-8 failed the region's whole backup; U+FFFD (what a lone
+    surrogate is served as) is text."""
+    body = _csv(
+        [
+            HEADER,
+            _message("a", "odd \ufffd served", "2026-01-01T10:00:00+00:00"),
+            _message("b", "placeholder", "2026-01-01T11:00:00+00:00"),
+            _message("c", "plain", "2026-01-01T12:00:00+00:00"),
+        ]
+    ).replace(b"placeholder", b"odd \xed\xa0\x80 bytes")
+    landed = land_backup(Lake(tmp_path), "default", [date(2026, 1, 1)], [body])
+    assert landed.rows == landed.file_rows == 3
+    texts = duckdb.sql(
+        f"SELECT text FROM read_parquet('{tmp_path}/**/*.parquet') ORDER BY message_uuid"
+    ).fetchall()
+    assert texts == [("odd \ufffd served",), ("odd \ufffd\ufffd\ufffd bytes",), ("plain",)]
+
+
+def test_a_record_longer_than_a_block_is_refused_naming_the_limit(tmp_path, monkeypatch):
+    monkeypatch.setattr(backups, "CSV_BLOCK_BYTES", 200)
+    body = _csv([HEADER, _message("a", "x" * 500, "2026-01-01T10:00:00+00:00")])
+    with pytest.raises(backups.BackupRecordTooLong, match="longer than 200 bytes"):
+        land_backup(Lake(tmp_path), "default", [date(2026, 1, 1)], [body])
+
+
 def test_rows_match_backup_compares_each_region_over_the_range(tmp_path):
     lake = Lake(tmp_path)
     days = [date(2026, 1, 1), date(2026, 1, 2)]

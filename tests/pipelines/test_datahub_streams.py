@@ -228,6 +228,24 @@ def test_member_batches_refuse_a_file_without_its_header_columns_or_cut(content,
         list(member_batches(in_chunks(content), "default"))
 
 
+def test_member_batches_read_long_fields_and_odd_bytes():
+    """A field over 131,072 characters (the csv module's default limit) failed the export,
+    as did a byte that is not UTF-8; U+FFFD (what a lone surrogate is served as) is text."""
+    address = "Long Street " * 20_000
+    content = export_csv(
+        [
+            {"member_id": 1, "address": address},
+            {"member_id": 2, "full_name": "odd \ufffd served"},
+            {"member_id": 3, "full_name": "placeholder"},
+        ]
+    ).replace(b"placeholder", b"odd \xff byte")
+
+    [table] = member_batches(in_chunks(content, 4096), "default")
+
+    assert table["address"].to_pylist()[0] == address
+    assert table["full_name"].to_pylist()[1:] == ["odd \ufffd served", "odd \ufffd byte"]
+
+
 def export_service(rows: list[dict], row_count: int):
     """Start answers a pending task, the next look a finished one, then the file."""
 

@@ -1,11 +1,14 @@
 """The shared transport: what is retried, how long it waits, what it never leaks."""
 
+import json
 import threading
 import time
 
 import httpx
+import pydantic
 import pytest
 
+from pipelines.clients.comment import CommentClient
 from pipelines.transport import MIN_WAIT, Pacer, Rate, RetryPolicy, ServiceError, Transport
 
 SECRET = "sa_live_CANARY_never_print_me"
@@ -141,3 +144,69 @@ def test_pacer_spaces_requests_across_threads():
     # sooner than k intervals after the start. (A busy machine only delays a stamp after its
     # turn, so the gaps between stamps say nothing; this bound holds however late they are.)
     assert all(stamp - started >= k * 0.05 for k, stamp in enumerate(stamps))
+
+
+class Named(pydantic.BaseModel):
+    name: str
+
+
+# (body, the name read): JSON escapes as `json.dumps` writes them, bytes as a service sends.
+ODD_TEXTS = {
+    "lone high surrogate": (b'"odd \\ud800 text"', "odd \ufffd text"),
+    "lone low surrogate": (b'"\\uDC00 first"', "\ufffd first"),
+    "two lone ones": (b'"\\udc00\\ud800"', "\ufffd\ufffd"),
+    "a pair": (b'"\\ud83d\\ude00"', "\U0001f600"),
+    "an escaped backslash": (b'"\\\\ud800"', "\\ud800"),
+    "a byte that is not UTF-8": (b'"odd \xff text"', "odd \ufffd text"),
+}
+DECODERS = {
+    "model": lambda transport: transport.get("/named", Named).name,
+    "plain types": lambda transport: transport.get("/named", pydantic.TypeAdapter(dict))["name"],
+    "request_json": lambda transport: transport.request_json("GET", "/named")["name"],
+}
+
+
+@pytest.mark.parametrize("decoder", DECODERS.values(), ids=DECODERS.keys())
+@pytest.mark.parametrize(("text", "read"), ODD_TEXTS.values(), ids=ODD_TEXTS.keys())
+def test_text_utf8_cannot_carry_reads_as_the_replacement_character_at_once(decoder, text, read):
+    """A lone surrogate (valid JSON) was read as a cut body: asked again until retries ran
+    out, then the sync failed; or decoded to a `str` that Arrow and Parquet refuse."""
+    http, calls = scripted(httpx.Response(200, content=b'{"name": ' + text + b"}"))
+    with client(http) as transport:
+        assert decoder(transport) == read
+        read.encode("utf-8")
+    assert len(calls) == 1
+
+
+def test_a_lone_surrogate_in_a_page_of_logs_reads_as_the_replacement_character():
+    log = {
+        "id": "l1",
+        "activity_name": "odd \ud800 name",
+        "account_id": "acc",
+        "trigger": "comment",
+        "action": "dm",
+        "status": "sent",
+        "created_at": "2026-01-01T09:00:00+00:00",
+    }
+    body = json.dumps({"logs": [log], "total": 1}).encode()
+    http, calls = scripted(httpx.Response(200, content=body))
+    with client(http) as transport:
+        page = CommentClient(transport).log_table(days=1, page=0)
+    assert page.logs["activity_name"].to_pylist() == ["odd \ufffd name"]
+    assert len(calls) == 1
+
+
+def test_a_lone_surrogate_in_an_error_reads_as_the_replacement_character():
+    body = b'{"error": {"code": "bad", "message": "odd \\ud800 value"}}'
+    http, _ = scripted(httpx.Response(400, content=body))
+    with client(http) as transport, pytest.raises(ServiceError) as raised:
+        transport.request_json("GET", "/named")
+    assert "odd \ufffd value" in str(raised.value)
+
+
+def test_a_cut_body_is_still_asked_again():
+    cut = httpx.Response(200, content=b'{"name": "odd \\ud800 te')
+    http, calls = scripted(cut, httpx.Response(200, content=b'{"name": "whole"}'))
+    with client(http) as transport:
+        assert transport.get("/named", Named).name == "whole"
+    assert len(calls) == 2

@@ -21,7 +21,7 @@ from sandbox.app import build_app
 from sandbox.config import SandboxConfig
 from sandbox.datahub.contact_data import EXPORT_FIELDS
 from sandbox.datahub.contacts import OPERATIONS
-from tests.conftest import ANCHOR
+from tests.conftest import ANCHOR, build_hooked
 from tests.constants import APIKEY
 
 DATAHUB = "/datahub"
@@ -121,20 +121,7 @@ def shared():
 def hooked():
     """A frozen sandbox whose webhooks land in a list (MockTransport)."""
     received: list[httpx.Request] = []
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        received.append(request)
-        return httpx.Response(200)
-
-    config = SandboxConfig(
-        frozen=True,
-        now=ANCHOR,
-        webhook_url="http://hooks.test/in",
-        webhook_secret=SECRET,
-        task_phase_seconds=0.05,
-        rate_limits=False,
-    )
-    app = build_app(config, webhook_transport=httpx.MockTransport(handler))
+    app = build_hooked(received, SECRET)
     with TestClient(app, base_url="http://sandbox") as client:
         yield app, client, received
     app.sandbox.webhooks.close()

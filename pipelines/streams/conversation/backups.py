@@ -20,7 +20,9 @@ from pipelines.landing import Landed, Pull, Refused, pulled_at
 from pipelines.streams.conversation import MESSAGES
 from pipelines.transport import CallStats
 
-#: Bytes of the backup file parsed at a time (Arrow's CSV block).
+#: Bytes of the backup file parsed at a time (Arrow's CSV block), and so the longest record
+#: the file may hold: Arrow cannot parse one that straddles two blocks. Chat platforms cap a
+#: message at a few thousand characters; memory holds a few blocks.
 CSV_BLOCK_BYTES = 1 << 20
 BACKUP_COLUMNS = [name for name in MESSAGES.schema.names if name != "connection"]
 #: Empty in the file for text messages; null in the lake (only image messages carry them).
@@ -77,20 +79,52 @@ class _RecordCounter:
         return max(0, self._line_ends + self._open_line - 1)  # minus the header
 
 
+class BackupRecordTooLong(Exception):
+    """A record of the backup file is longer than CSV_BLOCK_BYTES."""
+
+
+def _record_batches(file: io.RawIOBase) -> Iterator[pa.RecordBatch]:
+    read = pacsv.ReadOptions(block_size=CSV_BLOCK_BYTES)
+    # Texts hold commas, quotes and line breaks (sandbox README: backup file).
+    parse = pacsv.ParseOptions(newlines_in_values=True)
+    convert = pacsv.ConvertOptions(
+        column_types={f.name: f.type for f in MESSAGES.schema if f.name != "connection"},
+        include_columns=BACKUP_COLUMNS,
+        # Checked by `_valid_text` instead, which reads what is not UTF-8 as U+FFFD.
+        check_utf8=False,
+    )
+    try:
+        # Opening reads the first block too.
+        yield from pacsv.open_csv(io.BufferedReader(file), read, parse, convert)
+    except pa.ArrowInvalid as exc:
+        if "straddl" not in str(exc):
+            raise
+        raise BackupRecordTooLong(
+            f"a record of the backup file is longer than {CSV_BLOCK_BYTES} bytes "
+            "(CSV_BLOCK_BYTES, pipelines/streams/conversation/backups.py)"
+        ) from None
+
+
+def _valid_text(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """`batch` with each byte sequence that is not UTF-8 in its texts as U+FFFD, as the
+    transport and the member export read them; a column that is valid is left as it is."""
+    for index, column_field in enumerate(batch.schema):
+        if not pa.types.is_string(column_field.type):
+            continue
+        column = batch.column(index)
+        try:
+            column.validate(full=True)
+        except pa.ArrowInvalid:
+            raw = column.view(pa.binary()).to_pylist()
+            texts = [None if b is None else b.decode("utf-8", "replace") for b in raw]
+            batch = batch.set_column(index, column_field, pa.array(texts, pa.string()))
+    return batch
+
+
 def _message_tables(file: io.RawIOBase, connection: str) -> Iterator[tuple[date, pa.Table]]:
     """(day, rows of that day) pieces of the backup file in file order, a block at a time."""
-    reader = pacsv.open_csv(
-        io.BufferedReader(file),
-        read_options=pacsv.ReadOptions(block_size=CSV_BLOCK_BYTES),
-        # Texts hold commas, quotes and line breaks (sandbox README: backup file).
-        parse_options=pacsv.ParseOptions(newlines_in_values=True),
-        convert_options=pacsv.ConvertOptions(
-            column_types={f.name: f.type for f in MESSAGES.schema if f.name != "connection"},
-            include_columns=BACKUP_COLUMNS,
-        ),
-    )
-    for batch in reader:
-        table = pa.Table.from_batches([batch])
+    for batch in _record_batches(file):
+        table = pa.Table.from_batches([_valid_text(batch)])
         for name in IMAGE_COLUMNS:
             column = table[name]
             blank = pc.equal(column, "")

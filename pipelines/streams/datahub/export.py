@@ -22,6 +22,12 @@ EXPORT_COLUMNS = ("member_id", *MEMBER_TEXT_COLUMNS)
 EXPORT_BATCH_ROWS = 50_000
 #: File metadata key: the `row_count` the export task announced.
 EXPORT_ROW_COUNT = "export_row_count"
+#: The longest field read, in characters: the spec bounds none of the profile's texts, and
+#: the csv module's default (131,072) would fail a long address. The largest the module takes
+#: on every platform (a C long); a field is in memory with its row either way.
+EXPORT_FIELD_CHARS = 2**31 - 1
+# For the whole process: the csv module has no limit per reader.
+csv.field_size_limit(max(csv.field_size_limit(), EXPORT_FIELD_CHARS))
 
 
 class ExportMismatch(Exception):
@@ -53,8 +59,10 @@ class _ByteStream(io.RawIOBase):
 def member_batches(chunks: Iterator[bytes], connection: str) -> Iterator[pa.Table]:
     """The export CSV (UTF-8, header row, null as empty: the sandbox's choice) as tables of
     the members schema, EXPORT_BATCH_ROWS at a time. Columns are found by header name; a
-    column the schema does not know is left out."""
-    text = io.TextIOWrapper(io.BufferedReader(_ByteStream(chunks)), "utf-8-sig", newline="")
+    column the schema does not know is left out. Bytes that are not UTF-8 are read as
+    U+FFFD, as the transport reads them in JSON (`pipelines/transport.py`)."""
+    raw = io.BufferedReader(_ByteStream(chunks))
+    text = io.TextIOWrapper(raw, "utf-8-sig", errors="replace", newline="")
     reader = csv.reader(text)
     header = next(reader, None)
     if header is None:
