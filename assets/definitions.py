@@ -4,15 +4,18 @@ jobs per service, hourly and daily schedules, freshness checks (README.md, "Dags
 from datetime import UTC, timedelta
 
 import dagster as dg
+import pyarrow as pa
 from dagster._core.storage.tags import (
     ASSET_PARTITION_RANGE_END_TAG,
     ASSET_PARTITION_RANGE_START_TAG,
 )
 
 from assets import comment, conversation, datahub, push, setup_check, webhooks
+from assets.catalog import column_schema
 from assets.console import LOGGERS
 from assets.resources import LakeResource, resources_or_problem
 from pipelines.catalog import PULLED, refresh_warehouse
+from pipelines.lake import described
 
 SERVICES = {"comment": comment, "conversation": conversation, "datahub": datahub}
 STREAMS = PULLED
@@ -21,10 +24,25 @@ STREAM_ASSETS = [asset for module in SERVICES.values() for asset in module.ASSET
 HOURLY = {"trigger_logs", "daily_stats", "messages"}
 
 
+#: What the views asset is, as a table: the relations the warehouse defines (README.md,
+#: "Query the warehouse"); each stream's own columns are on its asset.
+VIEWS_SCHEMA = pa.schema(
+    [
+        described(
+            "schema",
+            pa.string(),
+            "A service, `marts`, `outbound` or `sync`, or a schema of a `WAREHOUSE_SQL` folder.",
+        ),
+        described("view", pa.string(), "Defined by the file `<schema>/<view>.sql` of its folder."),
+    ]
+)
+
+
 @dg.asset(
     key=["warehouse", "views"],
     group_name="warehouse",
     kinds={"duckdb"},
+    metadata={"dagster/column_schema": column_schema(VIEWS_SCHEMA)},
     deps=STREAM_ASSETS,
     description=(
         "`warehouse.duckdb`: a view per stream and the marts, from `sql/` and the folders "

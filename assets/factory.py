@@ -5,8 +5,9 @@ stream (`pipelines/streams/`), how one run lands it (a function of `pipelines.la
 and what the UI says of it. Every asset is alike: keyed `<service>/<stream>`, grouped by
 service, in its service's pool, daily-partitioned with single-run backfills when its stream
 is daily, reporting what the landing returned as metadata (a daily stream's on each day's
-own materialization). Days older than the service serves are not asked for and say so: a
-"materialize all" never leaves a partition that could never turn green. A landing that
+own materialization), tagged with its service and described for the catalog by its columns
+(`assets/catalog.py`) and its rows. Days older than the service serves are not asked for and
+say so: a "materialize all" never leaves a partition that could never turn green. A landing that
 refuses (`pipelines.landing.Refused`) fails the run with its message and figures, no
 traceback. A connection that fails does not stop the others: what they landed is recorded,
 then the step fails naming each failed connection and what to do.
@@ -18,6 +19,7 @@ from datetime import date, timedelta
 
 import dagster as dg
 
+from assets.catalog import row_count, stream_metadata
 from assets.partitions import daily, single_run
 from pipelines.lake import Lake, Stream
 from pipelines.landing import Land, Landed, Pull, Refused, served_days, today
@@ -44,6 +46,11 @@ def pool(service: str) -> str:
     return f"{service}_api"
 
 
+def service_tag(service: str) -> dict[str, str]:
+    """The tag the catalog filters a service's assets by (kinds say what they are made of)."""
+    return {"service": service}
+
+
 def asset_key(stream: Stream) -> dg.AssetKey:
     return dg.AssetKey([stream.service, stream.name])
 
@@ -67,6 +74,8 @@ def stream_asset(declared: StreamAsset) -> dg.AssetsDefinition:
         pool=pool(stream.service),
         deps=[asset_key(dep) for dep in declared.deps],
         description=declared.description,
+        metadata=stream_metadata(stream),
+        tags=service_tag(stream.service),
         partitions_def=daily if partitioned else None,
         backfill_policy=single_run if partitioned else None,
         required_resource_keys={"lake", stream.service},
@@ -96,7 +105,9 @@ def stream_asset(declared: StreamAsset) -> dg.AssetsDefinition:
         if landed.failed:
             fail_connections(context, stream, landed, lake, days)
         if not partitioned:
-            return dg.MaterializeResult(metadata=landed.metadata(None))
+            # Each connection's snapshot replaced whole: the rows landed are the table's.
+            metadata = landed.metadata(None) | row_count(landed.rows, partition=False)
+            return dg.MaterializeResult(metadata=metadata)
         # A range run records each day's own figures on that day's materialization, and
         # the run's own (requests, the range) once, as an observation of the asset.
         landed.not_served = not_served
@@ -104,6 +115,7 @@ def stream_asset(declared: StreamAsset) -> dg.AssetsDefinition:
             dg.AssetObservation(asset_key=context.asset_key, metadata=landed.metadata(days))
         )
         for day, figures in landed.day_metadata(lake, stream, days).items():
+            figures |= row_count(figures["rows"], partition=True)
             context.add_asset_metadata(figures, partition_key=day.isoformat())
         return dg.MaterializeResult()
 

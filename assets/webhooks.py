@@ -7,6 +7,8 @@ it when the inbox holds events the lake lacks (README.md, "Receive the data hub'
 # No `from __future__ import annotations`: Dagster reads the context and resource annotations.
 import dagster as dg
 
+from assets.catalog import stream_metadata
+from assets.factory import service_tag
 from assets.resources import LakeResource
 from pipelines.catalog import refresh_warehouse
 from pipelines.webhooks.compaction import (
@@ -22,6 +24,8 @@ from pipelines.webhooks.inbox import Inbox, inbox_path
     key=[WEBHOOK_EVENTS.service, WEBHOOK_EVENTS.name],
     group_name=WEBHOOK_EVENTS.service,
     kinds={"python", "parquet", "sqlite"},
+    metadata=stream_metadata(WEBHOOK_EVENTS),
+    tags=service_tag(WEBHOOK_EVENTS.service),
     description=(
         "Every webhook event the receiver accepted, once each, by the UTC day of its "
         "`timestamp`: days holding events the lake lacks are rewritten whole from the inbox "

@@ -37,6 +37,9 @@ pa.set_memory_pool(pa.system_memory_pool())
 #: The lake's one date-time type: UTC, in microseconds (what pyarrow builds from a Python
 #: datetime fastest, and DuckDB's own unit). Every stream's date-times are of this type.
 TIMESTAMP = pa.timestamp("us", tz="UTC")
+#: The key of a column's description in its Arrow field's metadata: the catalog reads it
+#: (`assets/catalog.py`); the lake's files are written without it.
+DESCRIPTION = b"description"
 CONNECTION_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 TEMPORARY_SUFFIX = ".tmp"
 #: Rows buffered before a row group is written: what a landing holds in memory at most
@@ -76,6 +79,23 @@ class Stream:
         return f"{self.service}.{self.name}"
 
 
+def described(name: str, arrow: pa.DataType, description: str) -> pa.Field:
+    """A column written out in a stream's declaration, with what it holds."""
+    return pa.field(name, arrow, metadata={DESCRIPTION: description})
+
+
+#: The column every pulled row carries.
+CONNECTION = described(
+    "connection", pa.string(), "The connection the row was pulled through (a workspace or region)."
+)
+
+
+def file_schema(schema: pa.Schema) -> pa.Schema:
+    """`schema` without its columns' descriptions: they belong to the catalog, not to every
+    file of the lake."""
+    return pa.schema([field.remove_metadata() for field in schema], metadata=schema.metadata)
+
+
 def check_connection_name(name: str) -> str:
     if not CONNECTION_NAME.match(name):
         raise ValueError(
@@ -89,7 +109,7 @@ def connection_stream(
 ) -> Stream:
     """A pulled stream: its fields after the `connection` every row carries (fields of a
     model, `pipelines/schemas.py`, or written out)."""
-    return Stream(service, name, pa.schema([("connection", pa.string()), *fields]), **options)
+    return Stream(service, name, pa.schema([CONNECTION, *fields]), **options)
 
 
 class LakeLocation(pydantic.BaseModel):
@@ -147,7 +167,7 @@ class Lake:
         target = self.path(stream, connection, day)
         target.parent.mkdir(parents=True, exist_ok=True)
         temporary = target.with_name(f".{target.name}.{uuid.uuid4().hex}{TEMPORARY_SUFFIX}")
-        schema = stream.schema.with_metadata(
+        schema = file_schema(stream.schema).with_metadata(
             {
                 **(stream.schema.metadata or {}),
                 **{k.encode(): v.encode() for k, v in (metadata or {}).items()},

@@ -12,6 +12,10 @@ fields is typed once: in the model (`pipelines/clients/*.py`). The mapping:
 - `dict`, `Any`, or a list of them -> string, holding JSON text;
 - `X | None` and `NotRequired[X]` -> X's type.
 
+A field's description (its attribute docstring, `Model` in `pipelines/clients/base.py`) goes
+with its column, in the Arrow field's metadata (`DESCRIPTION`, `pipelines/lake.py`), for the
+catalog to show.
+
 Every column is nullable, a field the service always sends too: the lake's files have always
 been written so, and a Parquet column's nullability is part of its type.
 """
@@ -37,7 +41,7 @@ import pyarrow as pa
 import pydantic
 
 from pipelines.clients.base import Day, Moment
-from pipelines.lake import TIMESTAMP
+from pipelines.lake import DESCRIPTION, TIMESTAMP
 from pipelines.landing import parse_moment
 
 _SCALARS = {str: pa.string(), int: pa.int64(), float: pa.float64(), bool: pa.bool_()}
@@ -50,7 +54,27 @@ def arrow_fields(model: type, *, exclude: Collection[str] = ()) -> list[pa.Field
     unknown = set(exclude) - hints.keys()
     if unknown:
         raise ValueError(f"{model.__name__} has no fields {sorted(unknown)}")
-    return [pa.field(name, arrow_type(hint)) for name, hint in hints.items() if name not in exclude]
+    notes = descriptions(model)
+    return [
+        pa.field(
+            name,
+            arrow_type(hint),
+            metadata={DESCRIPTION: notes[name]} if name in notes else None,
+        )
+        for name, hint in hints.items()
+        if name not in exclude
+    ]
+
+
+def descriptions(model: type) -> dict[str, str]:
+    """The fields of `model` that say what they hold: a pydantic model's field descriptions,
+    a TypedDict's attribute docstrings (read by pydantic under `use_attribute_docstrings`)."""
+    if issubclass(model, pydantic.BaseModel):
+        return {
+            name: info.description for name, info in model.model_fields.items() if info.description
+        }
+    properties = pydantic.TypeAdapter(model).json_schema()["properties"]
+    return {name: p["description"] for name, p in properties.items() if "description" in p}
 
 
 def _hints(model: type) -> dict[str, Any]:
@@ -80,7 +104,8 @@ def arrow_type(hint: Any) -> pa.DataType:
     elif hint in _SCALARS:
         return _SCALARS[hint]
     elif isinstance(hint, type) and issubclass(hint, pydantic.BaseModel):
-        return pa.struct(arrow_fields(hint))
+        # The catalog describes top-level columns only.
+        return pa.struct([field.remove_metadata() for field in arrow_fields(hint)])
     raise TypeError(f"no Arrow type for {hint!r} (pipelines/schemas.py)")
 
 

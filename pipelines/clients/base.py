@@ -26,9 +26,11 @@ Day = Annotated[str, "ISO 8601 date"]
 
 
 class Model(pydantic.BaseModel):
-    """A response model: a field the service adds later is kept, never an error."""
+    """A response model: a field the service adds later is kept, never an error. A field's
+    docstring says what it holds where the service's documentation does; it becomes its
+    column's description in the catalog (`pipelines/schemas.py`)."""
 
-    model_config = pydantic.ConfigDict(extra="allow")
+    model_config = pydantic.ConfigDict(extra="allow", use_attribute_docstrings=True)
 
 
 def fill_path(template: str, **values: object) -> str:

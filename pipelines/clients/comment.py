@@ -43,6 +43,7 @@ class Me(Model):
 class Account(Model):
     id: str
     platform: str
+    """`instagram`, `facebook` or `threads`."""
     handle: str
     username: str | None = None
     page_name: str | None = None
@@ -70,25 +71,41 @@ class Posts(Model):
 
 class ActivityStats(Model):
     public_replies_sent: int
+    """Total public replies sent."""
     dms_sent: int
+    """Total DMs sent."""
 
 
 class Activity(Model):
     id: str
+    """A uuid in paths."""
     name: str
+    """Internal name."""
     status: str
+    """`draft`, `active` or `paused`."""
     account_id: str
     platform: str
+    """`instagram`, `facebook` or `threads`."""
     trigger: str
+    """What triggers it: `ig_comment`, `ig_story`, `ig_live`, `fb_comment`, `fb_live`,
+    `fb_message` or `threads_reply`."""
     keywords: list[str]
+    """Case-insensitive; empty: every comment triggers."""
     match: str
+    """`contains` (the comment contains a keyword) or `exact` (it equals one)."""
     public_replies: list[str]
+    """One is picked at random per reply."""
     dm: list[dict[str, Any]]
+    """The DM's blocks (`text`, `button`, `image`, `card`)."""
     post_scope: str
+    """`all` (every post), `selected` (only `post_ids`) or `next_post` (the next post published)."""
     post_ids: list[str] | None = None
+    """The posts of scope `selected`; story ids for `ig_story`."""
     follow_gate: dict[str, Any] | None = None
+    """Asks the commenter to follow the account before the DM content is delivered."""
     start_at: Moment | None = None
     end_at: Moment | None = None
+    """After `start_at`."""
     created_at: Moment
     updated_at: Moment
     dashboard_url: str
@@ -109,6 +126,7 @@ class ActivityDetail(Model):
     daily: list[TrendDay]
 
 
+@pydantic.with_config(pydantic.ConfigDict(use_attribute_docstrings=True))
 class TriggerLog(TypedDict):
     """One trigger log as a plain dict: a year of logs is a million rows, and dicts validated
     straight from the body cost a fraction of models (bench: pull throughput). Fields the
@@ -124,6 +142,7 @@ class TriggerLog(TypedDict):
     post_id: NotRequired[str | None]
     action: str
     status: str
+    """`success` or `failed`."""
     error: NotRequired[str | None]
     created_at: Moment
 

@@ -142,10 +142,12 @@ class Member(Model):
 class AssignmentRelationship(Model):
     team_id: int | None = None
     user_id: int | None = None
+    """The user the member is assigned to."""
 
 
 class Assignment(Model):
     assign_type: str
+    """`case-based`, `permanent` or `unassigned`."""
     assignment_relationship: AssignmentRelationship | None = None
 
 

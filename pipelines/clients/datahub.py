@@ -73,17 +73,22 @@ class CustomField(Model):
     id: int
     name: str | None = None
     key: str
+    """A profile update names the field `cl_custom_<key>`."""
     type: str
+    """The value type (e.g. `text`): Text, Number, Date, DateTime or `single_select`."""
     description: str | None = None
     slot_number: int | None = None
     active: bool
+    """False: archived."""
     #: Only `single_select` fields carry options; others answer null.
     options: list[CustomFieldOption] | None = None
+    """Only `single_select` fields carry options."""
 
 
 class Broadcast(Model):
     id: int
     source: str | None = None
+    """`maac` or `caac`."""
     name: str | None = None
     sent_date: datetime | None = None
     status: str | None = None
@@ -96,6 +101,7 @@ class BroadcastReport(Model):
 
     name: str | None = None
     source: str | None = None
+    """`maac` or `caac`."""
     sent_date: datetime | None = None
     segment_name: str | None = None
     sent: int

@@ -33,16 +33,19 @@ from itertools import islice
 import duckdb
 import pyarrow as pa
 
-from pipelines.lake import TIMESTAMP, Lake, Stream
+from pipelines.lake import TIMESTAMP, Lake, Stream, described
 from pipelines.webhooks.inbox import Inbox, StoredEvent
 
+RECEIVED_AT = described("received_at", TIMESTAMP, "When the receiver stored the event.")
 #: The first columns of both streams: which event it is, by the inbox's key and envelope.
 ENVELOPE = [
-    ("idempotency_key", pa.string()),
+    described(
+        "idempotency_key", pa.string(), "The delivery's `Service-Idempotency-Key`: one per event."
+    ),
     ("event", pa.string()),
     ("timestamp", TIMESTAMP),
-    ("source", pa.string()),
-    ("event_id", pa.string()),
+    described("source", pa.string(), "`maac` or `caac`."),
+    described("event_id", pa.string(), "Carried by the synchronization events (`*.sync`)."),
 ]
 WEBHOOK_EVENTS = Stream(
     "datahub",
@@ -50,8 +53,8 @@ WEBHOOK_EVENTS = Stream(
     pa.schema(
         [
             *ENVELOPE,
-            ("data", pa.string()),  # the envelope's `data`, JSON text
-            ("received_at", TIMESTAMP),
+            described("data", pa.string(), "The envelope's `data`, as JSON text."),
+            RECEIVED_AT,
         ]
     ),
     daily=True,
@@ -63,9 +66,9 @@ WEBHOOK_QUARANTINE = Stream(
     pa.schema(
         [
             *ENVELOPE,
-            ("reason", pa.string()),  # why it is not in webhook_events
-            ("body", pa.binary()),  # the raw bytes the signature covers
-            ("received_at", TIMESTAMP),
+            described("reason", pa.string(), "Why it is not in `webhook_events`."),
+            described("body", pa.binary(), "The raw bytes the signature covers."),
+            RECEIVED_AT,
         ]
     ),
     daily=True,

@@ -1,11 +1,13 @@
 """The asset factory (assets/factory.py) on streams of its own: each day of a range run
 records its own figures, days the service no longer serves are not asked for and say so,
-and a refusal fails the run with its message, no traceback."""
+a refusal fails the run with its message, no traceback, and the catalog shows each asset's
+columns, service and rows."""
 
 from datetime import date, timedelta
 
 import dagster as dg
 import pyarrow as pa
+import pyarrow.parquet as pq
 from dagster._core.storage.tags import (
     ASSET_PARTITION_RANGE_END_TAG,
     ASSET_PARTITION_RANGE_START_TAG,
@@ -13,10 +15,12 @@ from dagster._core.storage.tags import (
 
 from assets.factory import StreamAsset, stream_asset
 from assets.resources import LakeResource
-from pipelines.lake import Lake, connection_stream
+from pipelines.lake import Lake, connection_stream, described
 from pipelines.landing import Landed, Refused, today
 
 THINGS = connection_stream("test", "things", [("id", pa.int64())], daily=True)
+#: A snapshot stream with a described column.
+LABELS = connection_stream("test", "labels", [described("id", pa.int64(), "The label's id.")])
 #: A stream whose service answers for the last 3 days only.
 RECENT = connection_stream("test", "recent", [("id", pa.int64())], daily=True, served_days=3)
 
@@ -86,6 +90,7 @@ def test_each_day_of_a_range_run_records_its_own_rows_not_the_range(tmp_path):
         "rows_per_connection": {"a": 3, "b": 1},
         "outcome": "landed",
         "run_days": "2026-10-01 to 2026-10-03 (3 days)",
+        "dagster/partition_row_count": 4,
     }
 
 
@@ -138,3 +143,33 @@ def test_a_refused_landing_fails_the_run_with_its_message_and_figures(tmp_path):
     assert error.cls_name == "Failure"
     assert "cannot be pulled: not served" in error.message
     assert failure.step_failure_data.user_failure_data.metadata["days"].value == 1
+
+
+def test_the_catalog_shows_the_columns_with_their_descriptions_the_service_and_the_rows(
+    tmp_path,
+):
+    def land(pull):
+        rows = [{"id": 1, "connection": "a"}, {"id": 2, "connection": "a"}]
+        return Landed(rows_per_connection={"a": pull.lake.write(pull.stream, "a", rows)})
+
+    asset = stream_asset(StreamAsset(LABELS, land, "Labels."))
+    spec = asset.specs_by_key[asset.key]
+    columns = spec.metadata["dagster/column_schema"].columns
+    assert [(c.name, c.type, c.description) for c in columns] == [
+        (
+            "connection",
+            "string",
+            LABELS.schema.field("connection").metadata[b"description"].decode(),
+        ),
+        ("id", "int64", "The label's id."),
+    ]
+    assert spec.metadata["dagster/table_name"] == "test.labels"
+    assert spec.tags["service"] == "test"
+    result = dg.materialize(
+        [asset],
+        resources={"lake": LakeResource(lake_root=str(tmp_path)), "test": Settings()},
+    )
+    (materialization,) = result.asset_materializations_for_node("test__labels")
+    assert materialization.metadata["dagster/row_count"].value == 2
+    # The descriptions are the catalog's, not the files': the lake is written without them.
+    assert pq.read_schema(Lake(tmp_path).path(LABELS, "a")).field("id").metadata is None

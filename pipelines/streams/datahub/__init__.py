@@ -13,7 +13,7 @@ Where a stream's row copies a model, its columns are that model's fields
 import pyarrow as pa
 
 from pipelines.clients.datahub import Broadcast, BroadcastReport, CustomField
-from pipelines.lake import Stream
+from pipelines.lake import CONNECTION, Stream, described
 from pipelines.schemas import arrow_fields
 
 SERVICE = "datahub"
@@ -22,13 +22,13 @@ SERVICE = "datahub"
 CUSTOM_FIELDS = Stream(
     SERVICE,
     "custom_fields",
-    pa.schema([*arrow_fields(CustomField), ("connection", pa.string())]),
+    pa.schema([*arrow_fields(CustomField), CONNECTION]),
 )
 
 BROADCASTS = Stream(
     SERVICE,
     "broadcasts",
-    pa.schema([*arrow_fields(Broadcast), ("connection", pa.string())]),
+    pa.schema([*arrow_fields(Broadcast), CONNECTION]),
 )
 
 BROADCAST_REPORTS = Stream(
@@ -38,10 +38,9 @@ BROADCAST_REPORTS = Stream(
         [
             ("broadcast_id", pa.int64()),
             *arrow_fields(BroadcastReport),
-            # The date range the report's figures are over.
-            ("start_date", pa.date32()),
-            ("end_date", pa.date32()),
-            ("connection", pa.string()),
+            described("start_date", pa.date32(), "First day of the range the figures are over."),
+            described("end_date", pa.date32(), "Last day of the range the figures are over."),
+            CONNECTION,
             # Further fields of the report, undocumented by the hub ("not shown"), as JSON.
             ("report", pa.string()),
         ]
@@ -74,14 +73,28 @@ MEMBER_TEXT_COLUMNS = (
     "account_manager",
 )
 
+#: What the hub documents of some contact profile fields.
+_PROFILE_NOTES = {
+    "display_mobile": "E.164.",
+    "gender": "`male`, `female`, `unknown` or `other`.",
+    "birthday": "YYYY-MM-DD.",
+    "region": "A region or country code.",
+    "source": "`maac` or `caac`.",
+}
+
 MEMBERS = Stream(
     SERVICE,
     "members",
     pa.schema(
         [
             ("member_id", pa.int64()),
-            *((name, pa.string()) for name in MEMBER_TEXT_COLUMNS),
-            ("connection", pa.string()),
+            *(
+                described(name, pa.string(), _PROFILE_NOTES[name])
+                if name in _PROFILE_NOTES
+                else (name, pa.string())
+                for name in MEMBER_TEXT_COLUMNS
+            ),
+            CONNECTION,
         ]
     ),
     # One export per connection and day, kept: the latest is `datahub.members`, the
