@@ -166,7 +166,7 @@ def _freshness_checks() -> list[dg.AssetChecksDefinition]:
 FRESHNESS_CHECKS = _freshness_checks()
 
 defs = dg.Definitions(
-    assets=[*STREAM_ASSETS, warehouse_views, *webhooks.ASSETS],
+    assets=[*STREAM_ASSETS, warehouse_views, *webhooks.ASSETS, *push.SPECS],
     asset_checks=[
         *(check for module in SERVICES.values() for check in module.CHECKS),
         *FRESHNESS_CHECKS,

@@ -1,12 +1,60 @@
 """The push as Dagster jobs: `push` sends, `push_dry_run` only plans. Both report, per
 record type, how many rows are new, changed, unchanged, stale, waiting, in doubt and
-rejected."""
+rejected.
+
+Its lineage, for the catalog: the outbound views (`outbound/<view>`, defined with the
+warehouse's views) and the records the data hub receives (`datahub/records/<record type>`),
+each a view's rows sent on. Both are assets Dagster does not materialize itself; the
+`push` job records a materialization of each record type it pushed (those with a view), with
+its figures; a dry run records none."""
 
 import dagster as dg
 
-from assets.factory import pool
+from assets.catalog import column_schema_of
+from assets.factory import pool, service_tag
 from assets.resources import DataHubResource, LakeResource
+from pipelines.push.plan import OUTBOUND
 from pipelines.push.run import ORDER, run_push
+from pipelines.push.validation import view_columns
+
+WAREHOUSE_VIEWS = dg.AssetKey(["warehouse", "views"])
+
+
+def _columns(record_type: str) -> dict[str, dg.TableSchema]:
+    return {"dagster/column_schema": column_schema_of(view_columns(record_type))}
+
+
+OUTBOUND_VIEWS = {
+    record_type: dg.AssetSpec(
+        ["outbound", outbound.view],
+        group_name="warehouse",
+        kinds={"duckdb"},
+        deps=[WAREHOUSE_VIEWS],
+        description=(
+            f"`outbound.{outbound.view}`: the {record_type} records to push, a view of yours "
+            "in a folder `WAREHOUSE_SQL` lists. Its columns are those validation reads."
+        ),
+        metadata=_columns(record_type) | {"dagster/table_name": f"outbound.{outbound.view}"},
+    )
+    for record_type, outbound in OUTBOUND.items()
+}
+HUB_RECORDS = {
+    record_type: dg.AssetSpec(
+        ["datahub", "records", record_type],
+        group_name="push",
+        kinds={"datahub"},
+        tags=service_tag("datahub"),
+        deps=[view.key],
+        description=(
+            f"The data hub's {record_type} records: what the `push` job sent of "
+            f"`outbound.{OUTBOUND[record_type].view}` and the hub accepted (the ledger is "
+            "`sync.pushed`)."
+        ),
+        metadata=_columns(record_type),
+    )
+    for record_type, view in OUTBOUND_VIEWS.items()
+}
+SPECS = [*OUTBOUND_VIEWS.values(), *HUB_RECORDS.values()]
 
 
 class PushConfig(dg.Config):
@@ -38,6 +86,12 @@ def push_to_datahub(
         record_type: dg.MetadataValue.json(figures)
         for record_type, figures in report.figures.items()
     }
+    if not config.dry_run:
+        for record_type, figures in report.figures.items():
+            if record_type not in report.without_view:
+                context.log_event(
+                    dg.AssetMaterialization(HUB_RECORDS[record_type].key, metadata=figures)
+                )
     return dg.Output(
         report.figures,
         metadata={"dry_run": config.dry_run, **metadata, **report.stats.as_metadata()},

@@ -39,6 +39,8 @@ class PushReport:
     dry_run: bool
     figures: dict[str, dict[str, int]] = field(default_factory=dict)
     stats: CallStats = field(default_factory=CallStats)
+    #: Record types that planned nothing: their outbound view is missing.
+    without_view: list[str] = field(default_factory=list)
 
 
 def outbound_rows(warehouse: duckdb.DuckDBPyConnection, view: str) -> list[dict]:
@@ -120,6 +122,7 @@ def run_push(
             outbound = OUTBOUND[record_type]
             if outbound.view not in views:
                 report.figures[record_type] = dict.fromkeys(OUTCOMES, 0)
+                report.without_view.append(record_type)
                 log(f"{record_type}: {missing_view(outbound.view)}; nothing planned")
                 continue
             rows = outbound_rows(warehouse, outbound.view)

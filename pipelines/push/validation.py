@@ -219,13 +219,14 @@ def ids(most: int) -> Any:
     return Annotated[list[text(0, 64)], Field(max_length=most)] | None
 
 
-DateTime = Annotated[str, PlainValidator(_date_time)]
-Date = Annotated[str, PlainValidator(_date)]
+# `json_schema_input_type`: what the catalog shows as the column's type (`view_columns`).
+DateTime = Annotated[str, PlainValidator(_date_time, json_schema_input_type=datetime)]
+Date = Annotated[str, PlainValidator(_date, json_schema_input_type=date)]
 Uri = Annotated[
     str, StringConstraints(strict=True, min_length=1, max_length=2083), AfterValidator(_http_url)
 ]
-Currency = Annotated[str, PlainValidator(_currency)]
-Number = Annotated[float, PlainValidator(_number)]
+Currency = Annotated[str, PlainValidator(_currency, json_schema_input_type=str)]
+Number = Annotated[float, PlainValidator(_number, json_schema_input_type=float)]
 NonNegative = Annotated[float, PlainValidator(partial(_at_least, 0))]
 Count = Annotated[int, PlainValidator(partial(_whole_number, 1))]
 ChannelType = Literal["line", "fb", "ig", "whatsapp", "email", "wccs", "others"]
@@ -518,6 +519,42 @@ class ProfileTarget(BaseModel):
     # 128: the hub's bound for these ids in records; 1..128 is the sandbox's choice.
     external_channel_id: text(1, 128)
     external_member_id: text(1, 128)
+
+
+#: Per record type, the models whose fields are its outbound view's columns (a view may carry
+#: more: `connection`, the key columns of `pipelines/push/plan.py`, `cl_custom_<key>`).
+VIEW_MODELS: dict[str, tuple[type[BaseModel], ...]] = {
+    "member_import": (ImportRow,),
+    "contact_profile": (ProfileTarget, ProfileFields),
+    **{record_type: (model,) for record_type, model in RECORD_MODELS.items()},
+    "behavior_event": (BehaviorEvent,),
+}
+
+
+#: Columns of a view that are not fields of its models: name, type, what it holds.
+VIEW_COLUMNS = {
+    "connection": ("string or null", "The data hub connection to send to (default `default`)."),
+    "event_key": ("string", "Behavior events: the event's own key; each is sent once."),
+    "import_key": ("string", "Member imports: the attribute a row is matched on."),
+}
+_KEY_COLUMNS = {"behavior_event": "event_key", "member_import": "import_key"}
+
+
+def view_columns(record_type: str) -> list[tuple[str, str, str | None]]:
+    """The columns validation reads from a record type's view: name, JSON type (`string`,
+    `number`, `date-time`, ...; `or null` when it may be missing) and, for a fixed set of
+    values, which."""
+    extra = ["connection", *([_KEY_COLUMNS[record_type]] if record_type in _KEY_COLUMNS else [])]
+    columns = {name: (name, *VIEW_COLUMNS[name]) for name in extra}
+    for model in VIEW_MODELS[record_type]:
+        schema = model.model_json_schema(mode="validation")
+        for name, found in schema["properties"].items():
+            options = found.get("anyOf", [found])
+            kinds = [option.get("format", option.get("type", "any")) for option in options]
+            values = next((option["enum"] for option in options if "enum" in option), None)
+            described = "One of " + ", ".join(f"`{v}`" for v in values) + "." if values else None
+            columns[name] = (name, " or ".join(dict.fromkeys(kinds)), described)
+    return list(columns.values())
 
 
 # -- pydantic errors as problems ---------------------------------------------------------------

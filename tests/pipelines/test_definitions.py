@@ -1,5 +1,6 @@
 """The Dagster code location: everything loads, in-process and through the real webserver's
-GraphQL API on `workspace.yaml`: all assets, checks, jobs and schedules load."""
+GraphQL API on `workspace.yaml`: all assets, checks, jobs and schedules load, and the catalog
+shows every asset's columns and the push's lineage."""
 
 import os
 import signal
@@ -48,6 +49,23 @@ SCHEDULES = {
     "datahub_daily_schedule",
     "all_dimensions_daily",
 }
+#: The push's record types and the outbound view each is read from (README, "Push").
+PUSHED = {
+    "member_import": "member_imports",
+    "contact_profile": "contact_profiles",
+    "coupon": "coupons",
+    "order": "orders",
+    "order_fulfillment": "order_fulfillments",
+    "membership_tier": "membership_tiers",
+    "point": "points",
+    "reservation": "reservations",
+    "behavior_event": "behavior_events",
+}
+#: The push's lineage: warehouse views -> outbound view -> the data hub's records.
+PUSH_LINEAGE = {
+    **{f"outbound/{view}": {"warehouse/views"} for view in PUSHED.values()},
+    **{f"datahub/records/{t}": {f"outbound/{view}"} for t, view in PUSHED.items()},
+}
 STARTUP_SECONDS = 90
 
 
@@ -81,7 +99,9 @@ def test_the_definitions_load_with_every_stream_check_job_and_schedule():
     view = defs_view()
     streams = {f"{service}/{name}" for service, names in STREAMS.items() for name in names}
     assert len(streams) == 17
-    assert view["assets"] == streams | {"warehouse/views", "datahub/webhook_events"}
+    assert view["assets"] == streams | {"warehouse/views", "datahub/webhook_events"} | set(
+        PUSH_LINEAGE
+    )
     assert view["jobs"] == JOBS
     assert view["schedules"] == SCHEDULES
     assert view["sensors"] == {"freshness_checks_sensor", "datahub_webhooks_sensor"}
@@ -161,6 +181,14 @@ QUERY = """
               assetNodes {
                 assetKey { path }
                 groupName
+                dependencyKeys { path }
+                tags { key value }
+                metadataEntries {
+                  label
+                  ... on TableSchemaMetadataEntry {
+                    schema { columns { name type description } }
+                  }
+                }
                 assetChecksOrError {
                   __typename
                   ... on AssetChecks { checks { name } }
@@ -262,9 +290,10 @@ def test_the_webserver_loads_workspace_yaml_with_everything(
     }
     expected = defs_view()
     assert served == expected
-    assert len(served["assets"]) == 19 and served["jobs"] == JOBS
+    assert len(served["assets"]) == 19 + 2 * len(PUSHED) and served["jobs"] == JOBS
     assert served["schedules"] == SCHEDULES
-    assert {n["groupName"] for n in nodes} == {*SERVICES, "warehouse"}
+    assert {n["groupName"] for n in nodes} == {*SERVICES, "warehouse", "push"}
+    _assert_the_catalog_shows_columns_services_and_the_push(nodes)
     # The UI shows each resource's configuration: keys appear as the variable that holds
     # them, never as their value.
     resources = {r["name"]: r for r in repository["allTopLevelResourceDetails"]}
@@ -273,3 +302,34 @@ def test_the_webserver_loads_workspace_yaml_with_everything(
     for variable in ("COMMENT_AUTOMATION_API_KEY", "CONVERSATION_API_KEY", "DATAHUB_API_KEY"):
         assert os.environ[variable] not in shown, variable
         assert f'"api_key_env": "{variable}"' in shown, variable
+
+
+def _assert_the_catalog_shows_columns_services_and_the_push(nodes: list[dict]) -> None:
+    """What the UI's catalog shows, as the webserver answers it: every asset's column schema
+    (a column's description from its model's field), a stream's service as a tag, and the
+    push's lineage from the warehouse to the data hub."""
+    by_key = {"/".join(n["assetKey"]["path"]): n for n in nodes}
+    columns = {}
+    for key, node in by_key.items():
+        (schema,) = [e for e in node["metadataEntries"] if e["label"] == "dagster/column_schema"]
+        columns[key] = {c["name"]: c for c in schema["schema"]["columns"]}
+        assert columns[key], key
+        assert all(c["type"] for c in columns[key].values()), key
+    # The spec's note on an activity's name, declared once on the model's field.
+    assert columns["comment/activities"]["name"] == {
+        "name": "name",
+        "type": "string",
+        "description": "Internal name.",
+    }
+    assert columns["comment/activities"]["status"]["description"] == (
+        "`draft`, `active` or `paused`."
+    )
+    assert columns["comment/trigger_logs"]["created_at"]["type"] == "timestamp[us, tz=UTC]"
+    assert columns["datahub/records/order"]["currency"]["type"] == "string"
+    for service, names in STREAMS.items():
+        for name in names:
+            tags = {t["key"]: t["value"] for t in by_key[f"{service}/{name}"]["tags"]}
+            assert tags["service"] == service, name
+            assert columns[f"{service}/{name}"]["connection"]["description"], name
+    for key, parents in PUSH_LINEAGE.items():
+        assert {"/".join(d["path"]) for d in by_key[key]["dependencyKeys"]} == parents, key

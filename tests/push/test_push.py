@@ -57,7 +57,8 @@ def outbound(resources, view: str) -> list[dict]:
         return outbound_rows(con, view)
 
 
-def run_push(resources, dry_run=False, record_types=(), check=True):
+def run_push(resources, dry_run=False, record_types=(), check=True, materialized=None):
+    """The job's figures; `materialized`, a list: extended with the assets the run recorded."""
     job = push.push_dry_run if dry_run else push.push
     config = {"dry_run": dry_run, "record_types": list(record_types)}
     with dg.DagsterInstance.ephemeral() as instance:
@@ -67,6 +68,8 @@ def run_push(resources, dry_run=False, record_types=(), check=True):
             instance=instance,
             raise_on_error=check,
         )
+    if materialized is not None:
+        materialized += result.asset_materializations_for_node("push_to_datahub")
     return result.output_for_node("push_to_datahub") if result.success else result
 
 
@@ -142,7 +145,8 @@ def test_a_record_type_without_its_outbound_view_plans_nothing_and_the_others_pr
 ):
     """A product without the demo: the user has written only `outbound.coupons` (over the
     shop's tables); every other record type says its view is missing and plans nothing, and
-    the coupons are sent. Without any folder in WAREHOUSE_SQL, nothing is planned at all."""
+    the coupons are sent (and are the only data hub records the run materializes). Without
+    any folder in WAREHOUSE_SQL, nothing is planned at all."""
     sandbox = start_sandbox()
     pushable(sandbox, sync_env)
     own = tmp_path / "own_sql"
@@ -161,6 +165,10 @@ def test_a_record_type_without_its_outbound_view_plans_nothing_and_the_others_pr
         assert figures[record_type] == dict.fromkeys(OUTCOMES, 0), record_type
     held = held_as_expected(sandbox, resources, "coupon")
     assert figures["coupon"]["sent"] == len(held) > 0
+    # In the catalog, only the record type that has a view is pushed.
+    recorded = []
+    run_push(resources, materialized=recorded)
+    assert [m.asset_key.to_user_string() for m in recorded] == ["datahub/records/coupon"]
 
     monkeypatch.delenv("WAREHOUSE_SQL")
     figures, said = push_said(build_resources(load_settings()))
@@ -321,14 +329,20 @@ def test_several_import_tasks_are_in_flight_at_once_and_every_row_lands_once(
 def test_a_dry_run_sends_nothing_and_predicts_the_real_run(start_sandbox, sync_env):
     sandbox = start_sandbox()
     resources = pushable(sandbox, sync_env)
-    planned = run_push(resources, dry_run=True)
+    recorded = []
+    planned = run_push(resources, dry_run=True, materialized=recorded)
     assert all(currents(sandbox, t) == {} for t in RECORDS)
     assert httpx.get(f"{sandbox.url}/_sandbox/datahub/default/imports").json() == []
-    done = run_push(resources)
+    # The catalog's data hub assets are materialized by real pushes only.
+    assert recorded == []
+    done = run_push(resources, materialized=recorded)
     for record_type, figures in planned.items():
         real = done[record_type]
         assert {k: real[k] for k in figures} == figures, record_type
         assert real["sent"] == figures["new"] + figures["changed"], record_type
+    by_asset = {m.asset_key.to_user_string(): m.metadata for m in recorded}
+    assert set(by_asset) == {f"datahub/records/{record_type}" for record_type in done}
+    assert by_asset["datahub/records/order"]["sent"].value == done["order"]["sent"] > 0
 
 
 #: A contact whose latest shop change was valid, so its profile was accepted.
