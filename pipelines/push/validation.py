@@ -428,7 +428,7 @@ class BehaviorEvent(BaseModel):
     utm_term: text(0, 256)
     language: max_text(256) = None
     geography: max_text(256) = None
-    params: Annotated[dict[str, Any], PlainValidator(_json_object)]
+    params: Annotated[dict[str, Any], PlainValidator(_json_object, json_schema_input_type=dict)]
 
 
 class BehaviorItem(BaseModel):
@@ -494,8 +494,8 @@ class ProfileFields(BaseModel):
     connect_id: max_text() = None
     full_name: max_text() = None
     display_name: max_text() = None
-    display_email: Annotated[str, PlainValidator(_email)] | None = None
-    display_mobile: Annotated[str, PlainValidator(_e164)] | None = None
+    display_email: Annotated[str, PlainValidator(_email, json_schema_input_type=str)] | None = None
+    display_mobile: Annotated[str, PlainValidator(_e164, json_schema_input_type=str)] | None = None
     gender: Literal["male", "female", "unknown", "other"] | None = None
     birthday: Date | None = None
     region: max_text() = None
