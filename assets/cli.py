@@ -4,6 +4,7 @@
 it, and every step's stack trace)."""
 
 import argparse
+import logging
 import os
 import sys
 import traceback
@@ -128,8 +129,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     commands.add_parser("warehouse", help="rebuild the warehouse views from sql/ and WAREHOUSE_SQL")
     args = parser.parse_args(argv)
+    # --debug: Dagster's console at DEBUG, and the core's own debug lines (the trace of each
+    # failed connection, `pipelines/clients/failures.py`) on stderr, for this command only.
+    core = logging.getLogger("pipelines")
+    handler = logging.StreamHandler()
     if args.debug:
         os.environ["SYNC_LOG_LEVEL"] = "DEBUG"
+        core.setLevel(logging.DEBUG)
+        core.addHandler(handler)
     try:
         return run_command(parser, args)
     except SetupError as mistake:
@@ -137,6 +144,9 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         print(f"error: {mistake}", file=sys.stderr)
         return 2
+    finally:
+        core.removeHandler(handler)
+        core.setLevel(logging.NOTSET)
 
 
 def run_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:

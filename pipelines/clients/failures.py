@@ -9,6 +9,8 @@ taken out of any text that might carry it.
 
 from __future__ import annotations
 
+import logging
+import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -81,3 +83,6 @@ def isolated(service: Service, connection: Connection, failed: dict[str, str]) -
         yield
     except Exception as exc:  # any failure is this connection's, the others go on
         failed[connection.name] = explain(service, connection, exc)
+        # The explanation is the user's; the trace is ours, at DEBUG (`--debug`), keyless.
+        trace = "".join(traceback.format_exception(exc))
+        logging.getLogger("pipelines").debug(_redacted(trace, connection, service))

@@ -338,3 +338,18 @@ def test_the_check_setup_job_shows_every_connection_and_fails_naming_the_wrong_o
 
     monkeypatch.setenv("AGENCY_KEY", AGENCY_KEY)
     assert check_setup.execute_in_process(resources=resources_or_problem()).success
+
+
+def test_debug_shows_the_trace_of_a_failed_connection_without_its_key(
+    frozen_sandbox, sync_env, monkeypatch, capsys
+):
+    sync_env(frozen_sandbox)
+    canary = f"sa_live_CANARY_{uuid.uuid4().hex}"
+    monkeypatch.setenv("COMMENT_AUTOMATION_API_KEY", canary)
+
+    code = main(["--debug", "sync", "--streams", "workspace"])
+
+    err = capsys.readouterr().err
+    assert code == 1 and "COMMENT_AUTOMATION_API_KEY was refused" in err
+    assert "Traceback (most recent call last)" in err and "ServiceError" in err
+    assert canary not in err and canary.removeprefix("sa_live_") not in err
