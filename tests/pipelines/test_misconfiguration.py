@@ -4,6 +4,7 @@ mistake in the settings is one message naming the file and the setting (no trace
 key is never echoed, and `python -m pipelines check` tells each connection's state."""
 
 import logging
+import shutil
 import uuid
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from assets.comment import ASSETS, rows_equal_service_total
 from assets.resources import SetupProblem, resources_or_problem
 from assets.setup_check import check_setup
 from assets.sync import run_sync
+from bench.common import ROOT
 from pipelines.settings import load_settings
 from pipelines.transport import RetryPolicy, ServiceError, Transport
 from tests.pipelines.conftest import COMMENT_KEY
@@ -204,6 +206,7 @@ def test_a_key_with_a_copied_line_break_is_used_without_it_and_never_shown(
     monkeypatch.setenv("AGENCY_KEY", f"{canary}\n")
     dagster_home = tmp_path / "dagster"
     dagster_home.mkdir()
+    shutil.copy(ROOT / "dagster.yaml", dagster_home)  # the instance `make dev` runs
     monkeypatch.setenv("DAGSTER_HOME", str(dagster_home))
     caplog.set_level(logging.DEBUG)
 
@@ -214,6 +217,8 @@ def test_a_key_with_a_copied_line_break_is_used_without_it_and_never_shown(
     assert "AGENCY_KEY was refused" in report.failed["comment__workspace"]
     assert "AGENCY_KEY has spaces or a line break around the key" in caplog.text
     events, runs = instance_events(dagster_home)
+    # In the run's event log too, so the UI shows it.
+    assert any("AGENCY_KEY has spaces" in (e.message or "") for e in events)
     assert_nowhere(
         [canary, canary.removeprefix("sa_live_")],
         output=output,
