@@ -12,6 +12,7 @@ from pipelines.clients.base import Service
 from pipelines.clients.comment import CommentClient
 from pipelines.clients.failures import isolated
 from pipelines.transport import CallStats, Transport
+from pipelines.webhooks.receiver import SECRET_VARIABLE
 
 #: The call each service's check makes, by service.
 PROBES: dict[str, Callable[[Service, Transport], object]] = {
@@ -19,8 +20,6 @@ PROBES: dict[str, Callable[[Service, Transport], object]] = {
     "conversation": lambda service, transport: service.client(transport).list_channels(),
     "datahub": lambda service, transport: service.client(transport).list_custom_fields(),
 }
-#: Where the webhook receiver (`python -m pipelines.webhooks`) reads its signing secret.
-WEBHOOK_SECRET = "WEBHOOK_SECRET"
 
 
 @dataclass(frozen=True)
@@ -55,13 +54,13 @@ def check_connections(services: dict[str, Service]) -> list[Checked]:
 
 
 def check_webhook_secret() -> Checked:
-    present = bool(os.environ.get(WEBHOOK_SECRET, "").strip())
+    present = bool(os.environ.get(SECRET_VARIABLE, "").strip())
     problem = (
         ""
         if present
         else (
-            f"{WEBHOOK_SECRET} is not set: the receiver needs the data hub's signing secret; "
+            f"{SECRET_VARIABLE} is not set: the receiver needs the data hub's signing secret; "
             "set it where the receiver runs (not needed for pulls and pushes)"
         )
     )
-    return Checked("datahub", "webhooks", f"${WEBHOOK_SECRET}", problem)
+    return Checked("datahub", "webhooks", f"${SECRET_VARIABLE}", problem)

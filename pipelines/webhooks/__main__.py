@@ -12,7 +12,7 @@ import sys
 import uvicorn
 
 from pipelines.webhooks.inbox import Inbox, inbox_path
-from pipelines.webhooks.receiver import WEBHOOK_PATH, build_app
+from pipelines.webhooks.receiver import SECRET_VARIABLE, WEBHOOK_PATH, build_app
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -20,9 +20,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
     args = parser.parse_args(argv)
-    secret = os.environ.get("WEBHOOK_SECRET")
+    secret = os.environ.get(SECRET_VARIABLE)
     if not secret:
-        parser.error("WEBHOOK_SECRET is not set: it holds the data hub's signing secret")
+        parser.error(f"{SECRET_VARIABLE} is not set: it holds the data hub's signing secret")
     path = inbox_path(os.environ.get("LAKE_ROOT", "data/lake"))
     with Inbox(path) as inbox:
         print(

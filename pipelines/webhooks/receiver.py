@@ -39,6 +39,8 @@ from pipelines.webhooks.envelope import Envelope, EnvelopeError, parse_envelope
 from pipelines.webhooks.inbox import Arrival, Inbox
 
 WEBHOOK_PATH = "/webhooks/datahub"
+#: The variable the receiver reads the data hub's signing secret from (`__main__.py`).
+SECRET_VARIABLE = "WEBHOOK_SECRET"
 #: Events are a few hundred bytes (an order.sync with 200 items a few dozen KB); anything
 #: near this is not an event, and reading it whole would let a sender exhaust memory.
 MAX_BODY_BYTES = 1 << 20
