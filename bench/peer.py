@@ -283,6 +283,10 @@ def target_rows(runs: dict[tuple[str, str], list[dict]]) -> list[dict]:
         value = medians(runs, work, name)[figure]
         if against:
             value /= medians(runs, work, against)[figure]
+        # A contender whose rows were wrong in any round wins nothing.
+        sides = [runs[work, name], runs[work, against]] if against else [runs[work, name]]
+        rows_right = all(r["equals truth"] for side in sides for r in side)
+        met = (value <= target if target else None) if rows_right else "no: rows wrong"
         what = f"{work}: {name} {FIGURES[figure]}" + (f" / {against}" if against else "")
         unit = "" if against else (" s" if figure == "wall_s" else " MB")
         rows.append(
@@ -290,7 +294,7 @@ def target_rows(runs: dict[tuple[str, str], list[dict]]) -> list[dict]:
                 "measure": what,
                 "measured": f"{value:.2f}{unit}",
                 "target": f"<= {target}{unit}" if target else "(reported)",
-                "met": (value <= target) if target else None,
+                "met": met,
             }
         )
     return rows
