@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 UV_VERSION := 0.13.8
 SANDBOX_PORT ?= 8765
 
-.PHONY: install test lint demo dev sync sandbox lock clean bench
+.PHONY: install test lint demo dev sync sandbox lock clean bench bench-install
 
 # Installs exactly what uv.lock pins. uv itself is pinned and lives in the venv, so nothing
 # outside the repository is needed; --inexact keeps it there. --compile-bytecode writes the
@@ -36,8 +36,16 @@ dev: install
 
 # Benchmarks on large sandboxes (README, "Benchmarks"): not part of `make test`. Each prints
 # its table and writes bench/results/<figure>.json; one at a time, so they do not share cores.
-BENCHES := pull rate incremental backfill webhooks push soak
-bench: install
+# The `bench` dependency group (dlt, the peer in bench.peer) is installed here only: `install`
+# syncs the default groups, so `make test` never pulls it.
+BENCHES := pull peer rate incremental backfill webhooks push soak
+$(VENV)/.synced-bench: $(VENV)/.synced
+	$(BIN)/uv sync --locked --inexact --compile-bytecode --quiet --group bench
+	touch $@
+
+bench-install: $(VENV)/.synced-bench
+
+bench: bench-install
 	@for figure in $(BENCHES); do $(BIN)/python -m bench.$$figure || exit 1; done
 
 # A sandbox that keeps running, for exploring the services by hand.

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import resource
 import socket
 import subprocess
 import sys
@@ -115,14 +116,19 @@ class Measured:
     wall_seconds: float
     peak_rss_mb: float
     exit_code: int
+    #: User and system CPU of the process and of the children it waited for.
+    cpu_seconds: float = 0.0
 
 
 def measured_run(module_args: list[str], env: dict[str, str]) -> Measured:
     """Run `python -m <module> <args>` in a process of its own and measure it (bench.measure)
-    so the peak memory is the pipeline's alone, not the benchmark's or the sandbox's."""
+    so the peak memory is the pipeline's alone, not the benchmark's or the sandbox's. Its CPU
+    is what this process's waited-for children gained meanwhile (the sandbox, still running,
+    is not among them)."""
     data = Path(env["LAKE_ROOT"]).parent
     out = data / "measured.json"
     out.unlink(missing_ok=True)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     with open(data / "output.log", "w") as log:  # what the command printed, for a look later
         completed = subprocess.run(
             [sys.executable, "-m", "bench.measure", str(out), *module_args],
@@ -131,9 +137,11 @@ def measured_run(module_args: list[str], env: dict[str, str]) -> Measured:
             stdout=log,
             stderr=subprocess.STDOUT,
         )
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if not out.exists():
         raise RuntimeError(f"{module_args} exited {completed.returncode}; see {data}/output.log")
-    return Measured(**json.loads(out.read_text()), exit_code=completed.returncode)
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    return Measured(**json.loads(out.read_text()), exit_code=completed.returncode, cpu_seconds=cpu)
 
 
 def machine() -> dict:
@@ -166,15 +174,14 @@ def commit() -> str:
     return run.stdout.strip() or "unknown"
 
 
-def report(figure: str, rows: list[dict], **details) -> dict:
-    """Print the figure's table and write it, with the machine, to bench/results/<figure>.json."""
-    columns = list(dict.fromkeys(name for row in rows for name in row))
-    cells = [[_cell(row.get(name)) for name in columns] for row in rows]
-    widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
-    print(f"\n{figure}")
-    print("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)))
-    for row in cells:
-        print("  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)))
+def report(
+    figure: str, rows: list[dict], tables: dict[str, list[dict]] | None = None, **details
+) -> dict:
+    """Print the figure's table (and `tables`, more tables by title) and write them, with the
+    machine, to bench/results/<figure>.json."""
+    print_table(figure, rows)
+    for title, table in (tables or {}).items():
+        print_table(title, table)
     for name, value in details.items():
         print(f"  {name}: {value}")
     document = {
@@ -183,6 +190,7 @@ def report(figure: str, rows: list[dict], **details) -> dict:
         "commit": commit(),
         "machine": machine(),
         "rows": rows,
+        **(tables or {}),
         **details,
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -190,9 +198,21 @@ def report(figure: str, rows: list[dict], **details) -> dict:
     return document
 
 
+def print_table(title: str, rows: list[dict]) -> None:
+    columns = list(dict.fromkeys(name for row in rows for name in row))
+    cells = [[_cell(row.get(name)) for name in columns] for row in rows]
+    widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
+    print(f"\n{title}")
+    print("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)))
+    for row in cells:
+        print("  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)))
+
+
 def _cell(value) -> str:
     if value is None:
         return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
     if isinstance(value, float):
         return f"{value:,.2f}"
     if isinstance(value, int):
