@@ -14,11 +14,14 @@ import httpx
 import pytest
 from starlette.testclient import TestClient
 
+from sandbox.__main__ import parse_args
 from sandbox.context import MOUNTS
 from sandbox.drift import STREAMS, CsvDrift, DriftSpec, added_value
+from sandbox.process import running_sandbox
 from tests.conftest import ANCHOR
 from tests.constants import APIKEY, COMMENT, READONLY
 from tests.sandbox.test_odd_text import wait
+from tests.sandbox.test_server import _free_port
 
 HOUR = 3600
 LATER = ANCHOR + timedelta(seconds=HOUR)  # the drift moment of most tests: an hour on
@@ -404,3 +407,51 @@ def test_a_bad_spec_is_refused_naming_what_is_wrong(spec):
         DriftSpec.parse(spec)
     assert BAD_SPECS[spec] in str(refused.value)
     assert repr(spec.split(",")[-1]) in str(refused.value)  # the change at fault
+
+
+def test_the_command_line_refuses_a_bad_spec_and_a_moment_without_timezone(capsys):
+    with pytest.raises(SystemExit):
+        parse_args(["--drift", "comment.trigger_logs:remove=nope"])
+    assert "comment.trigger_logs serves no 'nope'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        parse_args(["--drift", "comment.trigger_logs:remove=error", "--drift-from", "2026-11-01"])
+    assert "--drift-from: needs a timezone" in capsys.readouterr().err
+
+
+def test_the_command_line_builds_the_spec():
+    args = parse_args(
+        [
+            "--drift",
+            "comment.trigger_logs:add=tag:number, datahub.members:remove=city",
+            "--drift-from",
+            "2026-11-01T13:00:00+00:00",
+        ]
+    )
+    assert [str(change) for change in args.drift.changes] == [
+        "comment.trigger_logs:add=tag:number",
+        "datahub.members:remove=city",
+    ]
+    assert args.drift.start == LATER
+    assert not parse_args([]).drift
+
+
+def test_a_started_sandbox_drifts_as_its_command_line_says():
+    drift = "comment.trigger_logs:add=tag:number,conversation.channels:remove=timezone"
+    arguments = ["--frozen", "--now", ANCHOR.isoformat(), "--drift", drift]
+    arguments += ["--drift-from", LATER.isoformat()]
+    with (
+        running_sandbox(_free_port(), *arguments) as base,
+        httpx.Client(base_url=base, timeout=30) as client,
+    ):
+        before = trigger_logs(client), channels(client)
+        advance(client, HOUR)
+        after = trigger_logs(client), channels(client)
+        report = client.get("/_sandbox/drift").json()
+
+    assert all("tag" not in log for log in before[0])
+    assert [log["tag"] for log in after[0]] == [
+        added_value("comment.trigger_logs", "tag", "number", log["id"]) for log in before[0]
+    ]
+    assert all("timezone" in channel for channel in before[1])
+    assert after[1] == [{k: v for k, v in c.items() if k != "timezone"} for c in before[1]]
+    assert report["streams"]["conversation.channels"]["answers"] == 1
