@@ -11,13 +11,14 @@ import uvicorn
 from sandbox.app import build_app
 from sandbox.config import SCALES, SandboxConfig
 from sandbox.context import APIKEYS, COMMENT_KEYS, MOUNTS
+from sandbox.drift import DriftSpec
 from sandbox.faults import FaultSpec
 
 
 def _aware(text: str) -> datetime:
     moment = datetime.fromisoformat(text)
     if moment.tzinfo is None:
-        raise argparse.ArgumentTypeError("--now needs a timezone, e.g. 2026-11-01T00:00:00+00:00")
+        raise argparse.ArgumentTypeError("needs a timezone, e.g. 2026-11-01T00:00:00+00:00")
     return moment
 
 
@@ -28,8 +29,29 @@ def _faults(text: str) -> FaultSpec:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+DRIFT_HELP = """\
+drift: --drift takes comma-separated <stream>:<kind>=<arguments>; streams as the pipeline
+names them (comment.trigger_logs, comment.activities, conversation.channels,
+conversation.messages, datahub.custom_fields, datahub.members, ...):
+  add=<field>:<number|string|object>       a new field, its value derived from the item's id
+  nest=<object field>.<field>:<type>       a new field inside an object field (JSON streams)
+  rename=<field>><new name>                the old name disappears, the new carries the value
+  retype=<field>:<string|null>             the value served as text (CSV: '12) or as null
+  remove=<field>                           the field (CSV: the column) disappears
+Answers served once the data clock is at or after --drift-from drift; GET /_sandbox/drift
+counts them. Example:
+  --drift 'comment.activities:nest=stats.shares:number,datahub.members:remove=city' \\
+  --drift-from 2026-11-01T12:00:00+00:00
+"""
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m sandbox", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m sandbox",
+        description=__doc__,
+        epilog=DRIFT_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--seed", type=int, default=7)
@@ -45,6 +67,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=_faults,
         default=FaultSpec(),
         help="e.g. error=0.05,rate=0.02,burst=3,slow=0.01,drop=0.01,truncate=0.01",
+    )
+    parser.add_argument(
+        "--drift",
+        metavar="SPEC",
+        help="streams that change shape, e.g. comment.trigger_logs:add=channel_tag:number "
+        "(see below)",
+    )
+    parser.add_argument(
+        "--drift-from",
+        type=_aware,
+        metavar="MOMENT",
+        help="data time the drift starts at (default: from the start), e.g. "
+        "2026-10-01T00:00:00+00:00",
     )
     parser.add_argument("--webhook-url")
     parser.add_argument("--webhook-secret", help="HMAC secret; WEBHOOK_SECRET is read if unset")
@@ -69,6 +104,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--task-phase-seconds", type=float, default=1.0)
     args = parser.parse_args(argv)
+    try:
+        args.drift = DriftSpec.parse(args.drift, args.drift_from)
+    except ValueError as exc:
+        parser.error(f"argument --drift: {exc}")
     if bool(args.webhook_url) != bool(args.webhook_secret or _env_secret()):
         parser.error("--webhook-url and a secret (--webhook-secret or WEBHOOK_SECRET) go together")
     return args
@@ -88,6 +127,7 @@ def main(argv: list[str] | None = None) -> None:
         frozen=args.frozen,
         now=args.now,
         faults=args.faults,
+        drift=args.drift,
         webhook_url=args.webhook_url,
         webhook_secret=args.webhook_secret or _env_secret(),
         rate_limits=not args.no_rate_limits,

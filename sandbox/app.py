@@ -12,6 +12,7 @@ from sandbox.config import SandboxConfig
 from sandbox.context import MOUNTS, Sandbox
 from sandbox.conversation import build as build_conversation
 from sandbox.datahub import build as build_datahub
+from sandbox.drift import DriftInjector
 from sandbox.encoding import JSONResponse
 from sandbox.faults import FaultInjector, FaultSpec
 from sandbox.service import Service
@@ -45,7 +46,12 @@ class SandboxApp:
         for key, service in self.services.items():
             root.include_router(service.admin, prefix=f"/_sandbox/{key[0]}/{key[1]}")
             root.mount(MOUNTS[key], service.app)
-        self.faults = FaultInjector(root, config.faults, seed=config.seed)
+        # Drift reshapes answers inside the faults, which may then cut or refuse them; with no
+        # drift configured it is not in the chain at all (the benches serve a million logs).
+        self.drift = (
+            DriftInjector(root, config.drift, self.sandbox.clock, MOUNTS) if config.drift else None
+        )
+        self.faults = FaultInjector(self.drift or root, config.faults, seed=config.seed)
         self.sandbox.faults = self.faults
         self.sandbox.webhooks.attach_faults(self.faults)
 
@@ -58,6 +64,8 @@ class SandboxApp:
         result: dict[str, dict] = {}
         for (name, _), service in self.services.items():
             result.setdefault(name, {}).update(service.truth())
+        if self.drift is not None:
+            result["drift"] = self.drift.report()
         return result
 
     def _truth_of(self, service: str, scope: str, stream: str, read: Callable) -> object:
@@ -100,6 +108,14 @@ class SandboxApp:
             if found is None:
                 raise HTTPException(404, f"no {record_type} record {key!r} in {region}")
             return found
+
+        @root.get("/_sandbox/drift")
+        def drift() -> dict:
+            """The drift spec and what was served drifted (sandbox/drift.py); `streams` is
+            empty when no drift is configured."""
+            if self.drift is None:
+                return {"from": None, "active": False, "streams": {}}
+            return self.drift.report()
 
         @root.get("/_sandbox/faults")
         def faults() -> dict:

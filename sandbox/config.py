@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from sandbox.drift import DriftSpec
 from sandbox.faults import FaultSpec
 
 
@@ -64,6 +65,8 @@ class SandboxConfig:
     # Anchor of the data: history covers the 365 days before it. None = the moment of start.
     now: datetime | None = None
     faults: FaultSpec = field(default_factory=FaultSpec)
+    # Streams that change shape from a moment on (sandbox/drift.py); none by default.
+    drift: DriftSpec = field(default_factory=DriftSpec)
     webhook_url: str | None = None
     webhook_secret: str | None = None
     # Seconds between webhook retries (attempt n waits n * this); the spec does not say.
