@@ -151,7 +151,9 @@ class SQLiteBudget:
                 )
             except sqlite3.Error as exc:
                 raise _unavailable(self.location, exc) from None
-        return next_at - interval - now
+        # From the clock after the statement: time spent queueing for the file's lock is not
+        # slept again on top of it.
+        return next_at - interval - time.time()
 
     def hold(self, key_id: str, bucket: str, seconds: float) -> None:
         with self._lock:
