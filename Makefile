@@ -36,7 +36,7 @@ dev: install
 
 # Benchmarks on large sandboxes (README, "Benchmarks"): not part of `make test`. Each prints
 # its table and writes bench/results/<figure>.json; one at a time, so they do not share cores.
-BENCHES := pull rate incremental backfill webhooks push soak
+BENCHES := pull rate budget incremental backfill webhooks push soak
 bench: install
 	@for figure in $(BENCHES); do $(BIN)/python -m bench.$$figure || exit 1; done
 
