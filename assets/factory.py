@@ -41,8 +41,9 @@ class StreamAsset:
 
 
 def pool(service: str) -> str:
-    """The Dagster pool of a service's steps: at most one at a time shares its keys' budget
-    (README, "Dagster")."""
+    """The Dagster pool of a service's steps. It caps how many call the service at once;
+    the keys' budgets are kept by the shared budget store, not by the pool (README,
+    "Dagster")."""
     return f"{service}_api"
 
 

@@ -42,6 +42,7 @@ from typing import Any
 import httpx
 import pydantic
 
+from pipelines.budget import budget_location, check_location
 from pipelines.clients.base import Service
 from pipelines.clients.comment import CommentAutomation
 from pipelines.clients.conversation import ConversationService
@@ -87,6 +88,8 @@ class Settings:
     service_options: dict[str, dict] = field(default_factory=dict)
     #: `WAREHOUSE_SQL`, in the order listed.
     warehouse_sql: tuple[Path, ...] = ()
+    #: Where a key's request budget is shared (`SYNC_BUDGET_STORE`, pipelines/budget.py).
+    budget_store: str = ""
 
 
 class _Strict(pydantic.BaseModel):
@@ -264,4 +267,5 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         paths=config.paths,
         service_options=config.service,
         warehouse_sql=warehouse_sql(env.get("WAREHOUSE_SQL", "")),
+        budget_store=check_location(budget_location(env)),
     )

@@ -30,6 +30,8 @@ import pydantic
 import pydantic_core
 import tenacity
 
+from pipelines.budget import BudgetStore
+
 T = TypeVar("T", bound=pydantic.BaseModel)
 
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
@@ -76,6 +78,26 @@ class Pacer:
         """After a 429: nobody on this key sends again before `seconds` have passed."""
         with self._lock:
             self._next = max(self._next, time.monotonic() + seconds)
+
+
+class SharedPacer:
+    """A `Pacer` whose next free slot and holds live in a store every process using the key
+    shares (`pipelines/budget.py`): the same even spacing and the same waits after a 429,
+    across processes and hosts. The store knows the key by `key_id` only."""
+
+    def __init__(
+        self, store: BudgetStore, key: str, bucket: str, rate: Rate, headroom: float = 0.02
+    ) -> None:
+        self.interval = rate.per_seconds / rate.requests * (1 + headroom)
+        self._store, self._key, self._bucket = store, key, bucket
+
+    def wait(self) -> None:
+        delay = self._store.reserve(self._key, self._bucket, self.interval)
+        if delay > 0:
+            time.sleep(delay)
+
+    def hold(self, seconds: float) -> None:
+        self._store.hold(self._key, self._bucket, seconds)
 
 
 #: Chunks a download reads ahead of its consumer (httpx yields what the socket has, up to
@@ -138,8 +160,13 @@ def key_id(api_key: str) -> str:
     return hashlib.sha256(api_key.encode()).hexdigest()[:12]
 
 
-def pacer_for(api_key: str, bucket: str, rate: Rate) -> Pacer:
-    """One pacer per key and bucket in this process, whichever client asks."""
+def pacer_for(
+    api_key: str, bucket: str, rate: Rate, budget: BudgetStore | None = None
+) -> Pacer | SharedPacer:
+    """The key's pacer for `bucket`: on the shared `budget` when there is one, else one
+    pacer per key and bucket in this process, whichever client asks."""
+    if budget is not None:
+        return SharedPacer(budget, key_id(api_key), bucket, rate)
     with _pacers_lock:
         return _pacers.setdefault((key_id(api_key), bucket), Pacer(rate))
 
@@ -289,7 +316,8 @@ class RetryPolicy:
 
 
 class Transport:
-    """An `httpx.Client` for one connection (base address and key)."""
+    """An `httpx.Client` for one connection (base address and key). `rates` are paced on
+    `budget`, the store the key's budget is shared in, or in this process without one."""
 
     def __init__(
         self,
@@ -298,6 +326,7 @@ class Transport:
         *,
         api_key: str,
         rates: Mapping[str, Rate] | None = None,
+        budget: BudgetStore | None = None,
         retry: RetryPolicy | None = None,
         timeout: float = 60.0,
         stats: CallStats | None = None,
@@ -310,7 +339,8 @@ class Transport:
             transport=http_transport,
         )
         self._pacers = {
-            bucket: pacer_for(api_key, bucket, rate) for bucket, rate in (rates or {}).items()
+            bucket: pacer_for(api_key, bucket, rate, budget)
+            for bucket, rate in (rates or {}).items()
         }
         self.retry = retry or RetryPolicy()
         self.stats = stats or CallStats()

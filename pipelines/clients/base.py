@@ -14,6 +14,7 @@ from urllib.parse import quote
 
 import pydantic
 
+from pipelines.budget import shared_budget
 from pipelines.lake import check_connection_name
 from pipelines.problems import SetupError, closest
 from pipelines.transport import CallStats, Rate, RetryPolicy, Transport
@@ -124,12 +125,16 @@ class Service(pydantic.BaseModel):
 
     @contextmanager
     def transport(self, connection: Connection, stats: CallStats) -> Iterator[Transport]:
+        """The connection's transport; its paced buckets share the key's budget with every
+        process through the store `SYNC_BUDGET_STORE` names (`pipelines/budget.py`)."""
         key = connection.key(self.service)
+        rates = self.scaled_rates()
         with Transport(
             connection.base_url,
             self.auth_headers(key),
             api_key=key,
-            rates=self.scaled_rates(),
+            rates=rates,
+            budget=shared_budget() if rates else None,
             retry=RetryPolicy(attempts=self.retry_attempts),
             timeout=self.timeout_seconds,
             stats=stats,

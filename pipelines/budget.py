@@ -1,0 +1,262 @@
+"""A key's request budget, shared by every process that uses the key, on one host or many.
+
+The pacer (`pipelines/transport.py`) spaces a key's requests evenly under its documented
+rate. Within one process that takes a lock and a number; across processes the number lives
+in a store they share: per key and bucket of operations, the wall-clock moment the next
+request may start. A request reserves the next free slot in one atomic statement
+(`next = max(next, now) + interval`) and sleeps until its own; a 429's `Retry-After` pushes
+the moment past the hold, so every process waits it out. One statement per paced request,
+no polling: a waiting process costs the store nothing while it sleeps.
+
+The store (`SYNC_BUDGET_STORE`):
+
+- unset: `budget.sqlite3` in the data directory beside the lake (one host, no server);
+- a file path: that SQLite file (every process of the host that uses a key must name the
+  same file; not on a network file system, whose locks SQLite cannot trust);
+- `postgresql://user@host/db`: a table `warehouse_sync_budget` there (hosts that share keys;
+  a Dagster deployment's own Postgres serves), timed by the server's clock, so the hosts'
+  clocks need not agree; a password is best left to `PGPASSWORD` or `~/.pgpass`, and one in
+  the URL is never shown;
+- `off`: a budget per process, as before the store (each process paces alone).
+
+Only `key_id` (a hash) is stored, never a key. Pacing off (`pace = false`) opens no store.
+Nothing here knows of Dagster.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Protocol
+from urllib.parse import urlsplit, urlunsplit
+
+from pipelines.problems import SetupError
+
+STORE_VARIABLE = "SYNC_BUDGET_STORE"
+#: `SYNC_BUDGET_STORE=off`: each process paces its keys alone.
+OFF = "off"
+POSTGRES_SCHEMES = ("postgresql", "postgres")
+TABLE = "warehouse_sync_budget"
+
+
+class BudgetUnavailable(SetupError):
+    """The shared store cannot be opened or answered: said with the store's location, its
+    password taken out, and what to do."""
+
+
+class BudgetStore(Protocol):
+    def reserve(self, key_id: str, bucket: str, interval: float) -> float:
+        """Take the key's next free slot and move it `interval` on: seconds until ours."""
+
+    def hold(self, key_id: str, bucket: str, seconds: float) -> None:
+        """Nobody on the key starts a request before `seconds` from now."""
+
+
+def shown(location: str) -> str:
+    """A store's location fit for a message: a URL's password replaced by `***`."""
+    parts = urlsplit(location)
+    if parts.scheme not in POSTGRES_SCHEMES or parts.password is None:
+        return location
+    user = parts.username or ""
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+
+
+def _unavailable(location: str, exc: BaseException) -> BudgetUnavailable:
+    cause = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    password = urlsplit(location).password if "://" in location else None
+    if password:
+        cause = cause.replace(password, "***")
+    return BudgetUnavailable(
+        f"the shared rate budget at {shown(location)} ({STORE_VARIABLE}) cannot be used: "
+        f"{cause}. Check {STORE_VARIABLE} (a SQLite file path, a postgresql:// URL, or "
+        f"'{OFF}' to pace each process alone) and that this machine can reach it."
+    )
+
+
+def budget_location(env: Mapping[str, str] | None = None) -> str:
+    """`SYNC_BUDGET_STORE`, else `budget.sqlite3` in the data directory beside the lake."""
+    env = os.environ if env is None else env
+    chosen = env.get(STORE_VARIABLE, "").strip()
+    if chosen:
+        return chosen
+    return str(Path(env.get("LAKE_ROOT", "data/lake")).parent / "budget.sqlite3")
+
+
+def check_location(location: str) -> str:
+    """A location that can name a store; said what to fix otherwise (nothing is opened)."""
+    if location == OFF:
+        return location
+    parts = urlsplit(location)
+    if "://" in location and parts.scheme not in POSTGRES_SCHEMES:
+        raise SetupError(
+            f"{STORE_VARIABLE} names a store of scheme {parts.scheme!r}: give a SQLite file "
+            f"path, a postgresql:// URL, or '{OFF}'"
+        )
+    return location
+
+
+class SQLiteBudget:
+    """The budget in a SQLite file: one host, no server. One upsert per paced request, in
+    WAL mode (a commit writes the log, no fsync: a lost slot after a power cut costs
+    nothing); writers queue on SQLite's lock, each process's threads on ours."""
+
+    _CREATE = (
+        f"CREATE TABLE IF NOT EXISTS {TABLE} (key_id TEXT NOT NULL, bucket TEXT NOT NULL, "
+        "next_at REAL NOT NULL, PRIMARY KEY (key_id, bucket)) WITHOUT ROWID"
+    )
+    _RESERVE = (
+        f"INSERT INTO {TABLE} (key_id, bucket, next_at) VALUES (:key, :bucket, :now + :step) "
+        "ON CONFLICT (key_id, bucket) DO UPDATE SET next_at = max(next_at, :now) + :step "
+        "RETURNING next_at"
+    )
+    _HOLD = (
+        f"INSERT INTO {TABLE} (key_id, bucket, next_at) VALUES (:key, :bucket, :until) "
+        "ON CONFLICT (key_id, bucket) DO UPDATE SET next_at = max(next_at, :until)"
+    )
+
+    def __init__(self, path: Path) -> None:
+        self.location = str(path)
+        self._lock = threading.Lock()
+        self._pid = -1
+        self._db: sqlite3.Connection | None = None
+        self._connection()  # a wrong path fails here, when the transport opens
+
+    def _connection(self) -> sqlite3.Connection:
+        # A connection is never used across a fork: a child opens its own.
+        if self._db is None or self._pid != os.getpid():
+            try:
+                Path(self.location).parent.mkdir(parents=True, exist_ok=True)
+                db = sqlite3.connect(
+                    self.location, timeout=60, isolation_level=None, check_same_thread=False
+                )
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute("PRAGMA synchronous=NORMAL")
+                db.execute(self._CREATE)
+            except (OSError, sqlite3.Error) as exc:
+                raise _unavailable(self.location, exc) from None
+            self._db, self._pid = db, os.getpid()
+        return self._db
+
+    def reserve(self, key_id: str, bucket: str, interval: float) -> float:
+        with self._lock:
+            now = time.time()
+            try:
+                [(next_at,)] = self._connection().execute(
+                    self._RESERVE, {"key": key_id, "bucket": bucket, "now": now, "step": interval}
+                )
+            except sqlite3.Error as exc:
+                raise _unavailable(self.location, exc) from None
+        # From the clock after the statement: time spent queueing for the file's lock is not
+        # slept again on top of it.
+        return next_at - interval - time.time()
+
+    def hold(self, key_id: str, bucket: str, seconds: float) -> None:
+        with self._lock:
+            until = time.time() + seconds
+            try:
+                self._connection().execute(
+                    self._HOLD, {"key": key_id, "bucket": bucket, "until": until}
+                )
+            except sqlite3.Error as exc:
+                raise _unavailable(self.location, exc) from None
+
+
+class PostgresBudget:
+    """The budget in Postgres, for processes on several hosts. An unlogged table (its rows
+    are moments a few seconds ahead, not worth a write-ahead log), one upsert per paced
+    request, timed by `clock_timestamp()` on the server: the row's lock orders the
+    processes, and the server's clock is the one they all read."""
+
+    _CREATE = (
+        f"CREATE UNLOGGED TABLE IF NOT EXISTS {TABLE} (key_id text NOT NULL, "
+        "bucket text NOT NULL, next_at double precision NOT NULL, PRIMARY KEY (key_id, bucket))"
+    )
+    _NOW = "extract(epoch FROM clock_timestamp())::float8"
+    _RESERVE = (
+        f"INSERT INTO {TABLE} AS b (key_id, bucket, next_at) "
+        f"VALUES (%(key)s, %(bucket)s, {_NOW} + %(step)s) "
+        f"ON CONFLICT (key_id, bucket) DO UPDATE SET next_at = greatest(b.next_at, {_NOW}) "
+        f"+ %(step)s RETURNING b.next_at - %(step)s - {_NOW}"
+    )
+    _HOLD = (
+        f"INSERT INTO {TABLE} AS b (key_id, bucket, next_at) "
+        f"VALUES (%(key)s, %(bucket)s, {_NOW} + %(seconds)s) "
+        f"ON CONFLICT (key_id, bucket) DO UPDATE "
+        f"SET next_at = greatest(b.next_at, {_NOW} + %(seconds)s)"
+    )
+    #: Any number, the same in every process: serialises the table's creation.
+    _CREATE_LOCK = 0x5B0D6E7
+
+    def __init__(self, url: str) -> None:
+        self.location = url
+        self._lock = threading.Lock()
+        self._pid = -1
+        self._db: Any = None
+        self._connection()
+
+    def _connection(self) -> Any:
+        if self._db is None or self._db.closed or self._pid != os.getpid():
+            import psycopg  # only where the store is Postgres
+
+            try:
+                db = psycopg.connect(self.location, autocommit=True, connect_timeout=10)
+                with db.transaction():
+                    db.execute("SELECT pg_advisory_xact_lock(%s)", (self._CREATE_LOCK,))
+                    db.execute(self._CREATE)
+            except psycopg.Error as exc:
+                raise _unavailable(self.location, exc) from None
+            self._db, self._pid = db, os.getpid()
+        return self._db
+
+    def _run(self, statement: str, values: dict) -> Any:
+        import psycopg
+
+        with self._lock:
+            for attempt in (1, 2):  # a connection the server dropped is opened again, once
+                try:
+                    cursor = self._connection().execute(statement, values)
+                    return cursor.fetchone() if cursor.description else None
+                except psycopg.OperationalError as exc:
+                    self._db = None
+                    if attempt == 2:
+                        raise _unavailable(self.location, exc) from None
+                except psycopg.Error as exc:
+                    raise _unavailable(self.location, exc) from None
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def reserve(self, key_id: str, bucket: str, interval: float) -> float:
+        [wait] = self._run(self._RESERVE, {"key": key_id, "bucket": bucket, "step": interval})
+        return wait
+
+    def hold(self, key_id: str, bucket: str, seconds: float) -> None:
+        self._run(self._HOLD, {"key": key_id, "bucket": bucket, "seconds": seconds})
+
+
+_stores: dict[tuple[str, int], BudgetStore] = {}
+_stores_lock = threading.Lock()
+
+
+def open_budget(location: str) -> BudgetStore | None:
+    """The store at `location` (one per process and location), or None for `off`."""
+    location = check_location(location)
+    if location == OFF:
+        return None
+    with _stores_lock:
+        store = _stores.get((location, os.getpid()))
+        if store is None:
+            if urlsplit(location).scheme in POSTGRES_SCHEMES:
+                store = PostgresBudget(location)
+            else:
+                store = SQLiteBudget(Path(location))
+            _stores[(location, os.getpid())] = store
+        return store
+
+
+def shared_budget(env: Mapping[str, str] | None = None) -> BudgetStore | None:
+    """The store the environment names (`budget_location`)."""
+    return open_budget(budget_location(env))

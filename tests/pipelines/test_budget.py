@@ -1,0 +1,166 @@
+"""A key's budget shared by processes (`pipelines/budget.py`): several processes on one key
+stay under its limit as the sandbox counts it, and a `Retry-After` one of them met holds the
+others too; through the SQLite file, and through Postgres (a server of its own, `pgserver`).
+With the store `off` (each process paces alone) the same runs meet 429s: the tests can fail.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import sqlite3
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from pipelines.budget import OFF, STORE_VARIABLE, BudgetUnavailable, open_budget, shown
+from pipelines.clients.comment import REQUESTS_PER_MINUTE
+from pipelines.problems import SetupError
+from pipelines.settings import load_settings
+from pipelines.transport import CallStats, ServiceError, key_id
+
+from . import budget_worker
+from .budget_worker import COMMENT_KEY, WINDOW, call_me, comment_service
+
+PROCESSES = 4
+#: Per process: 4 x 35 = 140 requests, more than a window's budget, about 12 s paced.
+CALLS = 35
+#: Workers forked from a server that imported their module, not from this process (which
+#: runs a sandbox's threads): each starts in a fraction of a second, even on a busy machine.
+WORKERS = multiprocessing.get_context("forkserver")
+WORKERS.set_forkserver_preload([budget_worker.__name__])
+
+
+@pytest.fixture(scope="session")
+def postgres_url(tmp_path_factory) -> Iterator[str]:
+    """A Postgres server of the test session's own, from the `pgserver` wheel."""
+    pgserver = pytest.importorskip("pgserver")
+    server = pgserver.get_server(tmp_path_factory.mktemp("pg"), cleanup_mode="stop")
+    yield server.get_uri()
+    server.cleanup()
+
+
+@pytest.fixture(params=["sqlite", "postgres", OFF])
+def store(request, tmp_path) -> str:
+    if request.param == "postgres":
+        return request.getfixturevalue("postgres_url")
+    return OFF if request.param == OFF else str(tmp_path / "budget.sqlite3")
+
+
+def start_workers(url: str, store: str, count: int, calls: int):
+    go, results = WORKERS.Event(), WORKERS.Queue()
+    workers = []
+    for _ in range(count):
+        ready = WORKERS.Event()
+        worker = WORKERS.Process(target=call_me, args=(url, store, calls, ready, go, results))
+        worker.start()
+        workers.append((worker, ready))
+    for _, ready in workers:
+        assert ready.wait(120), "a worker did not start"
+    return go, results, [worker for worker, _ in workers]
+
+
+def finish(workers, results) -> list[tuple[int, int]]:
+    answers = [results.get(timeout=300) for _ in workers]
+    for worker in workers:
+        worker.join(60)
+        assert worker.exitcode == 0
+    return answers
+
+
+@pytest.fixture
+def limited_sandbox(start_sandbox):
+    """A sandbox enforcing the comment limit over `WINDOW` seconds."""
+    return start_sandbox(rate_limits=True, rate_window_seconds=WINDOW)
+
+
+def test_processes_on_one_key_share_its_budget(limited_sandbox, store):
+    """Four processes, each pacing itself to the whole limit: through a shared store the
+    sandbox refuses none of their 140 requests (more than a window's budget, so the limit
+    binds); each pacing alone, they send four times the limit and are refused."""
+    url = f"{limited_sandbox.url}/comment/api/v1"
+    limiter = limited_sandbox.app.sandbox.limiter
+    go, results, workers = start_workers(url, store, PROCESSES, CALLS)
+    refused_before = limiter.refused
+    go.set()
+    answers = finish(workers, results)
+    sent = sum(requests for requests, _ in answers)
+    refused = limiter.refused - refused_before
+    assert sent == PROCESSES * CALLS
+    assert refused == sum(refusals for _, refusals in answers)
+    if store == OFF:
+        assert refused > 0
+    else:
+        assert refused == 0
+
+
+def test_a_hold_met_by_one_process_holds_the_others(limited_sandbox, store, monkeypatch):
+    """The key's window is spent; this process meets the 429 and its `Retry-After` (about
+    `WINDOW` seconds); another process, asked to send right then, waits the hold out
+    through the store and is not refused. Alone, it sends at once and is refused too."""
+    url = f"{limited_sandbox.url}/comment/api/v1"
+    limiter = limited_sandbox.app.sandbox.limiter
+    go, results, workers = start_workers(url, store, 1, 1)
+    with httpx.Client(headers={"Authorization": f"Bearer {COMMENT_KEY}"}) as raw:
+        while raw.get(f"{url}/me").status_code != 429:  # the whole window, unpaced
+            pass
+    refused_before = limiter.refused
+    monkeypatch.setenv(STORE_VARIABLE, store)
+    service = comment_service(url)
+    with (
+        service.transport(service.connections[0], CallStats()) as transport,
+        pytest.raises(ServiceError, match="429"),
+    ):
+        transport.request_json("GET", "/me")  # the hold is recorded as it is refused
+    go.set()
+    [(sent, refused)] = finish(workers, results)
+    assert sent == 1
+    assert limiter.refused - refused_before == 1 + refused
+    assert refused == (1 if store == OFF else 0)
+
+
+def test_the_store_holds_a_key_id_never_the_key(limited_sandbox, tmp_path):
+    store = tmp_path / "budget.sqlite3"
+    url = f"{limited_sandbox.url}/comment/api/v1"
+    go, results, workers = start_workers(url, str(store), 1, 2)
+    go.set()
+    finish(workers, results)
+    with sqlite3.connect(store) as db:
+        assert db.execute("SELECT key_id, bucket FROM warehouse_sync_budget").fetchall() == [
+            (key_id(COMMENT_KEY), "default")
+        ]
+    for path in tmp_path.iterdir():
+        assert COMMENT_KEY.encode() not in path.read_bytes(), path
+
+
+def test_the_pacer_spaces_requests_through_the_store(tmp_path):
+    """Consecutive reservations on one key are `interval` apart, whoever takes them; a
+    hold moves the next slot past it. No sleeping: the waits are what is returned."""
+    budget = open_budget(str(tmp_path / "budget.sqlite3"))
+    interval = WINDOW / REQUESTS_PER_MINUTE
+    waits = [budget.reserve("k", "default", interval) for _ in range(5)]
+    gaps = [later - earlier for earlier, later in zip(waits, waits[1:], strict=False)]
+    assert all(abs(gap - interval) < interval / 2 for gap in gaps), gaps
+    budget.hold("k", "default", 30)
+    assert budget.reserve("k", "default", interval) > 25
+    assert budget.reserve("other", "default", interval) <= 0  # another key is not held
+
+
+def test_a_wrong_store_is_said_without_its_password(tmp_path):
+    url = "postgresql://sync:s3cret-pw@127.0.0.1:1/dagster"
+    assert "s3cret-pw" not in shown(url)
+    with pytest.raises(BudgetUnavailable) as caught:
+        open_budget(url)
+    assert "s3cret-pw" not in str(caught.value)
+    assert STORE_VARIABLE in str(caught.value)
+    (tmp_path / "sync.toml").write_text("")
+    env = {"SYNC_CONFIG": str(tmp_path / "sync.toml")}
+    with pytest.raises(SetupError, match=STORE_VARIABLE):
+        load_settings(env | {STORE_VARIABLE: "redis://cache:6379/0"})
+
+
+def test_the_default_store_is_beside_the_lake(tmp_path):
+    (tmp_path / "sync.toml").write_text("")
+    env = {"LAKE_ROOT": str(tmp_path / "lake"), "SYNC_CONFIG": str(tmp_path / "sync.toml")}
+    assert load_settings(env).budget_store == str(tmp_path / "budget.sqlite3")
+    assert load_settings(env | {STORE_VARIABLE: OFF}).budget_store == OFF
