@@ -4,6 +4,7 @@ the warehouse file, so a check never waits on its lock)."""
 import dagster as dg
 
 from assets.resources import LakeResource
+from pipelines.drift import drift_in_lake
 from pipelines.lake import Stream
 
 
@@ -50,3 +51,45 @@ def unique_ids_check(stream: Stream, asset_key: dg.AssetKey) -> dg.AssetChecksDe
         )
 
     return ids_unique
+
+
+def schema_matches_check(stream: Stream, asset_key: dg.AssetKey) -> dg.AssetChecksDefinition:
+    """Warns while the landed rows hold what the stream's declared schema does not: fields
+    the service added, values of another type, declared fields it stopped sending (kept in
+    `_extra`, `pipelines/drift.py`)."""
+
+    @dg.asset_check(
+        asset=asset_key,
+        name="schema_matches",
+        blocking=False,
+        description=(
+            f"Every landed row of {stream.relation} matches its declared columns: no field "
+            "the service added, retyped or left out (what did is kept in `_extra`)."
+        ),
+    )
+    def schema_matches(lake: LakeResource) -> dg.AssetCheckResult:
+        rows, drift = drift_in_lake(lake.lake(), stream)
+        if not rows:
+            return nothing_compared(f"{stream.relation} holds no rows")
+        described = {
+            f"{kind}: {path}": f"{count} rows"
+            for kind, paths in drift.items()
+            for path, count in paths.items()
+        }
+        return dg.AssetCheckResult(
+            passed=not drift,
+            severity=dg.AssetCheckSeverity.WARN,
+            description=(
+                "the service sends what the declared schema does not hold; see `_extra` "
+                f"and the metadata ({', '.join(described)})"
+                if drift
+                else None
+            ),
+            metadata={"rows": rows, "schema_drift": drift},
+        )
+
+    return schema_matches
+
+
+#: The checks every stream gets, each made from (stream, asset key).
+STREAM_CHECKS = (unique_ids_check, schema_matches_check)

@@ -10,7 +10,7 @@ from functools import partial
 
 import dagster as dg
 
-from assets.checks import nothing_compared, unique_ids_check
+from assets.checks import STREAM_CHECKS, nothing_compared
 from assets.factory import StreamAsset, stream_asset
 from assets.resources import CommentAutomationResource, LakeResource
 from pipelines.clients.failures import isolated
@@ -214,7 +214,7 @@ def tokens_not_expiring(lake: LakeResource) -> dg.AssetCheckResult:
 
 
 CHECKS = [
-    *(unique_ids_check(stream, _key(stream.name)) for stream in STREAMS),
+    *(check(stream, _key(stream.name)) for stream in STREAMS for check in STREAM_CHECKS),
     logs_match_daily_stats,
     rows_equal_service_total,
     tokens_not_expiring,

@@ -9,7 +9,7 @@ from datetime import date
 
 import dagster as dg
 
-from assets.checks import nothing_compared, unique_ids_check
+from assets.checks import STREAM_CHECKS, nothing_compared
 from assets.factory import StreamAsset, stream_asset
 from assets.resources import ConversationResource, LakeResource
 from pipelines.lake import Stream
@@ -140,7 +140,7 @@ def _matches_members_seen(stream: Stream) -> dg.AssetChecksDefinition:
 
 
 CHECKS = [
-    *(unique_ids_check(stream, _key(stream.name)) for stream in STREAMS),
+    *(check(stream, _key(stream.name)) for stream in STREAMS for check in STREAM_CHECKS),
     rows_match_backup,
     _matches_members_seen(MEMBERS),
     _matches_members_seen(ASSIGNMENTS),

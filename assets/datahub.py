@@ -8,7 +8,7 @@ from functools import partial
 
 import dagster as dg
 
-from assets.checks import nothing_compared, unique_ids_check
+from assets.checks import STREAM_CHECKS, nothing_compared
 from assets.factory import StreamAsset, asset_key, stream_asset
 from assets.resources import LakeResource
 from pipelines.streams.datahub import (
@@ -101,7 +101,7 @@ def one_report_per_broadcast(lake: LakeResource) -> dg.AssetCheckResult:
 
 
 CHECKS = [
-    *(unique_ids_check(stream, asset_key(stream)) for stream in STREAMS),
+    *(check(stream, asset_key(stream)) for stream in STREAMS for check in STREAM_CHECKS),
     members_equal_export_row_count,
     one_report_per_broadcast,
 ]

@@ -103,6 +103,12 @@ def stream_asset(declared: StreamAsset) -> dg.AssetsDefinition:
             landed = declared.land(pull) if served or not partitioned else Landed()
         except Refused as refusal:
             raise dg.Failure(description=str(refusal), metadata=refusal.figures) from None
+        if landed.drift:
+            context.log.warning(
+                f"{stream.relation}: the service sent what its declared schema does not hold "
+                f"({landed.drift.summary()}); contract {pull.service.contract(stream.name)}: "
+                "see `_extra` and the check schema_matches"
+            )
         if landed.failed:
             fail_connections(context, stream, landed, lake, days)
         if not partitioned:

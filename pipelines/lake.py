@@ -90,6 +90,18 @@ CONNECTION = described(
 )
 
 
+#: The column every pulled row carries last: what the service sent that the stream's declared
+#: schema does not hold, as JSON (`pipelines/drift.py`); null when the row matched it.
+EXTRA = described(
+    "_extra",
+    pa.string(),
+    "What the service sent that the declared columns do not hold, as a JSON object: `new` "
+    "fields by path (`stats.shares`) with their values, `retyped` values that did not fit "
+    "their column's type (the column is null, or the value converted), and the declared "
+    "fields the row lacked (`missing`). Null when the row matched its schema.",
+)
+
+
 def file_schema(schema: pa.Schema) -> pa.Schema:
     """`schema` without its columns' descriptions: they belong to the catalog, not to every
     file of the lake."""
@@ -107,9 +119,9 @@ def check_connection_name(name: str) -> str:
 def connection_stream(
     service: str, name: str, fields: Iterable[pa.Field | tuple[str, pa.DataType]], **options
 ) -> Stream:
-    """A pulled stream: its fields after the `connection` every row carries (fields of a
-    model, `pipelines/schemas.py`, or written out)."""
-    return Stream(service, name, pa.schema([CONNECTION, *fields]), **options)
+    """A pulled stream: its fields between the `connection` and the `_extra` every row
+    carries (fields of a model, `pipelines/schemas.py`, or written out)."""
+    return Stream(service, name, pa.schema([CONNECTION, *fields, EXTRA]), **options)
 
 
 class LakeLocation(pydantic.BaseModel):
@@ -205,12 +217,15 @@ class Lake:
         if not self.files(stream):
             return None
         folder = str(self.stream_dir(stream).resolve()).replace("'", "''")
+        # By name: a file landed before a column was declared (`_extra`) reads it as null.
         if stream.daily:
             return (
                 f"read_parquet('{folder}/date=*/*.parquet', hive_partitioning = true, "
-                "hive_types = {'date': DATE})"
+                "hive_types = {'date': DATE}, union_by_name = true)"
             )
-        return f"read_parquet('{folder}/*.parquet', hive_partitioning = false)"
+        return (
+            f"read_parquet('{folder}/*.parquet', hive_partitioning = false, union_by_name = true)"
+        )
 
     def query(
         self, sql: str, parameters: list | None = None, *, spill: bool = False
@@ -263,12 +278,18 @@ class PartitionWriter:
             if len(self._buffer) >= ROW_GROUP_ROWS:
                 self._flush()
 
+    def _conformed(self, table: pa.Table) -> pa.Table:
+        """`table` as the schema's columns; without `_extra` (rows read back from a file
+        landed before it was declared), with it null."""
+        if EXTRA.name in self._schema.names and EXTRA.name not in table.column_names:
+            table = table.append_column(EXTRA.name, pa.nulls(table.num_rows, EXTRA.type))
+        table = table.select(self._schema.names)
+        return table if table.schema.equals(self._schema) else table.cast(self._schema)
+
     def _add_table(self, table: pa.Table) -> None:
         """Rows as a table: small ones (a page) are gathered into one row group."""
         self._flush()
-        table = table.select(self._schema.names)
-        if not table.schema.equals(self._schema):
-            table = table.cast(self._schema)
+        table = self._conformed(table)
         self._tables.append(table)
         self._table_rows += table.num_rows
         if self._table_rows >= ROW_GROUP_ROWS:
@@ -279,7 +300,7 @@ class PartitionWriter:
         self._flush()
         self._flush_tables()
         assert self._writer is not None
-        self._writer.write_table(table.select(self._schema.names).cast(self._schema))
+        self._writer.write_table(self._conformed(table))
         self.rows += table.num_rows
 
     def _flush(self) -> None:

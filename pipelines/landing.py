@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 
 from pipelines.clients.base import Connection, Service
 from pipelines.clients.failures import isolated
+from pipelines.drift import Drift, place, watched_rows
 from pipelines.lake import Lake, Stream
 from pipelines.transport import CallStats, Transport
 
@@ -46,6 +47,8 @@ class Landed:
     #: Connections that failed, each with what went wrong and what to do
     #: (`pipelines/clients/failures.py`); the others landed.
     failed: dict[str, str] = field(default_factory=dict)
+    #: What the landed rows held that the stream's schema does not (`pipelines/drift.py`).
+    drift: Drift = field(default_factory=Drift)
 
     @property
     def rows(self) -> int:
@@ -73,7 +76,24 @@ class Landed:
             }
         if self.failed:
             described["failed_connections"] = self.failed
+        described["schema_drift"] = self.drift.report()
         return described | self.stats.as_metadata() | self.figures
+
+    def rows_to_land(
+        self, rows: Rows, service: Service, stream: Stream, connection: str
+    ) -> Iterator[dict | pa.Table]:
+        """`rows` of one connection as the lake takes them: with their `connection`, their
+        drift tallied and kept as the stream's contract says (`pipelines/drift.py`)."""
+        return self.watched(_with_connection(rows, connection), service, stream, connection)
+
+    def watched(
+        self, rows: Rows, service: Service, stream: Stream, connection: str
+    ) -> Iterator[dict | pa.Table]:
+        """Rows that carry their `connection` already, their drift tallied and kept as the
+        stream's contract says."""
+        where = place(service.service, connection, stream.relation)
+        contract = service.contract(stream.name)
+        return watched_rows(rows, self.drift, contract, where)
 
     def day_metadata(self, lake: Lake, stream: Stream, days: list[date]) -> dict[date, dict]:
         """Each day's own figures after the run: the rows the lake holds for it per
@@ -186,7 +206,9 @@ def land_snapshot(
                 metadata = {"pulled_at": pulled_at()} | (
                     file_metadata(connection) if file_metadata else {}
                 )
-                rows = _with_connection(rows_of(transport, connection), connection.name)
+                rows = landed.rows_to_land(
+                    rows_of(transport, connection), service, stream, connection.name
+                )
                 written = lake.write(stream, connection.name, rows, metadata=metadata)
             landed.rows_per_connection[connection.name] = written
             log(f"{stream.relation} [{connection.name}]: {written} rows")
@@ -244,7 +266,7 @@ def _land_connection_days(
             written = lake.write(
                 stream,
                 connection.name,
-                _with_connection(rows, connection.name),
+                landed.rows_to_land(rows, service, stream, connection.name),
                 day=day,
                 metadata={"pulled_at": pulled_at()},
             )

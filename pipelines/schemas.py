@@ -41,7 +41,8 @@ import pyarrow as pa
 import pydantic
 
 from pipelines.clients.base import Day, Moment
-from pipelines.lake import DESCRIPTION, TIMESTAMP
+from pipelines.drift import extra_of
+from pipelines.lake import DESCRIPTION, EXTRA, TIMESTAMP
 from pipelines.landing import parse_moment
 
 _SCALARS = {str: pa.string(), int: pa.int64(), float: pa.float64(), bool: pa.bool_()}
@@ -119,16 +120,23 @@ def _is_json(hint: Any) -> bool:
     )
 
 
-def model_row(record: pydantic.BaseModel, fields: Iterable[pa.Field]) -> dict:
+def model_row(
+    record: pydantic.BaseModel, fields: Iterable[pa.Field], *, extra: bool = True
+) -> dict:
     """The columns among `fields` that `record`'s model declares, filled from it as
     `arrow_fields` maps them: date-time text parsed, a dict or a list of them as JSON text, a
-    nested model as a struct. The other columns are left to the caller."""
+    nested model as a struct; and `_extra`, what the record holds beyond them
+    (`pipelines/drift.py`), where `fields` has it and `extra` (False for a part of a row
+    whose whole record gives it). The other columns are left to the caller."""
     declared = type(record).model_fields
-    return {
+    row = {
         field.name: _value(getattr(record, field.name), field.type)
         for field in fields
         if field.name in declared
     }
+    if extra and any(field.name == EXTRA.name for field in fields):
+        row[EXTRA.name] = extra_of(record)
+    return row
 
 
 def _value(value: Any, arrow: pa.DataType) -> Any:

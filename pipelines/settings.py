@@ -24,10 +24,13 @@ The file's shape (every section optional):
     [service.comment]              # any field of the service's resource
     rate_window_seconds = 60
 
+    [service.comment.contracts]    # what a landing does with drift (pipelines/drift.py)
+    trigger_logs = "freeze"
+
 The file is checked whole before anything runs (`SetupError`, pipelines/problems.py): a TOML
-error with its file, line and column; an unknown section or setting with the closest valid
-name; a missing field by name; an `api_key_env` that is not a variable's name (a key pasted
-there) refused without being shown.
+error with its file, line and column; an unknown section, setting or contract's stream
+with the closest valid name; a missing field by name; an `api_key_env` that is not a
+variable's name (a key pasted there) refused without being shown.
 """
 
 from __future__ import annotations
@@ -48,6 +51,9 @@ from pipelines.clients.comment import CommentAutomation
 from pipelines.clients.conversation import ConversationService
 from pipelines.clients.datahub import DataHub
 from pipelines.problems import VARIABLE_NAME, SetupError, closest
+from pipelines.streams.comment import STREAMS as COMMENT_STREAMS
+from pipelines.streams.conversation import STREAMS as CONVERSATION_STREAMS
+from pipelines.streams.datahub import STREAMS as DATAHUB_STREAMS
 
 #: service -> [(connection name, URL variable, key variable)] read from the environment.
 ENVIRONMENT_CONNECTIONS: dict[str, list[tuple[str, str, str]]] = {
@@ -173,6 +179,14 @@ def read_config_file(config_path: Path) -> _ConfigFile:
     return parsed
 
 
+#: Each service's streams, whose names a contract may use.
+SERVICE_STREAMS = {
+    "comment": COMMENT_STREAMS,
+    "conversation": CONVERSATION_STREAMS,
+    "datahub": DATAHUB_STREAMS,
+}
+
+
 def _check_service_options(config_path: Path, config: _ConfigFile) -> None:
     """`[service.x]` settings and `[paths.x]` operations checked against the service's own
     settings class, before any run starts."""
@@ -190,6 +204,14 @@ def _check_service_options(config_path: Path, config: _ConfigFile) -> None:
                 f"{config_path}: [paths.{service}]: the {service} service documents every path "
                 "it uses, so there is nothing to override: remove the section"
             )
+    for service, options in config.service.items():
+        known = [stream.name for stream in SERVICE_STREAMS[service]]
+        for name in options.get("contracts") or {}:
+            if name not in known:
+                raise SetupError(
+                    f'{config_path}: [service.{service}] contracts: no stream "{name}"'
+                    f"{closest(name, known)}; known: {', '.join(known)}"
+                )
     for service in set(config.service) | set(config.paths):
         options = dict(config.service.get(service, {}))
         if service in config.paths:

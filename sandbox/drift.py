@@ -1,4 +1,4 @@
-"""Schema drift on demand: chosen streams change their shape from a given moment (issue 15).
+"""Schema drift on demand: chosen streams change their shape from a given moment.
 
 Spec (`--drift`, `SandboxConfig.drift`), comma-separated `<stream>:<kind>=<arguments>`:
 

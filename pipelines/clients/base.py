@@ -9,12 +9,14 @@ import logging
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Annotated, ClassVar
+from datetime import datetime
+from typing import Annotated, Any, ClassVar
 from urllib.parse import quote
 
 import pydantic
 
 from pipelines.budget import shared_budget
+from pipelines.drift import Contract
 from pipelines.lake import check_connection_name
 from pipelines.problems import SetupError, closest
 from pipelines.transport import CallStats, Rate, RetryPolicy, Transport
@@ -24,14 +26,68 @@ from pipelines.transport import CallStats, Rate, RetryPolicy, Transport
 Moment = Annotated[str, "ISO 8601 date-time"]
 #: A calendar day the service writes as ISO 8601 text (`2026-10-01`); the lake holds a date.
 Day = Annotated[str, "ISO 8601 date"]
+#: A date-time the model parses from ISO 8601 text: lax even in the strict `Model`, where
+#: text is how JSON carries it, not a change of type.
+Parsed = Annotated[datetime, pydantic.Strict(False)]
 
 
 class Model(pydantic.BaseModel):
-    """A response model: a field the service adds later is kept, never an error. A field's
-    docstring says what it holds where the service's documentation does; it becomes its
-    column's description in the catalog (`pipelines/schemas.py`)."""
+    """A response model that drift never fails: a field the service adds later is kept (in
+    `model_extra`), and a value that does not fit its field strictly (a number sent as text,
+    an object sent as null) or a required field left out does not fail the answer: the value
+    is converted where pydantic's lax rules can, else the field is None, and what was sent is
+    kept in `retyped` (a field left out is None and not in `model_fields_set`).
+    `pipelines/drift.py` turns these into the lake's `_extra` column and the landing's drift
+    report.
 
-    model_config = pydantic.ConfigDict(extra="allow", use_attribute_docstrings=True)
+    A field's docstring says what it holds where the service's documentation does; it
+    becomes its column's description in the catalog (`pipelines/schemas.py`)."""
+
+    # Strict, so that a changed type is noticed even where lax rules would convert it.
+    model_config = pydantic.ConfigDict(extra="allow", use_attribute_docstrings=True, strict=True)
+
+    #: Values as sent that did not fit their field strictly, by field name.
+    _retyped: dict[str, Any] = pydantic.PrivateAttr(default_factory=dict)
+
+    @pydantic.model_validator(mode="wrap")
+    @classmethod
+    def _tolerate_drift(cls, data: Any, handler: pydantic.ValidatorFunctionWrapHandler) -> Any:
+        try:
+            return handler(data)
+        except pydantic.ValidationError as error:
+            if not isinstance(data, dict) or any(not e["loc"] for e in error.errors()):
+                raise  # not an object at all: the answer is not what the service documents
+            return cls._tolerant(data)
+
+    @classmethod
+    def _tolerant(cls, data: dict) -> Model:
+        """The record field by field: each that fits strictly as is, one that fits only
+        laxly converted (and kept as sent), one that fits not at all as None."""
+        fields = cls.model_fields
+        record = cls.model_construct(**{k: v for k, v in data.items() if k not in fields})
+        retyped: dict[str, Any] = {}
+        for name, info in fields.items():
+            if name not in data:
+                if info.is_required():
+                    record.__dict__[name] = None  # absent: not in `model_fields_set`
+                continue
+            try:
+                cls.__pydantic_validator__.validate_assignment(record, name, data[name])
+                continue
+            except pydantic.ValidationError:
+                retyped[name] = data[name]
+            try:
+                cls.__pydantic_validator__.validate_assignment(
+                    record, name, data[name], strict=False
+                )
+            except pydantic.ValidationError:
+                record.__dict__[name] = None
+        record._retyped = retyped
+        return record
+
+    @property
+    def retyped(self) -> dict[str, Any]:
+        return self._retyped
 
 
 def fill_path(template: str, **values: object) -> str:
@@ -113,6 +169,12 @@ class Service(pydantic.BaseModel):
     pace: bool = True
     timeout_seconds: float = 60.0
     retry_attempts: int = 8
+    #: Per stream of the service (its name, `trigger_logs`), what a landing does with drift:
+    #: evolve (the default), freeze or discard (`pipelines/drift.py`).
+    contracts: dict[str, Contract] = {}
+
+    def contract(self, stream: str) -> Contract:
+        return self.contracts.get(stream, Contract.EVOLVE)
 
     def auth_headers(self, api_key: str) -> dict[str, str]:
         return {"apikey": api_key}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any, ClassVar, Literal, NamedTuple, NotRequired, get_origin, get_type_hints
 
 import pyarrow as pa
@@ -11,7 +12,8 @@ import pydantic
 from typing_extensions import TypedDict
 
 from pipelines.clients.base import Day, Model, Moment, Service
-from pipelines.lake import TIMESTAMP
+from pipelines.drift import extra_column, tolerated
+from pipelines.lake import EXTRA, TIMESTAMP
 from pipelines.schemas import arrow_fields
 from pipelines.transport import Rate, Transport, whole_json
 
@@ -130,7 +132,7 @@ class ActivityDetail(Model):
 class TriggerLog(TypedDict):
     """One trigger log as a plain dict: a year of logs is a million rows, and dicts validated
     straight from the body cost a fraction of models (bench: pull throughput). Fields the
-    service adds later are ignored, as the lake's schema would drop them anyway."""
+    service adds later are kept in `_extra` (`_log_table`)."""
 
     id: str
     activity_id: NotRequired[str | None]
@@ -148,7 +150,8 @@ class TriggerLog(TypedDict):
 
 
 class LogsPage(TypedDict):
-    logs: list[TriggerLog]
+    #: Checked one by one (`_log_rows_table`), so one log's drift does not fail the page.
+    logs: list[dict[str, Any]]
     total: int
     page: int
     limit: int
@@ -171,19 +174,25 @@ _REQUIRED = tuple(
 
 
 class LogTable(NamedTuple):
-    """One page of trigger logs as an Arrow table (`LOG_SCHEMA`), and the list's total."""
+    """One page of trigger logs as an Arrow table (`LOG_TABLE`), and the list's total."""
 
     logs: pa.Table
     total: int
 
 
+#: A page's logs: their fields, then what the schema does not hold (`pipelines/drift.py`).
+LOG_TABLE = pa.schema([*LOG_SCHEMA, pa.field(EXTRA.name, EXTRA.type)])
+_LOG = pydantic.TypeAdapter(TriggerLog)
+
+
 def _log_table(body: bytes) -> LogTable:
     """Arrow parses the page in C++ without the GIL while the pipeline lands the last one
-    (bench: pull throughput). A body it cannot read exactly (a time without offset, a
-    missing field, a cut answer) goes the general way, which names what is wrong."""
+    (bench: pull throughput); a field the service added comes as a column of its own, kept
+    in `_extra`. A body it cannot read exactly (a time without offset, a missing field, a
+    value of another type, a cut answer) goes the general way, which names what is wrong."""
     try:
         options = pajson.ParseOptions(
-            explicit_schema=_PAGE_TEXTS, unexpected_field_behavior="ignore", newlines_in_values=True
+            explicit_schema=_PAGE_TEXTS, unexpected_field_behavior="infer", newlines_in_values=True
         )
         read = pajson.ReadOptions(use_threads=False, block_size=max(len(body), 1 << 16))
         page = pajson.read_json(pa.BufferReader(body), read_options=read, parse_options=options)
@@ -194,22 +203,35 @@ def _log_table(body: bytes) -> LogTable:
             raise ValueError("a required field is missing")
         moments = pc.cast(logs["created_at"], TIMESTAMP)
         logs = logs.set_column(logs.schema.get_field_index("created_at"), "created_at", moments)
-        return LogTable(logs.cast(LOG_SCHEMA, safe=False), page["total"][0].as_py())
+        new = logs.select([name for name in logs.column_names if name not in LOG_SCHEMA.names])
+        extra = extra_column(new, None, (), logs.num_rows)
+        logs = logs.select(LOG_SCHEMA.names).append_column(EXTRA.name, extra)
+        return LogTable(logs.cast(LOG_TABLE, safe=False), page["total"][0].as_py())
     except (pa.ArrowInvalid, ValueError):
         validated = whole_json(LOGS_PAGE.validate_json)(body)
         return LogTable(_log_rows_table(validated["logs"]), validated["total"])
 
 
-def _log_rows_table(logs: list[TriggerLog]) -> pa.Table:
-    """Validated trigger logs as a `LOG_SCHEMA` table; a time without offset is read as UTC."""
-    columns = {name: [log.get(name) for log in logs] for name in LOG_SCHEMA.names}
+def _as_utc(text: str | None) -> datetime | None:
+    if text is None:
+        return None
+    moment = datetime.fromisoformat(text)
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _log_rows_table(logs: list[dict]) -> pa.Table:
+    """Logs as a `LOG_TABLE` table, each checked against `TriggerLog` field by field (what
+    does not fit is None, and kept in `_extra`); a time without offset is read as UTC."""
+    checked = [tolerated(_LOG, LOG_SCHEMA.names, log) for log in logs]
+    columns = {name: [log.get(name) for log, _ in checked] for name in LOG_SCHEMA.names}
     moments = pa.array(columns.pop("created_at"), pa.string())
     try:
         created = pc.cast(moments, TIMESTAMP)
-    except pa.ArrowInvalid:
-        created = pc.assume_timezone(pc.cast(moments, pa.timestamp(TIMESTAMP.unit)), "UTC")
-    table = pa.table({**columns, "created_at": created})
-    return table.cast(LOG_SCHEMA, safe=False)
+    except pa.ArrowInvalid:  # some without offset: one by one
+        created = pa.array([_as_utc(text) for text in moments.to_pylist()], TIMESTAMP)
+    extra = pa.array([extra for _, extra in checked], EXTRA.type)
+    table = pa.table({**columns, "created_at": created, EXTRA.name: extra})
+    return table.cast(LOG_TABLE, safe=False)
 
 
 class StatsDay(Model):

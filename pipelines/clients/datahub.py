@@ -8,12 +8,12 @@ sync.toml overrides per operation.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from datetime import date, datetime
+from datetime import date
 from typing import Any, ClassVar, TypeVar
 
 import pydantic
 
-from pipelines.clients.base import Model, Service, check_path_overrides, fill_path
+from pipelines.clients.base import Model, Parsed, Service, check_path_overrides, fill_path
 from pipelines.jobs import wait_for_job
 from pipelines.transport import Rate, Transport
 
@@ -90,9 +90,9 @@ class Broadcast(Model):
     source: str | None = None
     """`maac` or `caac`."""
     name: str | None = None
-    sent_date: datetime | None = None
+    sent_date: Parsed | None = None
     status: str | None = None
-    created_at: datetime | None = None
+    created_at: Parsed | None = None
 
 
 class BroadcastReport(Model):
@@ -102,7 +102,7 @@ class BroadcastReport(Model):
     name: str | None = None
     source: str | None = None
     """`maac` or `caac`."""
-    sent_date: datetime | None = None
+    sent_date: Parsed | None = None
     segment_name: str | None = None
     sent: int
     open_count: int
@@ -114,8 +114,8 @@ class Task(Model):
     category: str
     status: str
     result: dict[str, Any] | None = None
-    created_at: datetime | None = None
-    updated_at: datetime | None = None
+    created_at: Parsed | None = None
+    updated_at: Parsed | None = None
 
 
 class ExportResult(Model):

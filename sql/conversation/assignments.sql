@@ -6,5 +6,6 @@ SELECT
     member_id,
     assign_type,                        -- case-based, permanent, unassigned
     team_id,                            -- null when unassigned or no team
-    user_id                             -- null when unassigned
+    user_id,                            -- null when unassigned
+    _extra::JSON AS _extra  -- what the service sent beyond these columns (pipelines/drift.py)
 FROM {{ source('conversation', 'assignments') }};

@@ -14,5 +14,6 @@ SELECT
     broadcast_enabled,
     user_recognition_enabled,
     created_at,
-    updated_at
+    updated_at,
+    _extra::JSON AS _extra  -- what the service sent beyond these columns (pipelines/drift.py)
 FROM {{ source('conversation', 'channels') }};

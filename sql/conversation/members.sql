@@ -34,5 +34,6 @@ SELECT
     last_message_at,
     last_member_message_send,
     created_at,
-    updated_at
+    updated_at,
+    _extra::JSON AS _extra  -- what the service sent beyond these columns (pipelines/drift.py)
 FROM {{ source('conversation', 'members') }};

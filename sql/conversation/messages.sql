@@ -13,5 +13,6 @@ SELECT
     text,                               -- '' for images
     url,                                -- images only
     mime_type,                          -- images only
-    timestamp
+    timestamp,
+    _extra::JSON AS _extra  -- what the service sent beyond these columns (pipelines/drift.py)
 FROM {{ source('conversation', 'messages') }};

@@ -7,5 +7,6 @@ SELECT
     description,
     category,
     external_team_id,
-    routing_rule                        -- by-queue, round-robin, manual
+    routing_rule,                       -- by-queue, round-robin, manual
+    _extra::JSON AS _extra  -- what the service sent beyond these columns (pipelines/drift.py)
 FROM {{ source('conversation', 'teams') }};

@@ -13,5 +13,6 @@ SELECT
     on_duty_status,                     -- online, away, offline
     status,                             -- active, invited, deactivated
     type,                               -- human, ai
-    is_internal_user
+    is_internal_user,
+    _extra::JSON AS _extra  -- what the service sent beyond these columns (pipelines/drift.py)
 FROM {{ source('conversation', 'users') }};

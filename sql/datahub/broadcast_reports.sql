@@ -13,6 +13,7 @@ SELECT
     start_date,
     end_date,
     report::JSON AS report,
-    connection
+    connection,
+    _extra::JSON AS _extra  -- what the service sent beyond these columns (pipelines/drift.py)
 FROM {{ source('datahub', 'broadcast_reports') }}
 QUALIFY row_number() OVER (PARTITION BY connection, broadcast_id ORDER BY date DESC) = 1;

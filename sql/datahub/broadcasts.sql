@@ -6,5 +6,6 @@ SELECT
     sent_date,        -- in the future while scheduled
     status,
     created_at,
-    connection
+    connection,
+    _extra::JSON AS _extra  -- what the service sent beyond these columns (pipelines/drift.py)
 FROM {{ source('datahub', 'broadcasts') }};

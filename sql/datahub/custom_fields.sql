@@ -9,5 +9,6 @@ SELECT
     slot_number,
     active,
     options,          -- single_select only, else NULL; one row each in datahub.custom_field_options
-    connection
+    connection,
+    _extra::JSON AS _extra  -- what the service sent beyond these columns (pipelines/drift.py)
 FROM {{ source('datahub', 'custom_fields') }};

@@ -22,6 +22,7 @@ SELECT
     channel_type,
     external_member_id,
     account_manager,
-    connection
+    connection,
+    _extra::JSON AS _extra  -- what the service sent beyond these columns (pipelines/drift.py)
 FROM {{ source('datahub', 'members') }}
 QUALIFY date = max(date) OVER (PARTITION BY connection);

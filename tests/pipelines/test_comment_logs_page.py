@@ -4,11 +4,10 @@ the fast one cannot read exactly is read, named or asked again by the general on
 import json
 
 import pyarrow as pa
-import pydantic
 import pytest
 
 from pipelines.clients import comment
-from pipelines.clients.comment import LOG_SCHEMA, _log_rows_table, _log_table
+from pipelines.clients.comment import LOG_TABLE, _log_rows_table, _log_table
 from pipelines.transport import TruncatedBody
 
 LOG = {
@@ -39,8 +38,9 @@ def test_the_fast_reader_and_the_general_one_agree(indent, monkeypatch):
         patched.setattr(comment, "LOGS_PAGE", None)  # the general reader would fail
         read = _log_table(page(LOG, sparse, indent=indent))
     assert read.total == 40
-    assert read.logs.schema.equals(LOG_SCHEMA)
+    assert read.logs.schema.equals(LOG_TABLE)
     assert read.logs.equals(_log_rows_table([LOG, sparse]))
+    assert read.logs["_extra"].null_count == 2  # nothing beyond the schema
     # An offset is turned to UTC: 09:00 in Tokyo is midnight UTC.
     assert read.logs["created_at"][0].as_py().isoformat() == "2026-01-01T00:00:00+00:00"
 
@@ -50,9 +50,38 @@ def test_a_time_without_offset_is_read_as_utc():
     assert read.logs["created_at"][0].as_py().isoformat() == "2026-01-01T09:00:00+00:00"
 
 
-def test_a_missing_required_field_is_named():
-    with pytest.raises(pydantic.ValidationError, match="account_id"):
-        _log_table(page({k: v for k, v in LOG.items() if k != "account_id"}))
+def test_a_missing_required_field_is_null_and_named_in_extra():
+    read = _log_table(page({k: v for k, v in LOG.items() if k != "account_id"}, LOG))
+    assert read.logs["account_id"].to_pylist() == [None, "acc"]
+    assert [extra(e) for e in read.logs["_extra"].to_pylist()] == [
+        {"missing": ["account_id"]},
+        None,
+    ]
+
+
+def extra(text: str | None) -> dict | None:
+    return None if text is None else json.loads(text)
+
+
+@pytest.mark.parametrize("general", [False, True])
+def test_a_new_field_is_kept_in_extra_by_either_reader(general, monkeypatch):
+    """Both readers keep a field the service added, nested values included; the fast one
+    (Arrow) as long as it can read the page, the general one (when a log does not fit)."""
+    added = LOG | {"tag": 7, "place": {"city": "Osaka"}}
+    odd = [LOG | {"id": "l3", "created_at": "2026-01-01T09:00:00"}] if general else []
+    if not general:
+        monkeypatch.setattr(comment, "LOGS_PAGE", None)  # the fast reader must do it
+    read = _log_table(page(added, LOG | {"id": "l2"}, *odd))
+    assert extra(read.logs["_extra"][0].as_py()) == {"new": {"tag": 7, "place": {"city": "Osaka"}}}
+    assert read.logs["_extra"][1].as_py() is None
+    assert read.logs["id"].to_pylist()[:2] == ["l1", "l2"]
+
+
+def test_a_value_of_another_type_is_null_and_kept_as_sent():
+    read = _log_table(page(LOG | {"post_id": 42}, LOG | {"id": "l2"}))
+    assert read.logs["post_id"].to_pylist() == [None, "p1"]
+    assert extra(read.logs["_extra"][0].as_py()) == {"retyped": {"post_id": 42}}
+    assert read.logs["id"].to_pylist() == ["l1", "l2"]  # the other fields and logs as they were
 
 
 def test_a_cut_page_is_asked_again():
@@ -62,5 +91,5 @@ def test_a_cut_page_is_asked_again():
 
 def test_an_empty_page_is_an_empty_table():
     read = _log_table(page())
-    assert read.logs.num_rows == 0 and read.logs.schema.equals(LOG_SCHEMA)
+    assert read.logs.num_rows == 0 and read.logs.schema.equals(LOG_TABLE)
     assert isinstance(read.logs, pa.Table)

@@ -18,7 +18,7 @@ from pipelines.clients.conversation import ConversationService
 from pipelines.lake import Lake
 from pipelines.landing import today
 from pipelines.streams.conversation import MESSAGES, STREAMS, backups
-from pipelines.streams.conversation.backups import land_backup
+from pipelines.streams.conversation.backups import BACKUP_FIELDS, land_backup
 from pipelines.streams.conversation.checks import rows_match_backup
 from pipelines.warehouse import SQL_DIR, Warehouse
 from sandbox.faults import FaultSpec
@@ -345,7 +345,7 @@ def _csv(rows: list[list[str]]) -> bytes:
     return buffer.getvalue().encode()
 
 
-HEADER = [name for name in MESSAGES.schema.names if name != "connection"]
+HEADER = [field.name for field in BACKUP_FIELDS]
 
 
 def _message(uuid: str, text: str, stamp: str, url: str = "") -> list[str]:

@@ -14,6 +14,7 @@ import pytest
 from pipelines.clients.base import Connection
 from pipelines.clients.datahub import Broadcast, DataHub
 from pipelines.lake import Lake
+from pipelines.landing import Landed
 from pipelines.streams.datahub import BROADCAST_REPORTS, BROADCASTS, MEMBERS
 from pipelines.streams.datahub import export as export_module
 from pipelines.streams.datahub.checks import export_row_counts, report_coverage
@@ -212,18 +213,36 @@ def test_member_batches_read_columns_by_header_in_batches(monkeypatch):
     assert first["member_id"] == 1 and first["full_name"] == "Member 1"
     assert first["connection"] == "jp"
     assert first["city"] is None  # empty is null
+    # A column the schema does not know is kept in `_extra`, as text (a file has no types).
+    assert json.loads(first["_extra"]) == {"new": {"not_in_schema": "x"}}
+
+
+def test_member_batches_keep_what_the_schema_does_not_hold():
+    """A column the file lacks is null and named; a value that is not its column's type is
+    null and kept as sent; neither fails the export (pipelines/drift.py)."""
+    header = [name for name in EXPORT_COLUMNS if name != "city"]
+    rows = [{"member_id": 1, "full_name": "A"}, {"member_id": "n/a", "full_name": "B"}]
+
+    [table] = member_batches(in_chunks(export_csv(rows, header)), "jp")
+
+    assert table["member_id"].to_pylist() == [1, None]
+    assert table["full_name"].to_pylist() == ["A", "B"]
+    assert table["city"].to_pylist() == [None, None]
+    assert [json.loads(e) for e in table["_extra"].to_pylist()] == [
+        {"missing": ["city"]},
+        {"retyped": {"member_id": "n/a"}, "missing": ["city"]},
+    ]
 
 
 @pytest.mark.parametrize(
     ("content", "error", "message"),
     [
         (b"", TruncatedBody, "empty, without its header"),
-        (b"member_id,full_name\r\n1,A\r\n", ExportMismatch, "lacks the columns"),
         # A cut body: its last line short of fields.
         (",".join(EXPORT_COLUMNS).encode() + b"\r\n1,Member 1", TruncatedBody, "line 2 has 2"),
     ],
 )
-def test_member_batches_refuse_a_file_without_its_header_columns_or_cut(content, error, message):
+def test_member_batches_refuse_a_file_without_its_header_or_cut(content, error, message):
     with pytest.raises(error, match=message):
         list(member_batches(in_chunks(content), "default"))
 
@@ -272,7 +291,7 @@ def test_member_export_lands_with_what_its_task_announced(tmp_path, clock):
     lake = Lake(tmp_path)
     transport, calls = export_service([{"member_id": 1}, {"member_id": 2}], row_count=2)
 
-    landed = land_member_export(SETTINGS, transport, lake, "default")
+    landed = land_member_export(SETTINGS, transport, lake, "default", Landed())
 
     assert landed == 2
     assert [(c.method, c.url.path) for c in calls] == [
@@ -294,7 +313,7 @@ def test_member_export_that_misses_announced_rows_does_not_land(tmp_path, clock)
     transport, _ = export_service([{"member_id": 1}], row_count=2)
 
     with pytest.raises(ExportMismatch, match="held 1 rows, the task announced row_count 2"):
-        land_member_export(SETTINGS, transport, lake, "default")
+        land_member_export(SETTINGS, transport, lake, "default", Landed())
 
     assert lake.files(MEMBERS) == []
 

@@ -15,7 +15,7 @@ from dagster._core.storage.tags import (
 
 from assets.factory import StreamAsset, stream_asset
 from assets.resources import LakeResource
-from pipelines.lake import Lake, connection_stream, described
+from pipelines.lake import EXTRA, Lake, connection_stream, described
 from pipelines.landing import Landed, Refused, today
 
 THINGS = connection_stream("test", "things", [("id", pa.int64())], daily=True)
@@ -162,6 +162,7 @@ def test_the_catalog_shows_the_columns_with_their_descriptions_the_service_and_t
             LABELS.schema.field("connection").metadata[b"description"].decode(),
         ),
         ("id", "int64", "The label's id."),
+        ("_extra", "string", EXTRA.metadata[b"description"].decode()),
     ]
     assert spec.metadata["dagster/table_name"] == "test.labels"
     assert spec.tags["service"] == "test"

@@ -64,5 +64,5 @@ def test_a_snapshot_lands_each_connection_with_its_name_in_every_row(tmp_path):
 
     assert (landed.rows, landed.rows_per_connection) == (3, {"a": 2, "b": 1})
     table = pq.read_table(lake.path(SNAPSHOT, "b"))
-    assert table.to_pylist() == [{"id": 0, "connection": "b"}]
+    assert table.to_pylist() == [{"connection": "b", "id": 0, "_extra": None}]
     assert landed.stats.requests == 0

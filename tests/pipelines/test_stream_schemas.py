@@ -7,7 +7,7 @@ Every column is nullable; the `options` struct's fields too."""
 import pyarrow as pa
 import pytest
 
-from pipelines.clients.comment import _REQUIRED, LOG_SCHEMA
+from pipelines.clients.comment import _REQUIRED, LOG_SCHEMA, LOG_TABLE
 from pipelines.lake import Stream, file_schema
 from pipelines.streams.comment import STREAMS as COMMENT
 from pipelines.streams.comment import TRIGGER_LOGS
@@ -278,16 +278,22 @@ def test_every_stream_is_pinned():
 
 @pytest.mark.parametrize("relation", sorted(EXPECTED))
 def test_stream_schema(relation: str):
+    """The declared columns, then `_extra`, last, where what the service sent beyond them is
+    kept (pipelines/drift.py)."""
     stream: Stream = STREAMS[relation]
+    expected = [*EXPECTED[relation], ("_extra", TEXT)]
     found = [(field.name, field.type, field.nullable) for field in stream.schema]
-    assert found == [(name, type_, True) for name, type_ in EXPECTED[relation]]
+    assert found == [(name, type_, True) for name, type_ in expected]
     assert stream.schema.metadata is None
     # The columns' descriptions are the catalog's: the files are written without them.
-    assert file_schema(stream.schema).equals(pa.schema(EXPECTED[relation]), check_metadata=True)
+    assert file_schema(stream.schema).equals(pa.schema(expected), check_metadata=True)
 
 
-def test_trigger_logs_are_the_client_schema_after_the_connection():
-    assert TRIGGER_LOGS.schema.remove(0).equals(LOG_SCHEMA, check_metadata=True)
+def test_trigger_logs_are_the_client_table_after_the_connection():
+    assert TRIGGER_LOGS.schema.remove(0).equals(LOG_TABLE)
+    assert LOG_TABLE.remove(LOG_TABLE.get_field_index("_extra")).equals(
+        LOG_SCHEMA, check_metadata=True
+    )
 
 
 def test_required_trigger_log_fields():

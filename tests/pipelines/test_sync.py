@@ -44,6 +44,9 @@ def assert_equals_truth(sandbox) -> None:
                 f"SELECT count(*), count(DISTINCT ({key})) FROM {stream.relation}"
             ).fetchall()
             assert total == distinct, f"{stream.relation} holds a row twice"
+            # What the sandbox sends matches every declared schema: no false drift.
+            [(drifted,)] = con.execute(f"SELECT count(_extra) FROM {stream.relation}").fetchall()
+            assert drifted == 0, f"{stream.relation}: drift reported on healthy data"
 
 
 def test_a_sync_killed_half_way_and_run_again_is_exact(frozen_sandbox, sync_env, tmp_path):

@@ -24,7 +24,7 @@ def workspace_rows(transport: Transport, connection: Connection) -> Iterator[dic
     """The key's workspace (`GET /me`): one row; of the key, only its scope."""
     me = CommentClient(transport).me()
     yield {
-        **model_row(me.workspace, WORKSPACE.schema),
+        **model_row(me.workspace, WORKSPACE.schema, extra=False),  # in `me`'s
         **model_row(me, WORKSPACE.schema),
         "api_key_scope": (me.api_key or {}).get("scope"),
     }
@@ -67,7 +67,8 @@ def activity_rows(transport: Transport, connection: Connection) -> Iterator[dict
     for activity in CommentClient(transport).activities().activities:
         yield {
             **model_row(activity, ACTIVITIES.schema),
-            **(model_row(activity.stats, ACTIVITIES.schema) if activity.stats else {}),
+            # The stats' drift is in the activity's `_extra` (`stats.<field>`).
+            **(model_row(activity.stats, ACTIVITIES.schema, extra=False) if activity.stats else {}),
             # An empty gate (`{}`) is no gate: null, as the lake has always held it.
             "follow_gate": json.dumps(activity.follow_gate) if activity.follow_gate else None,
         }

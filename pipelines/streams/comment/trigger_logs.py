@@ -32,7 +32,6 @@ import pyarrow.parquet as pq
 
 from pipelines.clients.base import Connection
 from pipelines.clients.comment import (
-    LOG_SCHEMA,
     LOGS_MAX_DAYS,
     LOGS_PAGE_LIMIT,
     CommentClient,
@@ -48,7 +47,7 @@ from pipelines.transport import Transport
 SECONDS_A_DAY = 86_400
 EPOCH = date(1970, 1, 1)
 
-#: A day of the range and its logs (tables of `LOG_SCHEMA`, newest first), or None when
+#: A day of the range and its logs (tables of `LOG_TABLE`, newest first), or None when
 #: its landed file already holds them: what `land_days` takes.
 DayLogs = tuple[date, Iterable[pa.Table] | None]
 
@@ -164,8 +163,10 @@ def merged_days(
         if not new.num_rows:
             yield day, None
             continue
-        landed = pq.read_table(lake.path(TRIGGER_LOGS, connection, day), columns=LOG_SCHEMA.names)
-        yield day, [new, landed]
+        # Whole, `_extra` included (a file landed before it was declared has none: the
+        # lake's writer adds it).
+        landed = pq.ParquetFile(lake.path(TRIGGER_LOGS, connection, day)).read()
+        yield day, [new, landed.drop_columns("connection")]
 
 
 def paged_days(

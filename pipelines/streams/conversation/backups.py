@@ -1,6 +1,7 @@
 """Messages: one backup per region for a run's whole range of days, its CSV file landed day
 by day as it downloads (a backfill is one backup, not one per day)."""
 
+import csv
 import io
 import itertools
 from collections.abc import Callable, Iterable, Iterator
@@ -15,7 +16,8 @@ import pyarrow.parquet as pq
 
 from pipelines.clients.conversation import ConversationService
 from pipelines.clients.failures import isolated
-from pipelines.lake import Lake
+from pipelines.drift import Drift, cast_texts, extra_column, place, watched_table
+from pipelines.lake import EXTRA, Lake
 from pipelines.landing import Landed, Pull, Refused, pulled_at
 from pipelines.streams.conversation import MESSAGES
 from pipelines.transport import CallStats
@@ -24,7 +26,8 @@ from pipelines.transport import CallStats
 #: the file may hold: Arrow cannot parse one that straddles two blocks. Chat platforms cap a
 #: message at a few thousand characters; memory holds a few blocks.
 CSV_BLOCK_BYTES = 1 << 20
-BACKUP_COLUMNS = [name for name in MESSAGES.schema.names if name != "connection"]
+#: The file's columns the stream declares (`connection` and `_extra` are the lake's own).
+BACKUP_FIELDS = [f for f in MESSAGES.schema if f.name not in ("connection", EXTRA.name)]
 #: Empty in the file for text messages; null in the lake (only image messages carry them).
 IMAGE_COLUMNS = ("url", "mime_type")
 
@@ -40,6 +43,17 @@ class _Chunks(io.RawIOBase):
 
     def readable(self) -> bool:
         return True
+
+    def header(self) -> list[str]:
+        """The file's column names, read ahead without consuming them."""
+        while b"\n" not in self._pending:
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                break
+            self.records.feed(chunk)
+            self._pending += chunk
+        first = self._pending.split(b"\n", 1)[0].decode("utf-8-sig", "replace")
+        return next(csv.reader([first]), [])
 
     def readinto(self, buffer) -> int:
         while not self._pending:
@@ -83,13 +97,14 @@ class BackupRecordTooLong(Exception):
     """A record of the backup file is longer than CSV_BLOCK_BYTES."""
 
 
-def _record_batches(file: io.RawIOBase) -> Iterator[pa.RecordBatch]:
+def _record_batches(file: _Chunks) -> Iterator[pa.RecordBatch]:
     read = pacsv.ReadOptions(block_size=CSV_BLOCK_BYTES)
     # Texts hold commas, quotes and line breaks (sandbox README: backup file).
     parse = pacsv.ParseOptions(newlines_in_values=True)
     convert = pacsv.ConvertOptions(
-        column_types={f.name: f.type for f in MESSAGES.schema if f.name != "connection"},
-        include_columns=BACKUP_COLUMNS,
+        # Every column read as text, then as its type (`_typed`): a value that does not read
+        # as it, or a column the stream does not declare, is kept, not an error.
+        column_types=dict.fromkeys(file.header(), pa.string()),
         # Checked by `_valid_text` instead, which reads what is not UTF-8 as U+FFFD.
         check_utf8=False,
     )
@@ -124,16 +139,33 @@ def _valid_text(batch: pa.RecordBatch) -> pa.RecordBatch:
 def _message_tables(file: io.RawIOBase, connection: str) -> Iterator[tuple[date, pa.Table]]:
     """(day, rows of that day) pieces of the backup file in file order, a block at a time."""
     for batch in _record_batches(file):
-        table = pa.Table.from_batches([_valid_text(batch)])
-        for name in IMAGE_COLUMNS:
-            column = table[name]
-            blank = pc.equal(column, "")
-            index = table.schema.get_field_index(name)
-            table = table.set_column(index, name, pc.if_else(blank, None, column))
-        table = table.append_column("connection", pa.repeat(connection, table.num_rows))
+        table = _typed(pa.Table.from_batches([_valid_text(batch)]), connection)
         days = pc.cast(table["timestamp"], pa.date32())
         for day in pc.unique(days).to_pylist():
             yield day, table.filter(pc.equal(days, day))
+
+
+def _typed(texts: pa.Table, connection: str) -> pa.Table:
+    """A block of the file (every column text) as the stream's schema: each declared column
+    as its type, blank as null where text is not its type (and in `IMAGE_COLUMNS`); what
+    does not fit, a column the stream does not declare and one the file lacks in `_extra`."""
+    rows = texts.num_rows
+    columns, retyped, missing = {}, {}, []
+    for declared in BACKUP_FIELDS:
+        if declared.name not in texts.column_names:
+            missing.append(declared.name)
+            columns[declared.name] = pa.nulls(rows, declared.type)
+            continue
+        text = texts[declared.name].combine_chunks()
+        if not pa.types.is_string(declared.type) or declared.name in IMAGE_COLUMNS:
+            text = pc.if_else(pc.equal(text, ""), None, text)
+        columns[declared.name], unread = cast_texts(text, declared.type)
+        if unread is not None:
+            retyped[declared.name] = unread
+    new = texts.select([name for name in texts.column_names if name not in columns])
+    columns["connection"] = pa.repeat(pa.scalar(connection), rows)
+    columns[EXTRA.name] = extra_column(new, pa.table(retyped), missing, rows)
+    return pa.table(columns).select(MESSAGES.schema.names).cast(MESSAGES.schema)
 
 
 @dataclass
@@ -160,11 +192,16 @@ def _already_landed(lake: Lake, connection: str, day: date, table: pa.Table) -> 
 
 
 def land_backup(
-    lake: Lake, connection: str, days: list[date], chunks: Iterable[bytes]
+    lake: Lake,
+    connection: str,
+    days: list[date],
+    chunks: Iterable[bytes],
+    watch: Callable[[pa.Table], pa.Table] | None = None,
 ) -> BackupLanded:
     """Write the file's days to their partitions as it streams. The file is oldest first, so
     one day is in memory at a time; a day of the range without messages gets an empty file.
-    A day equal to what is landed is not written again."""
+    A day equal to what is landed is not written again. `watch`: what each day's rows go
+    through first (their drift tallied, `pipelines/drift.py`)."""
     file = _Chunks(chunks)
     landed = BackupLanded()
     wanted = set(days)
@@ -174,7 +211,8 @@ def land_backup(
         if day not in wanted:
             continue  # outside the range asked for: not landed, so the counts will differ
         table = pa.concat_tables(piece for _, piece in pieces)
-        table = table.select(MESSAGES.schema.names).cast(MESSAGES.schema)
+        if watch is not None:
+            table = watch(table)
         landed.rows_per_day[day] = table.num_rows
         if _already_landed(lake, connection, day, table):
             landed.unchanged_days.append(day)
@@ -210,6 +248,7 @@ class BackupsPulled:
     stats: CallStats = field(default_factory=CallStats)
     #: Regions that failed, with what to do (`pipelines/clients/failures.py`).
     failed: dict[str, str] = field(default_factory=dict)
+    drift: Drift = field(default_factory=Drift)
 
     @property
     def differ(self) -> list[str]:
@@ -238,8 +277,14 @@ def pull_backups(
                     f"{started_at.isoformat()} to {ended_at.isoformat()}"
                 )
                 client.wait_for_backup(backup_id)
+                watch = partial(
+                    watched_table,
+                    drift=pulled.drift,
+                    contract=service.contract(MESSAGES.name),
+                    where=place(service.service, connection.name, MESSAGES.relation),
+                )
                 pulled.landed[connection.name] = client.download_backup(
-                    backup_id, partial(land_backup, lake, connection.name, days)
+                    backup_id, partial(land_backup, lake, connection.name, days, watch=watch)
                 )
             log(
                 f"{MESSAGES.relation} [{connection.name}]: {pulled.landed[connection.name].rows} "
@@ -257,6 +302,7 @@ def land_messages(pull: Pull) -> Landed:
         rows_per_connection={name: result.rows for name, result in pulled.landed.items()},
         stats=pulled.stats,
         failed=pulled.failed,
+        drift=pulled.drift,
         per_day={
             day: {
                 name: None if day in result.unchanged_days else result.rows_per_day[day]

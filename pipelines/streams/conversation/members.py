@@ -146,7 +146,8 @@ def assignment_row(client: ConversationClient, channel_id: int, member_id: int) 
         "channel_id": channel_id,
         "member_id": member_id,
         **model_row(assignment, ASSIGNMENTS.schema),
-        **(model_row(relationship, ASSIGNMENTS.schema) if relationship else {}),
+        # Its drift is in the assignment's `_extra` (`assignment_relationship.<field>`).
+        **(model_row(relationship, ASSIGNMENTS.schema, extra=False) if relationship else {}),
     }
 
 

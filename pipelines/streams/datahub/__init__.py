@@ -13,7 +13,7 @@ Where a stream's row copies a model, its columns are that model's fields
 import pyarrow as pa
 
 from pipelines.clients.datahub import Broadcast, BroadcastReport, CustomField
-from pipelines.lake import CONNECTION, Stream, described
+from pipelines.lake import CONNECTION, EXTRA, Stream, described
 from pipelines.schemas import arrow_fields
 
 SERVICE = "datahub"
@@ -22,13 +22,13 @@ SERVICE = "datahub"
 CUSTOM_FIELDS = Stream(
     SERVICE,
     "custom_fields",
-    pa.schema([*arrow_fields(CustomField), CONNECTION]),
+    pa.schema([*arrow_fields(CustomField), CONNECTION, EXTRA]),
 )
 
 BROADCASTS = Stream(
     SERVICE,
     "broadcasts",
-    pa.schema([*arrow_fields(Broadcast), CONNECTION]),
+    pa.schema([*arrow_fields(Broadcast), CONNECTION, EXTRA]),
 )
 
 BROADCAST_REPORTS = Stream(
@@ -43,6 +43,7 @@ BROADCAST_REPORTS = Stream(
             CONNECTION,
             # Further fields of the report, undocumented by the hub ("not shown"), as JSON.
             ("report", pa.string()),
+            EXTRA,
         ]
     ),
     daily=True,
@@ -95,6 +96,7 @@ MEMBERS = Stream(
                 for name in MEMBER_TEXT_COLUMNS
             ),
             CONNECTION,
+            EXTRA,
         ]
     ),
     # One export per connection and day, kept: the latest is `datahub.members`, the

@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 import pyarrow as pa
 
 from pipelines.clients.datahub import DataHub, ExportResult
 from pipelines.clients.failures import isolated
-from pipelines.lake import Lake
+from pipelines.drift import cast_texts, extra_column
+from pipelines.lake import EXTRA, Lake
 from pipelines.landing import Landed, Pull, pulled_at, today
 from pipelines.streams.datahub import MEMBER_TEXT_COLUMNS, MEMBERS
-from pipelines.transport import CallStats, Transport, TruncatedBody
+from pipelines.transport import Transport, TruncatedBody
 
 #: The columns read from the export file, by header name.
 EXPORT_COLUMNS = ("member_id", *MEMBER_TEXT_COLUMNS)
@@ -59,18 +61,20 @@ class _ByteStream(io.RawIOBase):
 def member_batches(chunks: Iterator[bytes], connection: str) -> Iterator[pa.Table]:
     """The export CSV (UTF-8, header row, null as empty: the sandbox's choice) as tables of
     the members schema, EXPORT_BATCH_ROWS at a time. Columns are found by header name; a
-    column the schema does not know is left out. Bytes that are not UTF-8 are read as
-    U+FFFD, as the transport reads them in JSON (`pipelines/transport.py`)."""
+    column the schema does not know, one it lacks and a value that does not read as its
+    column's type go to `_extra` (`pipelines/drift.py`). Bytes that are not UTF-8 are read
+    as U+FFFD, as the transport reads them in JSON (`pipelines/transport.py`)."""
     raw = io.BufferedReader(_ByteStream(chunks))
     text = io.TextIOWrapper(raw, "utf-8-sig", errors="replace", newline="")
     reader = csv.reader(text)
     header = next(reader, None)
     if header is None:
         raise TruncatedBody("the members export file is empty, without its header")
-    missing = [name for name in EXPORT_COLUMNS if name not in header]
-    if missing:
-        raise ExportMismatch(f"the members export file lacks the columns {missing}")
-    positions = {name: header.index(name) for name in EXPORT_COLUMNS}
+    columns = Columns(
+        positions={name: header.index(name) for name in EXPORT_COLUMNS if name in header},
+        new={name: index for index, name in enumerate(header) if name not in EXPORT_COLUMNS},
+        missing=tuple(name for name in EXPORT_COLUMNS if name not in header),
+    )
     batch: list[list[str]] = []
     for row in reader:
         if not row:
@@ -80,29 +84,48 @@ def member_batches(chunks: Iterator[bytes], connection: str) -> Iterator[pa.Tabl
             raise TruncatedBody(f"members export line {reader.line_num} has {len(row)} fields")
         batch.append(row)
         if len(batch) == EXPORT_BATCH_ROWS:
-            yield _members_table(batch, positions, connection)
+            yield _members_table(batch, columns, connection)
             batch = []
     if batch:
-        yield _members_table(batch, positions, connection)
+        yield _members_table(batch, columns, connection)
 
 
-def _members_table(rows: list[list[str]], positions: dict[str, int], connection: str) -> pa.Table:
-    columns = []
+@dataclass(frozen=True)
+class Columns:
+    """Where the export's header puts each column: the declared ones it has, the ones the
+    schema does not know, and the declared ones it lacks."""
+
+    positions: dict[str, int]
+    new: dict[str, int]
+    missing: tuple[str, ...]
+
+
+def _members_table(rows: list[list[str]], columns: Columns, connection: str) -> pa.Table:
+    arrays, retyped = [], {}
     for field in MEMBERS.schema:
         if field.name == "connection":
-            columns.append(pa.array([connection] * len(rows), pa.string()))
+            arrays.append(pa.array([connection] * len(rows), pa.string()))
+        elif field.name == EXTRA.name:
             continue
-        position = positions[field.name]
-        text = pa.array([row[position] or None for row in rows], pa.string())
-        columns.append(text.cast(field.type))
-    return pa.Table.from_arrays(columns, schema=MEMBERS.schema)
+        elif field.name in columns.missing:
+            arrays.append(pa.nulls(len(rows), field.type))
+        else:
+            position = columns.positions[field.name]
+            text = pa.array([row[position] or None for row in rows], pa.string())
+            cast, unread = cast_texts(text, field.type)
+            arrays.append(cast)
+            if unread is not None:
+                retyped[field.name] = unread
+    new = {
+        name: pa.array([row[index] or None for row in rows], pa.string())
+        for name, index in columns.new.items()
+    }
+    arrays.append(extra_column(pa.table(new), pa.table(retyped), columns.missing, len(rows)))
+    return pa.Table.from_arrays(arrays, schema=MEMBERS.schema)
 
 
 def land_member_export(
-    datahub: DataHub,
-    transport: Transport,
-    lake: Lake,
-    connection: str,
+    datahub: DataHub, transport: Transport, lake: Lake, connection: str, landed: Landed
 ) -> int:
     """Export, wait for the task, stream its file into the lake as `today()`'s; the file
     appears only when its rows equal the task's `row_count`. Both clocks are asked once the
@@ -124,7 +147,8 @@ def land_member_export(
 
     def land(chunks: Iterator[bytes]) -> int:
         with lake.writer(MEMBERS, connection, today(), metadata) as out:
-            for table in member_batches(chunks, connection):
+            tables = member_batches(chunks, connection)
+            for table in landed.watched(tables, datahub, MEMBERS, connection):
                 out.write_table(table)
             if out.rows != row_count:
                 raise ExportMismatch(
@@ -136,30 +160,16 @@ def land_member_export(
     return client.download_member_export(task.id, land)
 
 
-def land_member_exports(
-    datahub: DataHub,
-    lake: Lake,
-    stats: CallStats,
-    log: Callable[[str], None],
-    failed: dict[str, str],
-) -> dict[str, int]:
-    """One export per connection, in turn; the rows each landed (a connection that fails
-    goes to `failed`). Not `land_snapshot`'s loop (`pipelines/landing.py`): the file is
-    daily, and its metadata holds what the task said."""
-    counts: dict[str, int] = {}
-    for connection in datahub.connections:
-        with isolated(datahub, connection, failed):
-            with datahub.transport(connection, stats) as transport:
-                counts[connection.name] = land_member_export(
-                    datahub, transport, lake, connection.name
-                )
-            log(f"{MEMBERS.relation} [{connection.name}]: {counts[connection.name]} rows")
-    return counts
-
-
 def land_members(pull: Pull) -> Landed:
-    """Today's export of every connection (`land_member_exports`)."""
+    """Today's export of every connection, in turn (a connection that fails goes to
+    `failed`). Not `land_snapshot`'s loop (`pipelines/landing.py`): the file is daily, and
+    its metadata holds what the task said."""
     landed = Landed()
-    counts = land_member_exports(pull.service, pull.lake, landed.stats, pull.log, landed.failed)
-    landed.rows_per_connection.update(counts)
+    datahub = pull.service
+    for connection in datahub.connections:
+        with isolated(datahub, connection, landed.failed):
+            with datahub.transport(connection, landed.stats) as transport:
+                rows = land_member_export(datahub, transport, pull.lake, connection.name, landed)
+            landed.rows_per_connection[connection.name] = rows
+            pull.log(f"{MEMBERS.relation} [{connection.name}]: {rows} rows")
     return landed
