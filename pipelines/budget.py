@@ -2,11 +2,17 @@
 
 The pacer (`pipelines/transport.py`) spaces a key's requests evenly under its documented
 rate. Within one process that takes a lock and a number; across processes the number lives
-in a store they share: per key and bucket of operations, the wall-clock moment the next
-request may start. A request reserves the next free slot in one atomic statement
+in a store they share: per key and bucket of operations, the moment the next request may
+start. A request reserves the next free slot in one atomic statement
 (`next = max(next, now) + interval`) and sleeps until its own; a 429's `Retry-After` pushes
 the moment past the hold, so every process waits it out. One statement per paced request,
 no polling: a waiting process costs the store nothing while it sleeps.
+
+Moments are read from a clock every process sharing the store reads alike: on one host the
+system's monotonic clock (one per host, and not moved when someone or something sets the
+wall clock), across hosts the Postgres server's. A stored moment further ahead than
+`HORIZON_SECONDS` cannot have been a slot or a hold of that clock (a reboot restarted it):
+it is taken as now, never slept on.
 
 The store (`SYNC_BUDGET_STORE`):
 
@@ -41,6 +47,9 @@ STORE_VARIABLE = "SYNC_BUDGET_STORE"
 OFF = "off"
 POSTGRES_SCHEMES = ("postgresql", "postgres")
 TABLE = "warehouse_sync_budget"
+#: No slot or hold lies further ahead than this (a `Retry-After` is capped at 120 s,
+#: pipelines/transport.py); a stored moment beyond it is another clock's.
+HORIZON_SECONDS = 600.0
 
 
 class BudgetUnavailable(SetupError):
@@ -109,14 +118,16 @@ class SQLiteBudget:
         f"CREATE TABLE IF NOT EXISTS {TABLE} (key_id TEXT NOT NULL, bucket TEXT NOT NULL, "
         "next_at REAL NOT NULL, PRIMARY KEY (key_id, bucket)) WITHOUT ROWID"
     )
+    #: The stored moment, or now where it is beyond the horizon.
+    _KEPT = "CASE WHEN next_at > :now + :horizon THEN :now ELSE next_at END"
     _RESERVE = (
         f"INSERT INTO {TABLE} (key_id, bucket, next_at) VALUES (:key, :bucket, :now + :step) "
-        "ON CONFLICT (key_id, bucket) DO UPDATE SET next_at = max(next_at, :now) + :step "
+        f"ON CONFLICT (key_id, bucket) DO UPDATE SET next_at = max({_KEPT}, :now) + :step "
         "RETURNING next_at"
     )
     _HOLD = (
         f"INSERT INTO {TABLE} (key_id, bucket, next_at) VALUES (:key, :bucket, :until) "
-        "ON CONFLICT (key_id, bucket) DO UPDATE SET next_at = max(next_at, :until)"
+        f"ON CONFLICT (key_id, bucket) DO UPDATE SET next_at = max({_KEPT}, :until)"
     )
 
     def __init__(self, path: Path) -> None:
@@ -144,23 +155,24 @@ class SQLiteBudget:
 
     def reserve(self, key_id: str, bucket: str, interval: float) -> float:
         with self._lock:
-            now = time.time()
+            values = {"key": key_id, "bucket": bucket, "step": interval}
             try:
                 [(next_at,)] = self._connection().execute(
-                    self._RESERVE, {"key": key_id, "bucket": bucket, "now": now, "step": interval}
+                    self._RESERVE, values | {"now": time.monotonic(), "horizon": HORIZON_SECONDS}
                 )
             except sqlite3.Error as exc:
                 raise _unavailable(self.location, exc) from None
         # From the clock after the statement: time spent queueing for the file's lock is not
         # slept again on top of it.
-        return next_at - interval - time.time()
+        return next_at - interval - time.monotonic()
 
     def hold(self, key_id: str, bucket: str, seconds: float) -> None:
         with self._lock:
-            until = time.time() + seconds
+            now = time.monotonic()
+            values = {"key": key_id, "bucket": bucket, "until": now + seconds}
             try:
                 self._connection().execute(
-                    self._HOLD, {"key": key_id, "bucket": bucket, "until": until}
+                    self._HOLD, values | {"now": now, "horizon": HORIZON_SECONDS}
                 )
             except sqlite3.Error as exc:
                 raise _unavailable(self.location, exc) from None
@@ -177,17 +189,19 @@ class PostgresBudget:
         "bucket text NOT NULL, next_at double precision NOT NULL, PRIMARY KEY (key_id, bucket))"
     )
     _NOW = "extract(epoch FROM clock_timestamp())::float8"
+    #: The stored moment, or now where it is beyond the horizon (the server's clock set back).
+    _KEPT = f"CASE WHEN b.next_at > {_NOW} + {HORIZON_SECONDS} THEN {_NOW} ELSE b.next_at END"
     _RESERVE = (
         f"INSERT INTO {TABLE} AS b (key_id, bucket, next_at) "
         f"VALUES (%(key)s, %(bucket)s, {_NOW} + %(step)s) "
-        f"ON CONFLICT (key_id, bucket) DO UPDATE SET next_at = greatest(b.next_at, {_NOW}) "
+        f"ON CONFLICT (key_id, bucket) DO UPDATE SET next_at = greatest({_KEPT}, {_NOW}) "
         f"+ %(step)s RETURNING b.next_at - %(step)s - {_NOW}"
     )
     _HOLD = (
         f"INSERT INTO {TABLE} AS b (key_id, bucket, next_at) "
         f"VALUES (%(key)s, %(bucket)s, {_NOW} + %(seconds)s) "
         f"ON CONFLICT (key_id, bucket) DO UPDATE "
-        f"SET next_at = greatest(b.next_at, {_NOW} + %(seconds)s)"
+        f"SET next_at = greatest({_KEPT}, {_NOW} + %(seconds)s)"
     )
     #: Any number, the same in every process: serialises the table's creation.
     _CREATE_LOCK = 0x5B0D6E7

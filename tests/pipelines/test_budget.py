@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import multiprocessing
 import sqlite3
+import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 
 import httpx
 import pytest
+import time_machine
 
 from pipelines.budget import OFF, STORE_VARIABLE, BudgetUnavailable, open_budget, shown
 from pipelines.clients.comment import REQUESTS_PER_MINUTE
@@ -34,7 +37,8 @@ WORKERS.set_forkserver_preload([budget_worker.__name__])
 @pytest.fixture(scope="session")
 def postgres_url(tmp_path_factory) -> Iterator[str]:
     """A Postgres server of the test session's own, from the `pgserver` wheel."""
-    pgserver = pytest.importorskip("pgserver")
+    import pgserver  # the dev group's: a test session always has it
+
     server = pgserver.get_server(tmp_path_factory.mktemp("pg"), cleanup_mode="stop")
     yield server.get_uri()
     server.cleanup()
@@ -164,3 +168,20 @@ def test_the_default_store_is_beside_the_lake(tmp_path):
     env = {"LAKE_ROOT": str(tmp_path / "lake"), "SYNC_CONFIG": str(tmp_path / "sync.toml")}
     assert load_settings(env).budget_store == str(tmp_path / "budget.sqlite3")
     assert load_settings(env | {STORE_VARIABLE: OFF}).budget_store == OFF
+
+
+def test_a_moment_of_another_clock_is_never_slept_on(tmp_path):
+    """A slot stored far ahead (by the monotonic clock before a reboot) is taken as now; a
+    process whose wall clock is moved (the live soak travels in time) shares the budget with
+    one whose is not, and neither waits hours on the other."""
+    path = tmp_path / "budget.sqlite3"
+    store = open_budget(str(path))
+    with sqlite3.connect(path) as db:
+        db.execute(
+            "INSERT INTO warehouse_sync_budget VALUES ('k', 'b', ?)", (time.monotonic() + 1e6,)
+        )
+    assert store.reserve("k", "b", 0.5) <= 0.5
+    store.hold("k", "b", 2.0)
+    with time_machine.travel(datetime(2030, 1, 1, tzinfo=UTC), tick=True):
+        waited = store.reserve("k", "b", 0.5)
+    assert 1.0 < waited <= 2.5  # the hold, not years
