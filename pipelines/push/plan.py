@@ -200,8 +200,9 @@ class Plan:
         return {outcome: self.counts[outcome] for outcome in OUTCOMES}
 
 
-def content_hash(body: Mapping[str, Any]) -> str:
-    return hashlib.sha256(as_json(body).encode()).hexdigest()[:32]
+def content_hash(content: str) -> str:
+    """The hash of a body's JSON (`as_json`), by which the ledger tells versions apart."""
+    return hashlib.sha256(content.encode()).hexdigest()[:32]
 
 
 def row_key(record_type: str, row: Mapping[str, Any]) -> str:
@@ -254,18 +255,19 @@ def make_plan(
             if outbound.timestamped:
                 of_key.invalid_times.append(_timestamp(row))
             continue
+        content = as_json(body)
         of_key.valid.append(
             Planned(
                 key=key,
                 body=body,
-                content_hash=content_hash(body),
+                content_hash=content_hash(content),
                 timestamp=_timestamp(body) if outbound.timestamped else None,
                 connection=connection,
                 # What a bulk import is grouped by: the attribute its rows match on.
                 import_key=row.get("import_key")
                 if outbound.sending is Sending.MEMBER_IMPORT
                 else None,
-                content=as_json(body),
+                content=content,
             )
         )
     for key, of_key in versions.items():

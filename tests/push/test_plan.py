@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from pipelines.push.ledger import Entry
+from pipelines.push.ledger import Entry, as_json
 from pipelines.push.plan import OUTCOMES, SENDING, content_hash, make_plan
 from pipelines.push.send import send_plan
 from pipelines.push.validation import validate_record
@@ -26,7 +26,7 @@ def accepted(row: dict, record_type: str = "order", state: str = "accepted") -> 
     body, problems = validate_record(record_type, row)
     assert problems == []
     timestamp = row.get("timestamp") if record_type != "behavior_event" else None
-    return Entry(timestamp, content_hash(body), "", state, None, "default")
+    return Entry(timestamp, content_hash(as_json(body)), "", state, None, "default")
 
 
 def sent_timestamps(plan) -> list[str]:

@@ -91,7 +91,7 @@ def newest_valid_versions(resources, record_type: str) -> dict[str, dict]:
     for key, found in versions.items():
         newest = max(at for at, _ in found)
         at_newest = [body for at, body in found if at == newest]
-        if None not in at_newest and len({content_hash(b) for b in at_newest}) == 1:
+        if None not in at_newest and len({content_hash(as_json(b)) for b in at_newest}) == 1:
             expected[key] = at_newest[0]
     return expected
 
