@@ -325,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
         "peer",
         rows,
         tables={
-            "targets (issue 17; medians, ratios of the medians)": target_rows(runs),
+            "targets (medians, ratios of the medians)": target_rows(runs),
             "every run, in the order run": every_run,
         },
         rounds=args.rounds,
