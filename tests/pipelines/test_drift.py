@@ -73,11 +73,17 @@ ASSETS = {
 DAILY = (TRIGGER_LOGS, MESSAGES, MEMBERS)
 
 
-def land(resources: dict, streams, raise_on_error: bool = True) -> dg.ExecuteInProcessResult:
-    """The streams' assets; daily ones for yesterday and today."""
+def land(
+    resources: dict,
+    streams,
+    raise_on_error: bool = True,
+    instance: dg.DagsterInstance | None = None,
+) -> dg.ExecuteInProcessResult:
+    """The streams' assets, on `instance` (else a throwaway one); daily ones for yesterday
+    and today. The last run's result."""
     daily = [ASSETS[s] for s in streams if s in DAILY]
     snapshots = [ASSETS[s] for s in streams if s not in DAILY]
-    instance = dg.DagsterInstance.ephemeral()
+    instance = instance or dg.DagsterInstance.ephemeral()
     result = None
     if snapshots:
         result = dg.materialize(
@@ -131,17 +137,7 @@ def drifted(start_sandbox, tmp_path_factory):
         )
         resources = build_resources(load_settings())
         instance = dg.DagsterInstance.ephemeral()
-        last = today()
-        tags = {
-            "dagster/asset_partition_range_start": (last - timedelta(days=1)).isoformat(),
-            "dagster/asset_partition_range_end": last.isoformat(),
-        }
-        dg.materialize(
-            [ASSETS[s] for s in EXPECTED if s not in DAILY], resources=resources, instance=instance
-        )
-        dg.materialize(
-            [ASSETS[s] for s in DAILY], resources=resources, tags=tags, instance=instance
-        )
+        land(resources, list(EXPECTED), instance=instance)
         settings = load_settings()
         refresh_warehouse(settings.lake_root, settings.warehouse_path, settings.warehouse_sql)
         yield sandbox, settings, resources, instance
@@ -223,7 +219,7 @@ def test_discard_drops_new_and_retyped_values_and_still_reports_them(start_sandb
         sandbox, sync_toml='[service.conversation.contracts]\nchannels = "discard"\n'
     )
     instance = dg.DagsterInstance.ephemeral()
-    dg.materialize([conversation.channels], resources=resources, instance=instance)
+    land(resources, [CHANNELS], instance=instance)
     lake = Lake(load_settings().lake_root)
     extras = [
         json.loads(e) if e else None
