@@ -29,6 +29,7 @@ A missing field is null whatever the contract (there is nothing to keep), and re
 from __future__ import annotations
 
 import json
+import threading
 from collections import Counter, defaultdict
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -183,15 +184,18 @@ class Drift:
 
     rows: Counter = field(default_factory=Counter)
     types: dict[tuple[str, str], set[str]] = field(default_factory=lambda: defaultdict(set))
+    #: A landing's connections tally into one `Drift` from threads of their own.
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def see(self, extra: str) -> None:
         found = json.loads(extra)
-        for kind in ("new", "retyped"):
-            for path, value in found.get(kind, {}).items():
-                self.rows[kind, path] += 1
-                self.types[kind, path].add(json_type(value))
-        for path in found.get("missing", ()):
-            self.rows["missing", path] += 1
+        with self._lock:
+            for kind in ("new", "retyped"):
+                for path, value in found.get(kind, {}).items():
+                    self.rows[kind, path] += 1
+                    self.types[kind, path].add(json_type(value))
+            for path in found.get("missing", ()):
+                self.rows["missing", path] += 1
 
     def __bool__(self) -> bool:
         return bool(self.rows)

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipelines.clients.base import Connection, Service
-from pipelines.clients.failures import isolated
+from pipelines.clients.failures import each_connection
 from pipelines.drift import Drift, place, watched_rows
 from pipelines.lake import Lake, Stream
 from pipelines.transport import CallStats, Transport
@@ -61,6 +61,16 @@ class Landed:
 
     def landed_day(self, day: date, connection: str, rows: int | None) -> None:
         self.per_day.setdefault(day, {})[connection] = rows
+
+    def in_order_of(self, connections: list[Connection]) -> Landed:
+        """Its figures per connection in the order the connections are configured, not the
+        order their turns ended in (they land at once: `each_connection`)."""
+        order = {connection.name: n for n, connection in enumerate(connections)}
+        self.rows_per_connection = dict(
+            sorted(self.rows_per_connection.items(), key=lambda item: order[item[0]])
+        )
+        self.failed = dict(sorted(self.failed.items(), key=lambda item: order[item[0]]))
+        return self
 
     def metadata(self, days: list[date] | None) -> dict:
         """Rows, per connection, the run's days for a partitioned stream, calls, figures:
@@ -200,19 +210,21 @@ def land_snapshot(
     """Replace each connection's snapshot file of `stream` with what the service holds now
     (`file_metadata`: more of the file's metadata, asked before its rows)."""
     landed = Landed()
-    for connection in service.connections:
-        with isolated(service, connection, landed.failed):
-            with service.transport(connection, landed.stats) as transport:
-                metadata = {"pulled_at": pulled_at()} | (
-                    file_metadata(connection) if file_metadata else {}
-                )
-                rows = landed.rows_to_land(
-                    rows_of(transport, connection), service, stream, connection.name
-                )
-                written = lake.write(stream, connection.name, rows, metadata=metadata)
-            landed.rows_per_connection[connection.name] = written
-            log(f"{stream.relation} [{connection.name}]: {written} rows")
-    return landed
+
+    def turn(connection: Connection) -> None:
+        with service.transport(connection, landed.stats) as transport:
+            metadata = {"pulled_at": pulled_at()} | (
+                file_metadata(connection) if file_metadata else {}
+            )
+            rows = landed.rows_to_land(
+                rows_of(transport, connection), service, stream, connection.name
+            )
+            written = lake.write(stream, connection.name, rows, metadata=metadata)
+        landed.rows_per_connection[connection.name] = written
+        log(f"{stream.relation} [{connection.name}]: {written} rows")
+
+    each_connection(service, landed.failed, turn)
+    return landed.in_order_of(service.connections)
 
 
 def land_days(
@@ -230,16 +242,16 @@ def land_days(
     too."""
     landed = Landed()
     wanted = set(days)
-    for connection in service.connections:
-        with isolated(service, connection, landed.failed):
-            landed.rows_per_connection[connection.name] = _land_connection_days(
-                service, lake, stream, connection, wanted, days, rows_by_day, landed
-            )
-            log(
-                f"{stream.relation} [{connection.name}]: "
-                f"{landed.rows_per_connection[connection.name]} rows over {len(days)} day(s)"
-            )
-    return landed
+
+    def turn(connection: Connection) -> None:
+        rows = _land_connection_days(
+            service, lake, stream, connection, wanted, days, rows_by_day, landed
+        )
+        landed.rows_per_connection[connection.name] = rows
+        log(f"{stream.relation} [{connection.name}]: {rows} rows over {len(days)} day(s)")
+
+    each_connection(service, landed.failed, turn)
+    return landed.in_order_of(service.connections)
 
 
 def _land_connection_days(

@@ -1,17 +1,17 @@
 """A connection's failure, told for the person who can fix it, and kept to that connection.
 
-Every landing loops over a service's connections; `isolated` wraps one connection's turn, so a
-wrong key, a dead address or a failing service fails that connection only: its reason is kept
-and the others land. `explain` turns what went wrong into a sentence that names the service,
-the connection, the base URL and the setting involved, and says what to do; the key itself is
-taken out of any text that might carry it.
-"""
+Every landing takes a service's connections at once (`each_connection`); `isolated` wraps one
+connection's turn, so a wrong key, a dead address or a failing service fails that connection
+only: its reason is kept and the others land. `explain` turns what went wrong into a sentence
+that names the service, the connection, the base URL and the setting involved, and says what
+to do; the key itself is taken out of any text that might carry it."""
 
 from __future__ import annotations
 
 import logging
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 import httpx
@@ -19,6 +19,11 @@ import httpx
 from pipelines.clients.base import Connection, Service
 from pipelines.problems import SetupError
 from pipelines.transport import ServiceError
+
+#: Connections of one service landed at once, at most: each has its own key (so its own
+#: budget, `pipelines/budget.py`) and region, so one's requests, polls and downloads need not
+#: wait for another's. A bound, not a tuning: a deployment has a handful.
+CONNECTIONS_AT_ONCE = 8
 
 
 def _redacted(text: str, connection: Connection, service: Service) -> str:
@@ -86,3 +91,25 @@ def isolated(service: Service, connection: Connection, failed: dict[str, str]) -
         # The explanation is the user's; the trace is ours, at DEBUG (`--debug`), keyless.
         trace = "".join(traceback.format_exception(exc))
         logging.getLogger("pipelines").debug(_redacted(trace, connection, service))
+
+
+def each_connection(
+    service: Service, failed: dict[str, str], turn: Callable[[Connection], None]
+) -> None:
+    """`turn` for every connection of `service`, at once (a thread each, up to
+    `CONNECTIONS_AT_ONCE`), each `isolated`; returns when every turn is over. A turn records
+    what it did in a place of its own connection's (its name as the key) or through
+    thread-safe tallies (`CallStats`, `Drift`)."""
+
+    def isolated_turn(connection: Connection) -> None:
+        with isolated(service, connection, failed):
+            turn(connection)
+
+    connections = service.connections
+    if len(connections) == 1:  # no thread: the common case stays as simple as it was
+        isolated_turn(connections[0])
+        return
+    workers = min(len(connections), CONNECTIONS_AT_ONCE) or 1
+    with ThreadPoolExecutor(workers, thread_name_prefix=f"{service.service}-connection") as pool:
+        for done in [pool.submit(isolated_turn, c) for c in connections]:
+            done.result()

@@ -14,8 +14,9 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+from pipelines.clients.base import Connection
 from pipelines.clients.conversation import ConversationService
-from pipelines.clients.failures import isolated
+from pipelines.clients.failures import each_connection
 from pipelines.drift import Drift, cast_texts, extra_column, place, watched_table
 from pipelines.lake import EXTRA, Lake
 from pipelines.landing import Landed, Pull, Refused, pulled_at
@@ -263,33 +264,35 @@ def pull_backups(
     service: ConversationService, lake: Lake, days: list[date], log: Callable[[str], None]
 ) -> BackupsPulled:
     """Each region's messages of `days` (oldest first), through one backup: triggered, waited
-    for, and landed as its file downloads."""
+    for, and landed as its file downloads; the regions at once."""
     started_at, ended_at = backup_window(days)
     pulled = BackupsPulled(days)
-    for connection in service.connections:
-        with isolated(service, connection, pulled.failed):
-            with service.transport(connection, pulled.stats) as transport:
-                client = service.client(transport)
-                backup_id = client.trigger_messages_backup(started_at, ended_at).backup_id
-                pulled.backup_ids[connection.name] = backup_id
-                log(
-                    f"{MESSAGES.relation} [{connection.name}]: backup {backup_id} of "
-                    f"{started_at.isoformat()} to {ended_at.isoformat()}"
-                )
-                client.wait_for_backup(backup_id)
-                watch = partial(
-                    watched_table,
-                    drift=pulled.drift,
-                    contract=service.contract(MESSAGES.name),
-                    where=place(service.service, connection.name, MESSAGES.relation),
-                )
-                pulled.landed[connection.name] = client.download_backup(
-                    backup_id, partial(land_backup, lake, connection.name, days, watch=watch)
-                )
+
+    def turn(connection: Connection) -> None:
+        with service.transport(connection, pulled.stats) as transport:
+            client = service.client(transport)
+            backup_id = client.trigger_messages_backup(started_at, ended_at).backup_id
+            pulled.backup_ids[connection.name] = backup_id
             log(
-                f"{MESSAGES.relation} [{connection.name}]: {pulled.landed[connection.name].rows} "
-                f"rows over {len(days)} day(s)"
+                f"{MESSAGES.relation} [{connection.name}]: backup {backup_id} of "
+                f"{started_at.isoformat()} to {ended_at.isoformat()}"
             )
+            client.wait_for_backup(backup_id)
+            watch = partial(
+                watched_table,
+                drift=pulled.drift,
+                contract=service.contract(MESSAGES.name),
+                where=place(service.service, connection.name, MESSAGES.relation),
+            )
+            pulled.landed[connection.name] = client.download_backup(
+                backup_id, partial(land_backup, lake, connection.name, days, watch=watch)
+            )
+        log(
+            f"{MESSAGES.relation} [{connection.name}]: {pulled.landed[connection.name].rows} "
+            f"rows over {len(days)} day(s)"
+        )
+
+    each_connection(service, pulled.failed, turn)
     return pulled
 
 
@@ -317,7 +320,7 @@ def land_messages(pull: Pull) -> Landed:
             },
             "backup_ids": pulled.backup_ids,
         },
-    )
+    ).in_order_of(pull.service.connections)
     if pulled.differ:
         raise Refused(
             f"{MESSAGES.relation}: rows landed differ from the backup file's rows for "

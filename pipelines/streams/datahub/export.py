@@ -10,8 +10,9 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from pipelines.clients.base import Connection
 from pipelines.clients.datahub import DataHub, ExportResult
-from pipelines.clients.failures import isolated
+from pipelines.clients.failures import each_connection
 from pipelines.drift import cast_texts, extra_column
 from pipelines.lake import EXTRA, Lake
 from pipelines.landing import Landed, Pull, pulled_at, today
@@ -161,15 +162,17 @@ def land_member_export(
 
 
 def land_members(pull: Pull) -> Landed:
-    """Today's export of every connection, in turn (a connection that fails goes to
-    `failed`). Not `land_snapshot`'s loop (`pipelines/landing.py`): the file is daily, and
+    """Today's export of every connection, the connections at once (a connection that fails
+    goes to `failed`). Not `land_snapshot` (`pipelines/landing.py`): the file is daily, and
     its metadata holds what the task said."""
     landed = Landed()
     datahub = pull.service
-    for connection in datahub.connections:
-        with isolated(datahub, connection, landed.failed):
-            with datahub.transport(connection, landed.stats) as transport:
-                rows = land_member_export(datahub, transport, pull.lake, connection.name, landed)
-            landed.rows_per_connection[connection.name] = rows
-            pull.log(f"{MEMBERS.relation} [{connection.name}]: {rows} rows")
-    return landed
+
+    def turn(connection: Connection) -> None:
+        with datahub.transport(connection, landed.stats) as transport:
+            rows = land_member_export(datahub, transport, pull.lake, connection.name, landed)
+        landed.rows_per_connection[connection.name] = rows
+        pull.log(f"{MEMBERS.relation} [{connection.name}]: {rows} rows")
+
+    each_connection(datahub, landed.failed, turn)
+    return landed.in_order_of(datahub.connections)
