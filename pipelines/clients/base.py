@@ -169,6 +169,9 @@ class Service(pydantic.BaseModel):
     pace: bool = True
     timeout_seconds: float = 60.0
     retry_attempts: int = 8
+    #: Connections a landing takes at once (`each_connection`, pipelines/clients/failures.py):
+    #: each has its own key, so its own budget, and its own region; 1 lands them in turn.
+    connections_at_once: int = pydantic.Field(8, ge=1)
     #: Per stream of the service (its name, `trigger_logs`), what a landing does with drift:
     #: evolve (the default), freeze or discard (`pipelines/drift.py`).
     contracts: dict[str, Contract] = {}

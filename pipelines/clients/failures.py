@@ -20,11 +20,6 @@ from pipelines.clients.base import Connection, Service
 from pipelines.problems import SetupError
 from pipelines.transport import ServiceError
 
-#: Connections of one service landed at once, at most: each has its own key (so its own
-#: budget, `pipelines/budget.py`) and region, so one's requests, polls and downloads need not
-#: wait for another's. A bound, not a tuning: a deployment has a handful.
-CONNECTIONS_AT_ONCE = 8
-
 
 def _redacted(text: str, connection: Connection, service: Service) -> str:
     try:
@@ -96,20 +91,23 @@ def isolated(service: Service, connection: Connection, failed: dict[str, str]) -
 def each_connection(
     service: Service, failed: dict[str, str], turn: Callable[[Connection], None]
 ) -> None:
-    """`turn` for every connection of `service`, at once (a thread each, up to
-    `CONNECTIONS_AT_ONCE`), each `isolated`; returns when every turn is over. A turn records
-    what it did in a place of its own connection's (its name as the key) or through
-    thread-safe tallies (`CallStats`, `Drift`)."""
+    """`turn` for every connection of `service`, at once (a thread each, up to the service's
+    `connections_at_once`), each `isolated`; returns when every turn is over. Each connection
+    has its own key (so its own budget, `pipelines/budget.py`) and region, so one's requests,
+    polls and downloads need not wait for another's. A turn records what it did in a place of
+    its own connection's (its name as the key) or through thread-safe tallies (`CallStats`,
+    `Drift`)."""
 
     def isolated_turn(connection: Connection) -> None:
         with isolated(service, connection, failed):
             turn(connection)
 
     connections = service.connections
-    if len(connections) == 1:  # no thread: the common case stays as simple as it was
-        isolated_turn(connections[0])
+    workers = min(len(connections), service.connections_at_once)
+    if workers <= 1:  # no thread where none would run beside it
+        for connection in connections:
+            isolated_turn(connection)
         return
-    workers = min(len(connections), CONNECTIONS_AT_ONCE) or 1
     with ThreadPoolExecutor(workers, thread_name_prefix=f"{service.service}-connection") as pool:
         for done in [pool.submit(isolated_turn, c) for c in connections]:
             done.result()

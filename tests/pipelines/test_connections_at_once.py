@@ -58,3 +58,16 @@ def test_regions_land_side_by_side(start_sandbox, sync_env, tmp_path):
         ).json()["days"]
         expected = sum(n for day, n in days.items() if day >= yesterday.isoformat())
         assert expected > 0 and landed.get(region) == expected, (region, landed, expected)
+
+
+def test_connections_at_once_is_a_setting(start_sandbox, sync_env):
+    """`connections_at_once = 1` lands the regions in turn (0 is refused naming the setting:
+    tests/pipelines/test_misconfiguration.py)."""
+    sandbox = start_sandbox(task_phase_seconds=0.5)
+    sync_env(sandbox, sync_toml="[service.datahub]\nconnections_at_once = 1\n")
+
+    report = run_sync(["datahub.members"])
+
+    assert report.ok, report.failed
+    spans = _region_spans(sandbox.url, "datahub")
+    assert spans["default"][1] < spans["jp"][0] or spans["jp"][1] < spans["default"][0], spans

@@ -137,6 +137,10 @@ BAD_FILES = {
         "[service.conversatoin]\npace = false\n",
         ["[service.conversatoin]", 'did you mean "conversation"'],
     ),
+    "no connection at a time": (
+        "[service.datahub]\nconnections_at_once = 0\n",
+        ["connections_at_once", "greater than or equal to 1"],
+    ),
     "paths of a service that documents them all": (
         '[paths.comment]\nme = "/me"\n',
         ["[paths.comment]", "nothing to override"],
