@@ -19,7 +19,8 @@ backfill is done (polled with `partitionBackfillOrError`); its runs are recorded
 others. The schedules and sensors are turned off through the API first: the soak ticks the
 schedules itself on the sandbox's clock, the daemon would on the wall clock. The backfill's
 runs take "today" from the wall clock, which shares the sandbox's date at hour 0 (the sandbox
-starts at the top of the current hour) unless hour 0 crosses a UTC midnight.
+starts at the top of the current hour, or of `--start-hour` today) unless the wall clock
+crosses a UTC midnight during hour 0.
 
 After each hour the warehouse views are refreshed and read from a fresh read-only DuckDB
 connection, while an analyst's session is held on `warehouse.duckdb` by a process of its own
@@ -726,9 +727,13 @@ def closed_days(soak: Soak, lake, today: date) -> list[dict]:
 # -- the soak ------------------------------------------------------------------------------
 
 
-def run(hours: int, scale: str, plant_hours: dict[str, int]) -> dict:
+def run(hours: int, scale: str, plant_hours: dict[str, int], start_hour: int | None = None) -> dict:
     wall = time.monotonic()
     anchor = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    if start_hour is not None:
+        # Today's hour, past or to come: the webserver's and daemon's clock (the wall's)
+        # then shares the sandbox's date at hour 0, as the backfill's partitions need.
+        anchor = anchor.replace(hour=start_hour)
     with ExitStack() as stack:
         data = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="soak-")))
         base = stack.enter_context(
@@ -874,6 +879,13 @@ def main() -> None:
     parser.add_argument("--days", type=float, default=30)
     parser.add_argument("--hours", type=int, help="simulated hours (instead of --days)")
     parser.add_argument("--scale", default="small")
+    parser.add_argument(
+        "--start-hour",
+        type=int,
+        choices=range(24),
+        help="start at this UTC hour of today (default: the current hour); 21 with --hours 6 "
+        "crosses 23:30, midnight and 02:30",
+    )
     parser.add_argument("--no-plants", action="store_true")
     parser.add_argument(
         "--json", type=Path, help="write the result here instead of bench/results (tests)"
@@ -887,7 +899,7 @@ def main() -> None:
     hours = args.hours or round(args.days * 24)
     # (a) a third of the way in, (b) two thirds: each has hours left to be caught.
     plants = {} if args.no_plants else {"a": hours // 3, "b": 2 * hours // 3}
-    result = run(hours, args.scale, plants)
+    result = run(hours, args.scale, plants, args.start_hour)
     if args.json:
         args.json.write_text(json.dumps(result, indent=2, default=str) + "\n")
         return
