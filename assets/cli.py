@@ -1,7 +1,10 @@
 """`python -m pipelines check` (is the setup right?), `sync [--streams …] [--start D --end D]`,
 `push` and `warehouse` (rebuild the views). Settings come from the environment (README,
 "Settings"). A mistake in them is told in one message, without a traceback (`--debug` shows
-it, and every step's stack trace)."""
+it, and every step's stack trace).
+
+Each command imports what it runs when it runs (the push's jobs and validation models, the
+check's calls): a sync started every hour does not load the push."""
 
 import argparse
 import logging
@@ -10,17 +13,11 @@ import sys
 import traceback
 from datetime import date
 
-import dagster as dg
 import duckdb
 
-from assets import definitions, push
-from assets.console import LOGGERS, console_config
-from assets.resources import build_resources
 from assets.sync import dagster_instance, failure_reason, run_sync
-from pipelines.catalog import refresh_warehouse
-from pipelines.check import check_connections, check_webhook_secret
+from pipelines.catalog import PULLED, refresh_warehouse
 from pipelines.problems import SetupError
-from pipelines.push.plan import OUTCOMES
 from pipelines.settings import load_settings
 from pipelines.warehouse import WarehouseBusy
 
@@ -34,7 +31,7 @@ def row_counts(warehouse_path: str) -> list[tuple[str, int]]:
                 stream.relation,
                 con.execute(f"SELECT count(*) FROM {stream.relation}").fetchall()[0][0],
             )
-            for stream in definitions.STREAMS
+            for stream in PULLED
         ]
 
 
@@ -54,6 +51,13 @@ def print_counts(warehouse_path: str) -> None:
 
 def run_push_command(dry_run: bool, record_types: list[str], resend_in_doubt: bool = False) -> int:
     """The `push` job in this process; prints the plan's figures per record type."""
+    import dagster as dg
+
+    from assets import push
+    from assets.console import LOGGERS, console_config
+    from assets.resources import build_resources
+    from pipelines.push.plan import OUTCOMES
+
     name = (push.push_dry_run if dry_run else push.push).name
     job = dg.Definitions(
         jobs=push.JOBS, resources=build_resources(load_settings()), loggers=LOGGERS
@@ -81,6 +85,9 @@ def run_push_command(dry_run: bool, record_types: list[str], resend_in_doubt: bo
 
 def run_check_command() -> int:
     """A table of every connection, ok or what to do; exit 1 if any is not."""
+    from assets.resources import build_resources
+    from pipelines.check import check_connections, check_webhook_secret
+
     settings = load_settings()
     resources = build_resources(settings)
     checked = check_connections({s: resources[s] for s in settings.connections})

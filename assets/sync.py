@@ -6,9 +6,13 @@ serves, plus yesterday and today (what can still change): on an empty lake that 
 everything; on a synced one, two days.
 """
 
+import importlib
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import date, timedelta
+from types import ModuleType
 
 import dagster as dg
 from dagster._core.storage.tags import (
@@ -16,11 +20,11 @@ from dagster._core.storage.tags import (
     ASSET_PARTITION_RANGE_START_TAG,
 )
 
-from assets import definitions, webhooks
+from assets import webhooks
 from assets.console import LOGGERS, console_config
 from assets.partitions import daily
 from assets.resources import build_resources
-from pipelines.catalog import refresh_warehouse
+from pipelines.catalog import PULLED, refresh_warehouse
 from pipelines.lake import Lake, Stream
 from pipelines.landing import today
 from pipelines.settings import Settings, load_settings
@@ -42,19 +46,25 @@ class SyncReport:
         return not self.failed
 
 
+def service_module(service: str) -> ModuleType:
+    """A service's assets and checks (`assets/comment.py`, ...), imported when a sync first
+    runs one of its streams: a sync of one service does not build the others' assets."""
+    return importlib.import_module(f"assets.{service}")
+
+
 def _asset_for(stream: Stream) -> dg.AssetsDefinition:
     key = dg.AssetKey([stream.service, stream.name])
-    return next(a for a in definitions.STREAM_ASSETS if a.key == key)
+    return next(a for a in service_module(stream.service).ASSETS if a.key == key)
 
 
 def select_streams(names: list[str] | None) -> list[Stream]:
     """`comment`, `trigger_logs` or `comment.trigger_logs`; none means every stream."""
     if not names:
-        return list(definitions.STREAMS)
-    chosen = [s for s in definitions.STREAMS if {s.service, s.name, s.relation} & set(names)]
+        return list(PULLED)
+    chosen = [s for s in PULLED if {s.service, s.name, s.relation} & set(names)]
     unknown = set(names) - {n for s in chosen for n in (s.service, s.name, s.relation)}
     if unknown:
-        known = ", ".join(s.relation for s in definitions.STREAMS)
+        known = ", ".join(s.relation for s in PULLED)
         raise SystemExit(f"unknown stream(s) {sorted(unknown)}; known: {known}")
     return chosen
 
@@ -66,18 +76,38 @@ def default_range(stream: Stream, lake: Lake, connections: list[str]) -> tuple[d
     return min([*missing, last - timedelta(days=1)]), last
 
 
-def dagster_instance() -> dg.DagsterInstance:
-    """The instance of DAGSTER_HOME when set (runs show in the UI), else a throwaway one."""
-    return (
-        dg.DagsterInstance.get()
-        if os.environ.get("DAGSTER_HOME")
-        else dg.DagsterInstance.ephemeral()
-    )
+#: Dagster's switch for one "materialization planned" event per asset and run, instead of
+#: one per partition of its range (366 for a year of messages: a second of CPU before the
+#: first request). Its cost, partitions of a failed run not marked failed, only matters to
+#: an instance that is kept.
+PLANNED_AS_ONE_EVENT = "DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS"
+
+
+@contextmanager
+def dagster_instance() -> Iterator[dg.DagsterInstance]:
+    """The instance of DAGSTER_HOME when set (runs show in the UI), else a throwaway one,
+    disposed on exit (an instance left to the garbage collector closes its SQLite
+    connections from whatever thread collects it, which SQLite refuses noisily)."""
+    if os.environ.get("DAGSTER_HOME"):
+        with dg.DagsterInstance.get() as instance:
+            yield instance
+        return
+    before = os.environ.get(PLANNED_AS_ONE_EVENT)
+    os.environ[PLANNED_AS_ONE_EVENT] = "true"
+    try:
+        with dg.DagsterInstance.ephemeral() as instance:
+            yield instance
+    finally:
+        if before is None:
+            del os.environ[PLANNED_AS_ONE_EVENT]
+        else:
+            os.environ[PLANNED_AS_ONE_EVENT] = before
 
 
 def _checks_of(assets: list[dg.AssetsDefinition]) -> list[dg.AssetChecksDefinition]:
     keys = {a.key for a in assets}
-    checks = [c for m in definitions.SERVICES.values() for c in m.CHECKS]
+    services = sorted({key.path[0] for key in keys})
+    checks = [c for service in services for c in service_module(service).CHECKS]
     return [c for c in checks if {k.asset_key for k in c.check_keys} & keys]
 
 
@@ -99,8 +129,8 @@ def run_order(streams: list[Stream]) -> list[list[Stream]]:
     share one."""
     reads = {
         declared.stream: set(declared.deps)
-        for module in definitions.SERVICES.values()
-        for declared in module.PULLED
+        for service in {stream.service for stream in streams}
+        for declared in service_module(service).PULLED
     }
     left, ordered = list(streams), []
     while left:
@@ -140,7 +170,10 @@ def _run(name: str, assets, resources, instance, report: SyncReport, label: str,
         assets=assets,
         asset_checks=_checks_of(assets),
         jobs=[job],
-        resources=resources,
+        # The assets and checks return results, never an output an IO manager would store;
+        # Dagster's default one (files) would only cost its imports (fsspec, universal_pathlib:
+        # a sixth of a second). The run is in this process, so memory is a valid one.
+        resources={"io_manager": dg.mem_io_manager, **resources},
         loggers=LOGGERS,
     ).resolve_job_def(name)
     result = job_def.execute_in_process(
@@ -165,8 +198,6 @@ def run_sync(
     resources = build_resources(settings)
     lake = Lake(settings.lake_root)
     lake.sweep_temporary()
-    # Disposed at the end: an instance left to the garbage collector closes its SQLite
-    # connections from whatever thread collects it, which SQLite refuses noisily.
     with dagster_instance() as instance:
         report = SyncReport()
         chosen = [s for s in select_streams(streams) if settings.connections[s.service]]

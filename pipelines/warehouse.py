@@ -30,6 +30,7 @@ needs a file, even an empty one, before a build names it (demo/shop.py `declare_
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -81,8 +82,7 @@ def _literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def _empty_relation(schema: pa.Schema) -> str:
-    con = duckdb.connect()
+def _empty_relation(con: duckdb.DuckDBPyConnection, schema: pa.Schema) -> str:
     empty = schema.empty_table()  # noqa: F841 - read by the query below
     types = con.execute("DESCRIBE SELECT * FROM empty").fetchall()
     columns = ", ".join(f'CAST(NULL AS {kind}) AS "{name}"' for name, kind, *_ in types)
@@ -116,7 +116,7 @@ class Warehouse:
             )
         return Stream(service, name, stream.schema, daily=any(folder.glob("date=*")))
 
-    def _source(self, match: re.Match[str]) -> str:
+    def _source(self, con: duckdb.DuckDBPyConnection, match: re.Match[str]) -> str:
         service, name = match.group(1), match.group(2)
         stream = self.streams.get((service, name)) or self._lake_stream(service, name)
         relation = self.lake.relation(stream)
@@ -125,16 +125,20 @@ class Warehouse:
         schema = stream.schema
         if stream.daily:
             schema = schema.append(pa.field("date", pa.date32()))
-        return _empty_relation(schema)
+        return _empty_relation(con, schema)
 
     def statements(self) -> list[str]:
         """Every statement that builds the warehouse, in order."""
         schemas = schemas_of(self.sql_dirs)
         statements = [f"CREATE SCHEMA IF NOT EXISTS {schema}" for schema in schemas]
-        for schema in schemas:
-            for sql_dir in self.sql_dirs:
-                for file in sorted((sql_dir / schema).glob("*.sql")):
-                    statements.append(SOURCE.sub(self._source, file.read_text()))
+        # One connection types every empty relation: opening one costs more than the
+        # DESCRIBE (tens of ms against one).
+        with duckdb.connect() as con:
+            source = functools.partial(self._source, con)
+            for schema in schemas:
+                for sql_dir in self.sql_dirs:
+                    for file in sorted((sql_dir / schema).glob("*.sql")):
+                        statements.append(SOURCE.sub(source, file.read_text()))
         return statements
 
     def _current_fingerprint(self) -> str | None:

@@ -1,8 +1,6 @@
 """Messages: one backup per region for a run's whole range of days, its CSV file landed day
 by day as it downloads (a backfill is one backup, not one per day)."""
 
-import csv
-import io
 import itertools
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -11,139 +9,69 @@ from functools import partial
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from pipelines.clients.base import Connection
 from pipelines.clients.conversation import ConversationService
 from pipelines.clients.failures import each_connection
+from pipelines.csv_blocks import CsvFile, RecordTooLong, read_block, read_texts
 from pipelines.drift import Drift, cast_texts, extra_column, place, watched_table
 from pipelines.lake import EXTRA, Lake
 from pipelines.landing import Landed, Pull, Refused, pulled_at
 from pipelines.streams.conversation import MESSAGES
 from pipelines.transport import CallStats
 
-#: Bytes of the backup file parsed at a time (Arrow's CSV block), and so the longest record
-#: the file may hold: Arrow cannot parse one that straddles two blocks. Chat platforms cap a
-#: message at a few thousand characters; memory holds a few blocks.
+#: Bytes of the backup file parsed at a time (`pipelines/csv_blocks.py`), and so the longest
+#: record the file may hold. Chat platforms cap a message at a few thousand characters;
+#: memory holds a few blocks.
 CSV_BLOCK_BYTES = 1 << 20
 #: The file's columns the stream declares (`connection` and `_extra` are the lake's own).
 BACKUP_FIELDS = [f for f in MESSAGES.schema if f.name not in ("connection", EXTRA.name)]
+#: The declared columns' types, by name: how a block is read first.
+BACKUP_TYPES = {f.name: f.type for f in BACKUP_FIELDS}
 #: Empty in the file for text messages; null in the lake (only image messages carry them).
 IMAGE_COLUMNS = ("url", "mime_type")
-
-
-class _Chunks(io.RawIOBase):
-    """A read-only file over the download's chunks, for Arrow's streaming CSV reader; counts
-    the file's records as they pass (see `_RecordCounter`)."""
-
-    def __init__(self, chunks: Iterable[bytes]) -> None:
-        self._chunks = iter(chunks)
-        self._pending = b""
-        self.records = _RecordCounter()
-
-    def readable(self) -> bool:
-        return True
-
-    def header(self) -> list[str]:
-        """The file's column names, read ahead without consuming them."""
-        while b"\n" not in self._pending:
-            chunk = next(self._chunks, None)
-            if chunk is None:
-                break
-            self.records.feed(chunk)
-            self._pending += chunk
-        first = self._pending.split(b"\n", 1)[0].decode("utf-8-sig", "replace")
-        return next(csv.reader([first]), [])
-
-    def readinto(self, buffer) -> int:
-        while not self._pending:
-            chunk = next(self._chunks, None)
-            if chunk is None:
-                return 0
-            self.records.feed(chunk)
-            self._pending = chunk
-        size = min(len(buffer), len(self._pending))
-        buffer[:size] = self._pending[:size]
-        self._pending = self._pending[size:]
-        return size
-
-
-class _RecordCounter:
-    """The file's data rows, counted from its bytes (line ends outside quotes, RFC 4180)
-    independently of the parser: a row the parser got wrong shows as a mismatch."""
-
-    def __init__(self) -> None:
-        self._line_ends = 0
-        self._quoted = False
-        self._open_line = False
-
-    def feed(self, chunk: bytes) -> None:
-        if not chunk:
-            return
-        # Quotes toggle the state; an escaped quote ("") toggles it twice.
-        for index, part in enumerate(chunk.split(b'"')):
-            if index:
-                self._quoted = not self._quoted
-            if not self._quoted:
-                self._line_ends += part.count(b"\n")
-        self._open_line = not chunk.endswith(b"\n")
-
-    @property
-    def rows(self) -> int:
-        return max(0, self._line_ends + self._open_line - 1)  # minus the header
 
 
 class BackupRecordTooLong(Exception):
     """A record of the backup file is longer than CSV_BLOCK_BYTES."""
 
 
-def _record_batches(file: _Chunks) -> Iterator[pa.RecordBatch]:
-    read = pacsv.ReadOptions(block_size=CSV_BLOCK_BYTES)
-    # Texts hold commas, quotes and line breaks (sandbox README: backup file).
-    parse = pacsv.ParseOptions(newlines_in_values=True)
-    convert = pacsv.ConvertOptions(
-        # Every column read as text, then as its type (`_typed`): a value that does not read
-        # as it, or a column the stream does not declare, is kept, not an error.
-        column_types=dict.fromkeys(file.header(), pa.string()),
-        # Checked by `_valid_text` instead, which reads what is not UTF-8 as U+FFFD.
-        check_utf8=False,
-    )
+def _message_tables(file: CsvFile, connection: str) -> Iterator[tuple[date, pa.Table]]:
+    """(day, rows of that day) pieces of the backup file in file order, a block at a time."""
     try:
-        # Opening reads the first block too.
-        yield from pacsv.open_csv(io.BufferedReader(file), read, parse, convert)
-    except pa.ArrowInvalid as exc:
-        if "straddl" not in str(exc):
-            raise
+        for block in file.blocks():
+            table = _block_table(block, file.header, connection)
+            days = pc.cast(table["timestamp"], pa.date32())
+            for day in pc.unique(days).to_pylist():
+                yield day, table.filter(pc.equal(days, day))
+    except RecordTooLong:
         raise BackupRecordTooLong(
             f"a record of the backup file is longer than {CSV_BLOCK_BYTES} bytes "
             "(CSV_BLOCK_BYTES, pipelines/streams/conversation/backups.py)"
         ) from None
 
 
-def _valid_text(batch: pa.RecordBatch) -> pa.RecordBatch:
-    """`batch` with each byte sequence that is not UTF-8 in its texts as U+FFFD, as the
-    transport and the member export read them; a column that is valid is left as it is."""
-    for index, column_field in enumerate(batch.schema):
-        if not pa.types.is_string(column_field.type):
-            continue
-        column = batch.column(index)
-        try:
-            column.validate(full=True)
-        except pa.ArrowInvalid:
-            raw = column.view(pa.binary()).to_pylist()
-            texts = [None if b is None else b.decode("utf-8", "replace") for b in raw]
-            batch = batch.set_column(index, column_field, pa.array(texts, pa.string()))
-    return batch
-
-
-def _message_tables(file: io.RawIOBase, connection: str) -> Iterator[tuple[date, pa.Table]]:
-    """(day, rows of that day) pieces of the backup file in file order, a block at a time."""
-    for batch in _record_batches(file):
-        table = _typed(pa.Table.from_batches([_valid_text(batch)]), connection)
-        days = pc.cast(table["timestamp"], pa.date32())
-        for day in pc.unique(days).to_pylist():
-            yield day, table.filter(pc.equal(days, day))
+def _block_table(block: bytes, header: list[str], connection: str) -> pa.Table:
+    """A block of the file as the stream's schema: read with the declared types; when a
+    value does not read as its column's type, or a text is not UTF-8, the same block again
+    as text, converted value by value (`_typed`)."""
+    try:
+        read = read_block(block, header, BACKUP_TYPES, check_utf8=True)
+    except pa.ArrowInvalid:
+        return _typed(read_texts(block, header), connection)
+    rows = read.num_rows
+    columns = {name: read[name] for name in read.column_names if name in BACKUP_TYPES}
+    for name in IMAGE_COLUMNS:
+        if name in columns:
+            columns[name] = pc.if_else(pc.equal(columns[name], ""), None, columns[name])
+    missing = [f.name for f in BACKUP_FIELDS if f.name not in columns]
+    for name in missing:
+        columns[name] = pa.nulls(rows, BACKUP_TYPES[name])
+    new = read.select([name for name in read.column_names if name not in BACKUP_TYPES])
+    columns["connection"] = pa.repeat(pa.scalar(connection), rows)
+    columns[EXTRA.name] = extra_column(new, None, missing, rows)
+    return pa.table(columns).select(MESSAGES.schema.names).cast(MESSAGES.schema)
 
 
 def _typed(texts: pa.Table, connection: str) -> pa.Table:
@@ -203,7 +131,7 @@ def land_backup(
     one day is in memory at a time; a day of the range without messages gets an empty file.
     A day equal to what is landed is not written again. `watch`: what each day's rows go
     through first (their drift tallied, `pipelines/drift.py`)."""
-    file = _Chunks(chunks)
+    file = CsvFile(chunks, CSV_BLOCK_BYTES)
     landed = BackupLanded()
     wanted = set(days)
     for day, pieces in itertools.groupby(_message_tables(file, connection), key=lambda p: p[0]):
@@ -227,7 +155,7 @@ def land_backup(
             landed.unchanged_days.append(day)
         else:
             lake.write(MESSAGES, connection, [], day=day, metadata={"pulled_at": pulled_at()})
-    landed.file_rows = file.records.rows
+    landed.file_rows = file.records
     return landed
 
 

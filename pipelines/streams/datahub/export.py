@@ -3,16 +3,17 @@ in batches, and land the file only when it holds the rows the task announced."""
 
 from __future__ import annotations
 
-import csv
-import io
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from pipelines.clients.base import Connection
 from pipelines.clients.datahub import DataHub, ExportResult
 from pipelines.clients.failures import each_connection
+from pipelines.csv_blocks import CsvFile, RecordTooLong, read_texts
 from pipelines.drift import cast_texts, extra_column
 from pipelines.lake import EXTRA, Lake
 from pipelines.landing import Landed, Pull, pulled_at, today
@@ -21,42 +22,21 @@ from pipelines.transport import Transport, TruncatedBody
 
 #: The columns read from the export file, by header name.
 EXPORT_COLUMNS = ("member_id", *MEMBER_TEXT_COLUMNS)
-#: Rows parsed before a batch is written: memory is bounded by this, not by the export.
+#: Rows written at a time (a row group): memory is bounded by this, not by the export.
 EXPORT_BATCH_ROWS = 50_000
+#: Bytes of the file parsed at a time (`pipelines/csv_blocks.py`), and so the longest record
+#: it may hold: the spec bounds none of the profile's texts; a megabyte holds the longest
+#: address many times over.
+EXPORT_BLOCK_BYTES = 1 << 20
 #: File metadata key: the `row_count` the export task announced.
 EXPORT_ROW_COUNT = "export_row_count"
-#: The longest field read, in characters: the spec bounds none of the profile's texts, and
-#: the csv module's default (131,072) would fail a long address. The largest the module takes
-#: on every platform (a C long); a field is in memory with its row either way.
-EXPORT_FIELD_CHARS = 2**31 - 1
-# For the whole process: the csv module has no limit per reader.
-csv.field_size_limit(max(csv.field_size_limit(), EXPORT_FIELD_CHARS))
+#: How Arrow says a record has another number of fields than the header (`got N`).
+FIELDS_GOT = re.compile(r"Expected \d+ columns, got (\d+)")
 
 
 class ExportMismatch(Exception):
-    """The export file lacks a column, or does not hold the rows its task announced."""
-
-
-class _ByteStream(io.RawIOBase):
-    """A readable file over an iterator of byte chunks (a streamed download)."""
-
-    def __init__(self, chunks: Iterator[bytes]) -> None:
-        self._chunks = chunks
-        self._left = b""
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: memoryview) -> int:
-        while not self._left:
-            chunk = next(self._chunks, None)
-            if chunk is None:
-                return 0
-            self._left = chunk
-        size = min(len(buffer), len(self._left))
-        buffer[:size] = self._left[:size]
-        self._left = self._left[size:]
-        return size
+    """The export file does not hold the rows its task announced, or holds a record longer
+    than a block."""
 
 
 def member_batches(chunks: Iterator[bytes], connection: str) -> Iterator[pa.Table]:
@@ -65,64 +45,85 @@ def member_batches(chunks: Iterator[bytes], connection: str) -> Iterator[pa.Tabl
     column the schema does not know, one it lacks and a value that does not read as its
     column's type go to `_extra` (`pipelines/drift.py`). Bytes that are not UTF-8 are read
     as U+FFFD, as the transport reads them in JSON (`pipelines/transport.py`)."""
-    raw = io.BufferedReader(_ByteStream(chunks))
-    text = io.TextIOWrapper(raw, "utf-8-sig", errors="replace", newline="")
-    reader = csv.reader(text)
-    header = next(reader, None)
-    if header is None:
+    file = CsvFile(chunks, EXPORT_BLOCK_BYTES)
+    header = file.header
+    if not header:
         raise TruncatedBody("the members export file is empty, without its header")
     columns = Columns(
-        positions={name: header.index(name) for name in EXPORT_COLUMNS if name in header},
-        new={name: index for index, name in enumerate(header) if name not in EXPORT_COLUMNS},
+        present=tuple(name for name in EXPORT_COLUMNS if name in header),
+        new=tuple(name for name in header if name not in EXPORT_COLUMNS),
         missing=tuple(name for name in EXPORT_COLUMNS if name not in header),
     )
-    batch: list[list[str]] = []
-    for row in reader:
-        if not row:
-            continue
-        if len(row) != len(header):
-            # A cut body ends in a short line: download again (Transport retries this).
-            raise TruncatedBody(f"members export line {reader.line_num} has {len(row)} fields")
-        batch.append(row)
-        if len(batch) == EXPORT_BATCH_ROWS:
-            yield _members_table(batch, columns, connection)
-            batch = []
-    if batch:
-        yield _members_table(batch, columns, connection)
+    pending: list[pa.Table] = []
+    pending_rows = 0
+    try:
+        for block in file.blocks():
+            table = _members_table(_texts(block, header, file.lines_before), columns, connection)
+            pending.append(table)
+            pending_rows += table.num_rows
+            while pending_rows >= EXPORT_BATCH_ROWS:
+                rows = pa.concat_tables(pending)
+                yield rows.slice(0, EXPORT_BATCH_ROWS)
+                pending = [rows.slice(EXPORT_BATCH_ROWS)]
+                pending_rows -= EXPORT_BATCH_ROWS
+    except RecordTooLong:
+        raise ExportMismatch(
+            f"a record of the members export is longer than {EXPORT_BLOCK_BYTES} bytes "
+            "(EXPORT_BLOCK_BYTES, pipelines/streams/datahub/export.py)"
+        ) from None
+    if pending_rows:
+        yield pa.concat_tables(pending)
+
+
+def _texts(block: bytes, header: list[str], lines_before: int) -> pa.Table:
+    """A block's records, every column text. A record short of fields is a cut body (the
+    file's last line): download again, which the transport does for `TruncatedBody`."""
+    try:
+        return read_texts(block, header)
+    except pa.ArrowInvalid as error:
+        got = FIELDS_GOT.search(str(error))
+        if got is None:
+            raise
+        # Arrow does not say where: the line is the last one of the block (a cut body).
+        line = lines_before + block.count(b"\n") + (not block.endswith(b"\n"))
+        raise TruncatedBody(f"members export line {line} has {got.group(1)} fields") from None
 
 
 @dataclass(frozen=True)
 class Columns:
-    """Where the export's header puts each column: the declared ones it has, the ones the
+    """The export's columns by the schema: the declared ones its header has, the ones the
     schema does not know, and the declared ones it lacks."""
 
-    positions: dict[str, int]
-    new: dict[str, int]
+    present: tuple[str, ...]
+    new: tuple[str, ...]
     missing: tuple[str, ...]
 
 
-def _members_table(rows: list[list[str]], columns: Columns, connection: str) -> pa.Table:
+def _members_table(texts: pa.Table, columns: Columns, connection: str) -> pa.Table:
+    rows = texts.num_rows
     arrays, retyped = [], {}
     for field in MEMBERS.schema:
         if field.name == "connection":
-            arrays.append(pa.array([connection] * len(rows), pa.string()))
+            arrays.append(pa.repeat(pa.scalar(connection), rows))
         elif field.name == EXTRA.name:
             continue
         elif field.name in columns.missing:
-            arrays.append(pa.nulls(len(rows), field.type))
+            arrays.append(pa.nulls(rows, field.type))
         else:
-            position = columns.positions[field.name]
-            text = pa.array([row[position] or None for row in rows], pa.string())
+            text = _blank_as_null(texts[field.name])
             cast, unread = cast_texts(text, field.type)
             arrays.append(cast)
             if unread is not None:
                 retyped[field.name] = unread
-    new = {
-        name: pa.array([row[index] or None for row in rows], pa.string())
-        for name, index in columns.new.items()
-    }
-    arrays.append(extra_column(pa.table(new), pa.table(retyped), columns.missing, len(rows)))
+    new = {name: _blank_as_null(texts[name]) for name in columns.new}
+    arrays.append(extra_column(pa.table(new), pa.table(retyped), columns.missing, rows))
     return pa.Table.from_arrays(arrays, schema=MEMBERS.schema)
+
+
+def _blank_as_null(column: pa.ChunkedArray) -> pa.Array:
+    """The export writes null as an empty field."""
+    text = column.combine_chunks()
+    return pc.if_else(pc.equal(text, ""), None, text)
 
 
 def land_member_export(
