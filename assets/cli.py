@@ -17,15 +17,16 @@ import duckdb
 
 from assets.sync import dagster_instance, failure_reason, run_sync
 from pipelines.catalog import PULLED, refresh_warehouse
+from pipelines.lake import Lake
 from pipelines.problems import SetupError
 from pipelines.settings import load_settings
 from pipelines.warehouse import WarehouseBusy
 
 
-def row_counts(warehouse_path: str) -> list[tuple[str, int]]:
+def row_counts(warehouse_path: str, lake: Lake) -> list[tuple[str, int]]:
     """Rows per relation, read the way an analyst would: a read-only session on the file
     the refresh just put in place (a session on the file it replaced is no obstacle)."""
-    with duckdb.connect(warehouse_path, read_only=True) as con:
+    with lake.connect(warehouse_path, read_only=True) as con:
         return [
             (
                 stream.relation,
@@ -35,9 +36,9 @@ def row_counts(warehouse_path: str) -> list[tuple[str, int]]:
         ]
 
 
-def print_counts(warehouse_path: str) -> None:
+def print_counts(warehouse_path: str, lake: Lake) -> None:
     try:
-        counts = row_counts(warehouse_path)
+        counts = row_counts(warehouse_path, lake)
     except duckdb.Error as error:
         # Only a read-write session opened on the new file since the refresh holds it so;
         # the views are current, so the data that landed is not a failure for that.
@@ -158,6 +159,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def run_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     settings = load_settings()
+    lake = Lake(settings.lake_root)
+    lake.verify()
     if args.command == "check":
         return run_check_command()
     if args.command == "push":
@@ -173,7 +176,7 @@ def run_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> in
             print(f"FAILED warehouse: {busy}", file=sys.stderr)
             return 1
         print(f"warehouse: {outcome}")
-        print_counts(str(settings.warehouse_path))
+        print_counts(str(settings.warehouse_path), lake)
         return 0
     report = run_sync(args.streams, args.start, args.end, settings)
     for relation, (first, last) in report.ranges.items():
@@ -184,5 +187,5 @@ def run_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> in
         print(f"FAILED {step}: {message}", file=sys.stderr)
     if report.warehouse:
         print(f"warehouse: {report.warehouse}")
-        print_counts(str(settings.warehouse_path))
+        print_counts(str(settings.warehouse_path), lake)
     return 0 if report.ok else 1

@@ -72,7 +72,8 @@ def select_streams(names: list[str] | None) -> list[Stream]:
 def default_range(stream: Stream, lake: Lake, connections: list[str]) -> tuple[date, date]:
     last = today()
     served = [last - timedelta(days=n) for n in range(stream.history_days)]
-    missing = [d for d in served if any(d not in lake.days(stream, c) for c in connections)]
+    landed = [set(lake.days(stream, c)) for c in connections]  # a listing each, not a day
+    missing = [d for d in served if any(d not in days for days in landed)]
     return min([*missing, last - timedelta(days=1)]), last
 
 

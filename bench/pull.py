@@ -25,6 +25,7 @@ import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
 
 import duckdb
 import httpx
@@ -97,7 +98,7 @@ def pipeline(base: str, name: str, stream: str, services: tuple[str, ...], *rang
         raise RuntimeError(f"{' '.join(argv)} exited {measured.exit_code}")
     with duckdb.connect(env["WAREHOUSE_PATH"], read_only=True) as con:
         [(rows,)] = con.execute(f"SELECT count(*) FROM {stream}").fetchall()
-    files = Lake(env["LAKE_ROOT"]).root.glob("**/*.parquet")
+    files = Path(Lake(env["LAKE_ROOT"]).root).glob("**/*.parquet")
     return {
         "rows": rows,
         "wall_s": measured.wall_seconds,

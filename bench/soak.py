@@ -596,7 +596,7 @@ def plant_deleted_day_file(soak: Soak, plant: Plant, lake, today: date) -> None:
     from pipelines.streams.comment import TRIGGER_LOGS
 
     day = today - timedelta(days=10)
-    lake.path(TRIGGER_LOGS, "default", day).unlink()
+    lake.fs.delete_file(lake.path(TRIGGER_LOGS, "default", day))
     plant.what = f"deleted the lake's comment/trigger_logs file of {day}"
     plant.day = day
 

@@ -87,7 +87,9 @@ def main() -> int:
         print("push again: nothing changed, so nothing is sent …")
         again = run_push_command(dry_run=False, record_types=[])
         events = land_webhook_events(base, settings)
-    rows = reconcile(str(settings.warehouse_path), definitions.STREAMS, truth)
+    rows = reconcile(
+        Lake(settings.lake_root), str(settings.warehouse_path), definitions.STREAMS, truth
+    )
     width = max(len(r.relation) for r in rows)
     print(f"\n{'relation':<{width}}  {'rows':>9}  {'truth':>9}")
     for r in rows:

@@ -28,9 +28,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from pipelines.lake import TIMESTAMP, Lake, Stream
+from pipelines.lake import TIMESTAMP, Lake, Stream, file_stem
 from pipelines.streams.datahub import MEMBERS
 
 if TYPE_CHECKING:
@@ -361,8 +360,8 @@ def _home_store(customer: dict) -> Store:
 
 def pulled_members(lake: Lake) -> list[dict]:
     """The hub members of the latest export pulled into the lake, or none."""
-    files = sorted(lake.stream_dir(MEMBERS).glob(f"date=*/{HUB_CONNECTION}.parquet"))
-    return pq.read_table(files[-1]).to_pylist() if files else []
+    files = [path for path in lake.files(MEMBERS) if file_stem(path) == HUB_CONNECTION]
+    return lake.read_table(files[-1]).to_pylist() if files else []
 
 
 def new_customer_id(number: int) -> str:

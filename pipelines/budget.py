@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
+from pipelines.local_data import data_dir
 from pipelines.problems import SetupError
 
 STORE_VARIABLE = "SYNC_BUDGET_STORE"
@@ -88,12 +89,13 @@ def _unavailable(location: str, exc: BaseException) -> BudgetUnavailable:
 
 
 def budget_location(env: Mapping[str, str] | None = None) -> str:
-    """`SYNC_BUDGET_STORE`, else `budget.sqlite3` in the data directory beside the lake."""
+    """`SYNC_BUDGET_STORE`, else `budget.sqlite3` in the lake's data directory
+    (`pipelines/local_data.py`)."""
     env = os.environ if env is None else env
     chosen = env.get(STORE_VARIABLE, "").strip()
     if chosen:
         return chosen
-    return str(Path(env.get("LAKE_ROOT", "data/lake")).parent / "budget.sqlite3")
+    return str(data_dir(env.get("LAKE_ROOT", "data/lake"), env) / "budget.sqlite3")
 
 
 def check_location(location: str) -> str:

@@ -23,12 +23,15 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import duckdb
 import pyarrow as pa
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pydantic
+
+from pipelines import object_store
 
 # Arrow's buffers from malloc, not its default mimalloc pool, which keeps freed pages: a
 # year of trigger logs peaks 20 MB lower (bench: pull, peak memory), no slower.
@@ -137,31 +140,72 @@ class LakeLocation(pydantic.BaseModel):
 
 
 class Lake:
+    """The lake at a local folder or on an object store (`pipelines/object_store.py`): one
+    pyarrow filesystem and a root in it, the same layout and promises on both. A file is
+    named by its path in that filesystem (`path`, `files`)."""
+
     def __init__(self, root: str | os.PathLike[str]) -> None:
-        self.root = Path(root)
+        self.place = object_store.place(root)
+        self.fs = self.place.fs
+        self.root = self.place.root
 
-    def stream_dir(self, stream: Stream) -> Path:
-        return self.root / stream.service / stream.name
+    def stream_dir(self, stream: Stream) -> str:
+        return f"{self.root}/{stream.service}/{stream.name}"
 
-    def path(self, stream: Stream, connection: str, day: date | None = None) -> Path:
+    def path(self, stream: Stream, connection: str, day: date | None = None) -> str:
         folder = self.stream_dir(stream)
         if stream.daily:
             if day is None:
                 raise ValueError(f"{stream.relation} is daily: a day is needed")
-            folder = folder / f"date={day.isoformat()}"
-        return folder / f"{check_connection_name(connection)}.parquet"
+            folder = f"{folder}/date={day.isoformat()}"
+        return f"{folder}/{check_connection_name(connection)}.parquet"
 
-    def files(self, stream: Stream) -> list[Path]:
-        return sorted(self.stream_dir(stream).glob("**/*.parquet"))
+    def _listed(self, folder: str, recursive: bool = True) -> list[pafs.FileInfo]:
+        selector = pafs.FileSelector(folder, allow_not_found=True, recursive=recursive)
+        return [info for info in self.fs.get_file_info(selector) if info.is_file]
 
-    def day_files(self, stream: Stream, day: date) -> list[Path]:
-        """Every connection's file of one day of a daily stream."""
-        return sorted((self.stream_dir(stream) / f"date={day.isoformat()}").glob("*.parquet"))
+    def files(self, stream: Stream) -> list[str]:
+        return sorted(self.written(stream))
 
     def days(self, stream: Stream, connection: str) -> list[date]:
         """The days already landed for one connection: the lake is the state."""
-        found = self.stream_dir(stream).glob(f"date=*/{connection}.parquet")
-        return sorted(date.fromisoformat(p.parent.name.removeprefix("date=")) for p in found)
+        name = f"{connection}.parquet"
+        return sorted(file_day(p) for p in self.files(stream) if PurePosixPath(p).name == name)
+
+    def written(self, stream: Stream) -> dict[str, int]:
+        """Each file of the stream and when it was last written (ns; an object store keeps
+        whole seconds), from one listing."""
+        listed = self._listed(self.stream_dir(stream))
+        return {info.path: info.mtime_ns for info in listed if info.path.endswith(".parquet")}
+
+    def uri(self, path: str) -> str:
+        """A file's name in a DuckDB connection from `connect`."""
+        return self.place.uri + path.removeprefix(self.root)
+
+    def exists(self, path: str) -> bool:
+        return self.fs.get_file_info(path).is_file
+
+    def modified_ns(self, path: str) -> int:
+        """When a file was last written (ns; an object store keeps whole seconds)."""
+        return self.fs.get_file_info(path).mtime_ns
+
+    def parquet_file(self, path: str) -> pq.ParquetFile:
+        return pq.ParquetFile(self.fs.open_input_file(path))
+
+    def footer(self, path: str) -> pq.FileMetaData:
+        return pq.read_metadata(self.fs.open_input_file(path))
+
+    def read_table(self, path: str, columns: list[str] | None = None) -> pa.Table:
+        return self.parquet_file(path).read(columns=columns)
+
+    def read_columns(self, files: Iterable[str], columns: list[str]) -> pa.Table:
+        """Some columns of several files, one file at a time (pyarrow.dataset would do, but
+        it brings pandas into every process that lands a stream: 60 MB for nothing here)."""
+        return pa.concat_tables(self.read_table(f, columns) for f in files)
+
+    def read_metadata(self, path: str) -> dict[str, str]:
+        raw = self.footer(path).metadata or {}
+        return {k.decode(): v.decode() for k, v in raw.items() if not k.startswith(b"ARROW")}
 
     @contextmanager
     def writer(
@@ -176,23 +220,44 @@ class Lake:
         If the block or the final flush raises, the buffered rows are dropped unwritten (the
         failure is often in them) and the temporary file is removed: a failed write leaves
         the previous file, or none, and nothing else."""
-        target = self.path(stream, connection, day)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        temporary = target.with_name(f".{target.name}.{uuid.uuid4().hex}{TEMPORARY_SUFFIX}")
         schema = file_schema(stream.schema).with_metadata(
             {
                 **(stream.schema.metadata or {}),
                 **{k.encode(): v.encode() for k, v in (metadata or {}).items()},
             }
         )
-        writer = PartitionWriter(pq.ParquetWriter(temporary, schema, compression="zstd"), schema)
+        with self._placed(self.path(stream, connection, day)) as temporary:
+            writer = PartitionWriter(
+                pq.ParquetWriter(temporary, schema, compression="zstd"), schema
+            )
+            try:
+                yield writer
+                writer.close()
+            except BaseException:
+                writer.abort()
+                raise
+
+    @contextmanager
+    def _placed(self, target: str) -> Iterator[str]:
+        """A local temporary file that becomes `target` whole when the block succeeds.
+
+        The one place where the two kinds of lake differ: on a local disk the file is
+        written beside its target and renamed over it; on an object store it is written to
+        the system's temporary folder, then uploaded, and an object is seen only once its
+        upload completes (`object_store.upload`)."""
+        name = f".{PurePosixPath(target).name}.{uuid.uuid4().hex}{TEMPORARY_SUFFIX}"
+        if self.place.local:
+            folder = PurePosixPath(target).parent
+            self.fs.create_dir(str(folder))
+            temporary = Path(folder, name)
+        else:
+            temporary = Path(tempfile.gettempdir(), name)
         try:
-            yield writer
-            writer.close()
-            os.replace(temporary, target)
-        except BaseException:
-            writer.abort()
-            raise
+            yield str(temporary)
+            if self.place.local:
+                os.replace(temporary, target)
+            else:
+                object_store.upload(self.fs, temporary, target)
         finally:
             temporary.unlink(missing_ok=True)
 
@@ -209,14 +274,16 @@ class Lake:
         return out.rows
 
     def drop(self, stream: Stream, connection: str, day: date) -> None:
-        self.path(stream, connection, day).unlink(missing_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            self.fs.delete_file(self.path(stream, connection, day))
 
     def relation(self, stream: Stream) -> str | None:
         """DuckDB SQL reading every file of the stream (daily ones with their `date`), or
-        None while it has none: DuckDB refuses a glob that matches nothing."""
+        None while it has none: DuckDB refuses a glob that matches nothing. A connection
+        from `connect` reads it wherever the lake is."""
         if not self.files(stream):
             return None
-        folder = str(self.stream_dir(stream).resolve()).replace("'", "''")
+        folder = self.uri(self.stream_dir(stream)).replace("'", "''")
         # By name: a file landed before a column was declared (`_extra`) reads it as null.
         if stream.daily:
             return (
@@ -227,32 +294,51 @@ class Lake:
             f"read_parquet('{folder}/*.parquet', hive_partitioning = false, union_by_name = true)"
         )
 
+    def connect(
+        self, database: str = ":memory:", *, read_only: bool = False, config: dict | None = None
+    ) -> duckdb.DuckDBPyConnection:
+        """A DuckDB connection that reads the lake's `relation()`s and the warehouse's views
+        over them: on an object store, through the lake's filesystem (`LakeFiles`)."""
+        con = duckdb.connect(database, read_only=read_only, config=config or {})
+        if not self.place.local:
+            con.register_filesystem(object_store.LakeFiles(self.fs))
+        return con
+
     def query(
-        self, sql: str, parameters: list | None = None, *, spill: bool = False
+        self, sql: str, parameters: list | dict | None = None, *, spill: bool = False
     ) -> list[tuple]:
         """Run SQL over `relation()`s in a DuckDB of its own: the module-level default
         connection is shared by every thread of the process, and checks run side by side.
         `spill`: keep to `QUERY_SETTINGS`' memory, for a query that aggregates the history."""
-        with duckdb.connect(config=QUERY_SETTINGS if spill else {}) as con:
+        with self.connect(config=QUERY_SETTINGS if spill else None) as con:
             return con.execute(sql, parameters).fetchall()
 
-    def read_metadata(self, path: Path) -> dict[str, str]:
-        raw = pq.read_schema(path).metadata or {}
-        return {k.decode(): v.decode() for k, v in raw.items() if not k.startswith(b"ARROW")}
+    def verify(self) -> None:
+        """On an object store, whether the bucket, the endpoint and the key work (two
+        requests), told naming the setting to fix; nothing to ask of a local folder."""
+        object_store.verify(self.place)
 
     def sweep_temporary(self) -> int:
-        """Remove the temporary files a killed run left behind; none of them is data."""
+        """Remove the temporary files a killed run left behind; none of them is data. (On an
+        object store there are none: a file is uploaded only once whole.)"""
         swept = 0
-        for leftover in self.root.glob(f"**/.*{TEMPORARY_SUFFIX}"):
-            leftover.unlink(missing_ok=True)
-            swept += 1
+        for info in self._listed(self.root):
+            name = PurePosixPath(info.path).name
+            if name.startswith(".") and name.endswith(TEMPORARY_SUFFIX):
+                with contextlib.suppress(FileNotFoundError):
+                    self.fs.delete_file(info.path)
+                swept += 1
         return swept
 
 
-def read_columns(files: Iterable[str | os.PathLike[str]], columns: list[str]) -> pa.Table:
-    """Some columns of several files, one file at a time (pyarrow.dataset would do, but it
-    brings pandas into every process that lands a stream: 60 MB for nothing here)."""
-    return pa.concat_tables(pq.ParquetFile(f).read(columns=columns) for f in files)
+def file_day(path: str) -> date:
+    """The day of a daily stream's file, from its `date=` folder."""
+    return date.fromisoformat(PurePosixPath(path).parent.name.removeprefix("date="))
+
+
+def file_stem(path: str) -> str:
+    """A file's name without `.parquet`: its connection (or record type)."""
+    return PurePosixPath(path).stem
 
 
 class PartitionWriter:

@@ -14,12 +14,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from pipelines.clients.base import Connection, Service
 from pipelines.clients.failures import each_connection
 from pipelines.drift import Drift, place, watched_rows
-from pipelines.lake import Lake, Stream
+from pipelines.lake import Lake, Stream, file_day, file_stem
 from pipelines.transport import CallStats, Transport
 
 Rows = Iterable[dict] | Iterable[pa.Table]
@@ -110,6 +109,9 @@ class Landed:
         connection (read from the files' footers, so a kept file counts too) and what the
         run did to it."""
         first, last = days[0], days[-1]
+        files_of: dict[date, list[str]] = {}
+        for path in lake.files(stream):  # one listing, not one a day: on a store, a request
+            files_of.setdefault(file_day(path), []).append(path)
         described = {}
         for day in days:
             landed = self.per_day.get(day, {})
@@ -119,8 +121,7 @@ class Landed:
                 outcome = "unchanged: the service held nothing new; landed files kept"
             else:
                 outcome = "landed"
-            files = lake.day_files(stream, day)
-            held = {path.stem: pq.read_metadata(path).num_rows for path in files}
+            held = {file_stem(path): lake.footer(path).num_rows for path in files_of.get(day, [])}
             described[day] = {
                 "rows": sum(held.values()),
                 "rows_per_connection": held,

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import duckdb
 
-from pipelines.lake import Stream
+from pipelines.lake import Lake, Stream
 
 
 @dataclass(frozen=True)
@@ -28,9 +28,12 @@ def _scopes(con: duckdb.DuckDBPyConnection, stream: Stream) -> dict[str, str]:
     return {name: name for (name,) in rows}
 
 
-def reconcile(warehouse_path: str, streams: list[Stream], truth: dict) -> list[Reconciled]:
+def reconcile(
+    lake: Lake, warehouse_path: str, streams: list[Stream], truth: dict
+) -> list[Reconciled]:
+    """Each stream's rows in the warehouse (whose views read `lake`) beside the truth's."""
     results = []
-    with duckdb.connect(warehouse_path, read_only=True) as con:
+    with lake.connect(warehouse_path, read_only=True) as con:
         for stream in streams:
             per_connection = dict(
                 con.execute(

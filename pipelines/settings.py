@@ -50,6 +50,7 @@ from pipelines.clients.base import Service
 from pipelines.clients.comment import CommentAutomation
 from pipelines.clients.conversation import ConversationService
 from pipelines.clients.datahub import DataHub
+from pipelines.object_store import checked_root
 from pipelines.problems import VARIABLE_NAME, SetupError, closest
 from pipelines.streams.comment import STREAMS as COMMENT_STREAMS
 from pipelines.streams.conversation import STREAMS as CONVERSATION_STREAMS
@@ -87,7 +88,8 @@ class ConnectionSetting:
 
 @dataclass
 class Settings:
-    lake_root: Path
+    #: A local folder or an object store's URI (`s3://bucket/prefix`).
+    lake_root: str
     warehouse_path: Path
     connections: dict[str, list[ConnectionSetting]]
     paths: dict[str, dict[str, str]] = field(default_factory=dict)
@@ -283,7 +285,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         if len(names) != len(set(names)):
             raise SetupError(f"{service}: connection names repeat: {names}; give each its own name")
     return Settings(
-        lake_root=Path(env.get("LAKE_ROOT", "data/lake")),
+        lake_root=checked_root(env.get("LAKE_ROOT", "data/lake")),
         warehouse_path=Path(env.get("WAREHOUSE_PATH", "data/warehouse.duckdb")),
         connections=connections,
         paths=config.paths,

@@ -37,7 +37,7 @@ import re
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import duckdb
 import pyarrow as pa
@@ -107,14 +107,15 @@ class Warehouse:
     def _lake_stream(self, service: str, name: str) -> Stream:
         """A stream the product does not define, as its files in the lake show it."""
         stream = Stream(service, name, pa.schema([]))
-        folder = self.lake.stream_dir(stream)
-        if not self.lake.files(stream):
+        files = self.lake.files(stream)
+        if not files:
             raise ValueError(
                 f"{{{{ source('{service}', '{name}') }}}}: the product has no such stream and "
-                f"{folder} holds no Parquet file; write one (even empty) before the warehouse "
-                "is built"
+                f"{self.lake.uri(self.lake.stream_dir(stream))} holds no Parquet file; write "
+                "one (even empty) before the warehouse is built"
             )
-        return Stream(service, name, stream.schema, daily=any(folder.glob("date=*")))
+        daily = any(PurePosixPath(f).parent.name.startswith("date=") for f in files)
+        return Stream(service, name, stream.schema, daily=daily)
 
     def _source(self, con: duckdb.DuckDBPyConnection, match: re.Match[str]) -> str:
         service, name = match.group(1), match.group(2)
@@ -157,7 +158,7 @@ class Warehouse:
         """The same views in a DuckDB of this process's own: what the file holds, without
         opening it, so no session on the file can stand in the way (the push reads here)."""
         statements = self.statements()
-        with duckdb.connect() as con:
+        with self.lake.connect() as con:
             _define(con, statements, _fingerprint(statements))
             yield con
 
@@ -180,7 +181,7 @@ class Warehouse:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         temporary = self.path.with_name(f".{self.path.name}.{uuid.uuid4().hex}.tmp")
         try:
-            with duckdb.connect() as builder:
+            with self.lake.connect() as builder:
                 readable = self.path.exists() and _attach_old(builder, self.path)
                 builder.execute(f"ATTACH {_literal(str(temporary))} AS built")
                 builder.execute("USE built")

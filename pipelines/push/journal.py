@@ -35,6 +35,7 @@ import pyarrow as pa
 import pyarrow.json as pa_json
 
 from pipelines.lake import Lake, Stream
+from pipelines.local_data import data_dir
 
 FILE_PREFIX = "journal-"
 SUFFIX = ".jsonl"
@@ -49,11 +50,12 @@ BLOCK_BYTES = 1 << 20
 
 
 def journal_path(lake_root: str | os.PathLike[str], env: Mapping[str, str] | None = None) -> Path:
-    """`PUSH_JOURNAL`, else the folder `push/journal` in the data directory beside the lake."""
+    """`PUSH_JOURNAL`, else the folder `push/journal` in the lake's data directory
+    (`pipelines/local_data.py`)."""
     env = os.environ if env is None else env
     if env.get("PUSH_JOURNAL"):
         return Path(env["PUSH_JOURNAL"])
-    return Path(lake_root).parent / "push" / "journal"
+    return data_dir(lake_root, env) / "push" / "journal"
 
 
 class Journal:

@@ -14,7 +14,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from pipelines.lake import TIMESTAMP, Lake, Stream
 from pipelines.push.journal import Journal, journal_path
@@ -85,7 +84,7 @@ class Ledger:
 
     def __init__(self, lake: Lake, journal: str | Path | None = None) -> None:
         self.lake = lake
-        self.journal = Journal(journal or journal_path(lake.root))
+        self.journal = Journal(journal or journal_path(lake.place.uri))
 
     def __enter__(self) -> "Ledger":
         return self
@@ -127,8 +126,8 @@ class Ledger:
         """Replace the record type's rejections; a rejection seen before keeps first_seen."""
         seen_before: dict[tuple, datetime] = {}
         path = self.lake.path(REJECTED, record_type)
-        if path.exists():
-            for row in pq.read_table(path).to_pylist():
+        if self.lake.exists(path):
+            for row in self.lake.read_table(path).to_pylist():
                 seen_before[_identity(row)] = row["first_seen"]
         stamped = now()
         rows = [

@@ -115,7 +115,8 @@ def stale_days(inbox: Inbox, lake: Lake) -> dict[date, int]:
         # A new inbox restarts ids at 1: comparing them with the old watermarks would skip
         # its events, and rewriting the days from it would drop the old inbox's.
         raise ForeignInbox(
-            f"{lake.stream_dir(WEBHOOK_EVENTS)} (or {WEBHOOK_QUARANTINE.name} beside it) was "
+            f"{lake.uri(lake.stream_dir(WEBHOOK_EVENTS))} (or {WEBHOOK_QUARANTINE.name} beside "
+            "it) was "
             f"compacted from inbox(es) {sorted(foreign)}, not from {inbox.path} ({inbox.uuid}); "
             "move those files aside or point WEBHOOK_INBOX at the inbox they came from"
         )

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from pathlib import Path
 
+from pipelines.local_data import data_dir
 from pipelines.webhooks.envelope import Envelope
 
 SCHEMA = """
@@ -59,11 +60,12 @@ CREATE TABLE IF NOT EXISTS rejected (
 
 
 def inbox_path(lake_root: str | os.PathLike[str], env: Mapping[str, str] | None = None) -> Path:
-    """`WEBHOOK_INBOX`, else `webhooks/inbox.sqlite3` in the data directory beside the lake."""
+    """`WEBHOOK_INBOX`, else `webhooks/inbox.sqlite3` in the lake's data directory
+    (`pipelines/local_data.py`)."""
     env = os.environ if env is None else env
     if env.get("WEBHOOK_INBOX"):
         return Path(env["WEBHOOK_INBOX"])
-    return Path(lake_root).parent / "webhooks" / "inbox.sqlite3"
+    return data_dir(lake_root, env) / "webhooks" / "inbox.sqlite3"
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,11 @@ class LiveSandbox:
         answer = httpx.get(f"{self.url}/_sandbox/truth/{service}/{scope}/{stream}/ids", timeout=30)
         return answer.json()["ids"]
 
+    def truth_days(self, service: str, scope: str, stream: str) -> dict[str, int]:
+        """Rows per UTC day (`YYYY-MM-DD`) of a day stream."""
+        answer = httpx.get(f"{self.url}/_sandbox/truth/{service}/{scope}/{stream}/days", timeout=30)
+        return answer.json()["days"]
+
     def environment(self, lake: Path) -> dict[str, str]:
         """The variables `python -m pipelines sync` reads, pointed at this sandbox."""
         return {

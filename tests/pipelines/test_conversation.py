@@ -457,7 +457,7 @@ def test_rows_match_backup_leaves_out_a_region_landed_again_since(tmp_path):
     day = date(2026, 1, 1)
     body = _csv([HEADER, _message("a", "x", "2026-01-01T10:00:00+00:00")])
     land_backup(lake, "default", [day], [body])
-    before_ns = lake.path(MESSAGES, "default", day).stat().st_mtime_ns - 1
+    before_ns = lake.modified_ns(lake.path(MESSAGES, "default", day)) - 1
     verdict = rows_match_backup(lake, ["default"], day, day, {"default": 5}, before_ns)
     assert not verdict.passed
     assert verdict.nothing_compared == "default: landed again since the backup"

@@ -3,6 +3,7 @@ and a failed write leaves neither a temporary file nor a changed target."""
 
 from collections.abc import Iterator
 from datetime import UTC, date, datetime
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -48,18 +49,18 @@ def test_a_failed_write_leaves_no_temporary_file_and_the_old_file_unchanged(tmp_
     rows, error = FAILED_WRITES[case]
     lake = Lake(tmp_path / "lake")
     assert lake.write(THINGS, "c", [{"id": "old"}], DAY, {"run": "first"}) == 1
-    target = lake.path(THINGS, "c", DAY)
+    target = Path(lake.path(THINGS, "c", DAY))
     before = target.read_bytes()
     with pytest.raises(error):
         lake.write(THINGS, "c", rows(), DAY, {"run": "second"})
     assert target.read_bytes() == before
     assert lake.query(f"SELECT id FROM {lake.relation(THINGS)}") == [("old",)]
-    assert not list(lake.root.glob(f"**/*{TEMPORARY_SUFFIX}"))
+    assert not list(Path(lake.root).glob(f"**/*{TEMPORARY_SUFFIX}"))
     # Nor is there a target where none was.
     with pytest.raises(error):
         lake.write(THINGS, "c", rows(), date(2026, 11, 2))
-    assert not lake.path(THINGS, "c", date(2026, 11, 2)).exists()
-    assert not list(lake.root.glob(f"**/*{TEMPORARY_SUFFIX}"))
+    assert not lake.exists(lake.path(THINGS, "c", date(2026, 11, 2)))
+    assert not list(Path(lake.root).glob(f"**/*{TEMPORARY_SUFFIX}"))
     assert lake.sweep_temporary() == 0
 
 

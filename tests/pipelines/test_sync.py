@@ -12,6 +12,7 @@ import duckdb
 import pytest
 
 from assets import definitions
+from pipelines.lake import Lake
 from pipelines.reconcile import reconcile
 from pipelines.settings import load_settings
 from tests.pipelines.test_warehouse import held_session
@@ -35,7 +36,9 @@ def finished(process: subprocess.Popen) -> str:
 
 def assert_equals_truth(sandbox) -> None:
     settings = load_settings()
-    rows = reconcile(str(settings.warehouse_path), definitions.STREAMS, sandbox.truth())
+    rows = reconcile(
+        Lake(settings.lake_root), str(settings.warehouse_path), definitions.STREAMS, sandbox.truth()
+    )
     assert [r for r in rows if not r.equal] == []
     with duckdb.connect(str(settings.warehouse_path), read_only=True) as con:
         for stream in definitions.STREAMS:
@@ -98,7 +101,9 @@ def test_an_analysts_session_stays_open_through_syncs_and_the_views_are_current(
         analyst.close()
     settings = load_settings()
     synced = [s for s in definitions.STREAMS if s.service == "comment" or s.name == "channels"]
-    rows = reconcile(str(settings.warehouse_path), synced, frozen_sandbox.truth())
+    rows = reconcile(
+        Lake(settings.lake_root), str(settings.warehouse_path), synced, frozen_sandbox.truth()
+    )
     assert [r for r in rows if not r.equal] == []
 
 

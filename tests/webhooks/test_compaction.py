@@ -60,10 +60,10 @@ def test_a_second_run_with_nothing_new_rewrites_nothing(inbox, tmp_path):
     keys = {k: day for day in DAYS for k in store(inbox, day, 3)}
     first = compact(inbox, lake)
     assert first.days == DAYS and first.rows == 9
-    written = {path: path.stat().st_mtime_ns for path in lake.files(WEBHOOK_EVENTS)}
+    written = lake.written(WEBHOOK_EVENTS)
     again = compact(inbox, lake)
     assert again.days == [] and again.rows == 0
-    assert {path: path.stat().st_mtime_ns for path in lake.files(WEBHOOK_EVENTS)} == written
+    assert lake.written(WEBHOOK_EVENTS) == written
     assert_lake_equals_inbox(lake, keys)
 
 

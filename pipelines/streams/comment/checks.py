@@ -10,11 +10,10 @@ from datetime import UTC, date, datetime, time, timedelta
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from pipelines.clients.base import Connection
 from pipelines.clients.comment import LOGS_MAX_DAYS, LOGS_PAGE_LIMIT, CommentClient
-from pipelines.lake import TIMESTAMP, Lake, Stream
+from pipelines.lake import TIMESTAMP, Lake, Stream, file_day, file_stem
 from pipelines.streams.comment import ACCOUNTS, DAILY_STATS, TRIGGER_LOGS
 from pipelines.transport import Transport
 
@@ -48,13 +47,13 @@ def closed_days(lake: Lake, stream: Stream, today: date) -> dict[tuple[str, date
     was pulled."""
     found = {}
     for path in lake.files(stream):
-        day = date.fromisoformat(path.parent.name.removeprefix("date="))
+        day = file_day(path)
         if day >= today:
             continue
-        footer = pq.read_metadata(path)
+        footer = lake.footer(path)
         pulled = (footer.metadata or {}).get(b"pulled_at")
         final = pulled is not None and datetime.fromisoformat(pulled.decode()) >= day_end(day)
-        found[(path.stem, day)] = LandedDay(footer.num_rows, final)
+        found[(file_stem(path), day)] = LandedDay(footer.num_rows, final)
     return found
 
 
@@ -176,7 +175,7 @@ def log_total(transport: Transport, lake: Lake, connection: Connection, today: d
     """The service's count of the closed days of its window (mostly one request) and the
     landed files' row counts of the same days."""
     today_file = lake.path(TRIGGER_LOGS, connection.name, today)
-    landed_today = pq.read_metadata(today_file).num_rows if today_file.exists() else None
+    landed_today = lake.footer(today_file).num_rows if lake.exists(today_file) else None
     total = closed_log_total(CommentClient(transport), today, landed_today)
     oldest = today - timedelta(days=LOGS_MAX_DAYS - 1)
     landed = [

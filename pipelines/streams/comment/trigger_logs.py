@@ -28,7 +28,6 @@ from typing import NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from pipelines.clients.base import Connection
 from pipelines.clients.comment import (
@@ -120,9 +119,9 @@ def landed_fingerprint(lake: Lake, connection: str, days: list[date]) -> Fingerp
     rows, newest = 0, None
     for day in sorted(days, reverse=True):
         path = lake.path(TRIGGER_LOGS, connection, day)
-        if not path.exists():
+        if not lake.exists(path):
             return None
-        landed = pq.ParquetFile(path)
+        landed = lake.parquet_file(path)
         rows += landed.metadata.num_rows
         if newest is None and landed.metadata.num_rows:
             newest = landed.read_row_group(0, columns=["id"]).column("id")[0].as_py()
@@ -165,7 +164,7 @@ def merged_days(
             continue
         # Whole, `_extra` included (a file landed before it was declared has none: the
         # lake's writer adds it).
-        landed = pq.ParquetFile(lake.path(TRIGGER_LOGS, connection, day)).read()
+        landed = lake.read_table(lake.path(TRIGGER_LOGS, connection, day))
         yield day, [new, landed.drop_columns("connection")]
 
 

@@ -9,7 +9,6 @@ from functools import partial
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from pipelines.clients.base import Connection
 from pipelines.clients.conversation import ConversationService
@@ -112,9 +111,9 @@ class BackupLanded:
 
 def _already_landed(lake: Lake, connection: str, day: date, table: pa.Table) -> bool:
     path = lake.path(MESSAGES, connection, day)
-    if not path.exists():
+    if not lake.exists(path):
         return False
-    landed = pq.ParquetFile(path)
+    landed = lake.parquet_file(path)
     if landed.metadata.num_rows != table.num_rows:
         return False
     return landed.read().equals(table, check_metadata=False)

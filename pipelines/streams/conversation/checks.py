@@ -8,9 +8,6 @@ snapshot or a backup that came before it."""
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import date, timedelta
-from pathlib import Path
-
-import pyarrow.parquet as pq
 
 from pipelines.lake import Lake, Stream
 from pipelines.streams.conversation import MESSAGES
@@ -28,10 +25,10 @@ class Verdict:
     not_compared: dict[str, str] = field(default_factory=dict)
 
 
-def _message_files(lake: Lake, connection: str, days: Iterable[date]) -> dict[Path, int]:
+def _message_files(lake: Lake, connection: str, days: Iterable[date]) -> dict[str, int]:
     """The connection's landed message files of `days` and when each was written (ns)."""
-    paths = (lake.path(MESSAGES, connection, day) for day in days)
-    return {path: path.stat().st_mtime_ns for path in paths if path.exists()}
+    wanted = {lake.path(MESSAGES, connection, day) for day in days}
+    return {path: ns for path, ns in lake.written(MESSAGES).items() if path in wanted}
 
 
 def _members_seen(files: Iterable, parameter: str) -> str:
@@ -68,7 +65,7 @@ def rows_match_backup(
         if any(written > materialized_ns for written in files.values()):
             not_compared[name] = "landed again since the backup"
             continue
-        in_lake[name] = sum(pq.ParquetFile(path).metadata.num_rows for path in files)
+        in_lake[name] = sum(lake.footer(path).num_rows for path in files)
         expected[name] = backup_rows.get(name, 0)
     figures = {
         "rows_in_lake": in_lake,
@@ -88,13 +85,14 @@ def members_match_messages(lake: Lake, stream: Stream, connections: Iterable[str
     rows, missing, extra, landed_since, not_compared = {}, {}, {}, {}, {}
     for name in connections:
         snapshot = lake.path(stream, name)
-        if not snapshot.exists():
+        if not lake.exists(snapshot):
             not_compared[name] = f"{stream.relation} not landed"
             continue
         through = int(lake.read_metadata(snapshot).get(MESSAGES_THROUGH, 0))
         files = _message_files(lake, name, lake.days(MESSAGES, name))
-        before = [str(path) for path, written in files.items() if written <= through]
-        parameters = {"snapshot": str(snapshot), "before": before, "every": list(map(str, files))}
+        before = [lake.uri(path) for path, written in files.items() if written <= through]
+        every = [lake.uri(path) for path in files]
+        parameters = {"snapshot": lake.uri(snapshot), "before": before, "every": every}
         [(count, not_landed, unseen)] = lake.query(
             f"""
             WITH landed AS (

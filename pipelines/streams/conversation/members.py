@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import PurePosixPath
 
 import duckdb
 import pyarrow as pa
@@ -33,24 +33,26 @@ MESSAGES_THROUGH = "messages_through_ns"
 RowOf = Callable[[ConversationClient, int, int], dict]
 
 
-def _message_files(lake: Lake, connection: str) -> list[str]:
-    return [str(lake.path(MESSAGES, connection, day)) for day in lake.days(MESSAGES, connection)]
+def _message_file_times(lake: Lake, connection: str) -> dict[str, int]:
+    """The connection's message files, as DuckDB names them, and when each was last
+    written (ns)."""
+    name = f"{connection}.parquet"
+    return {
+        lake.uri(path): written
+        for path, written in lake.written(MESSAGES).items()
+        if PurePosixPath(path).name == name
+    }
 
 
 def count_members_seen(lake: Lake, connection: str) -> int:
     """The distinct (channel, member) pairs of the connection's landed messages."""
-    files = _message_files(lake, connection)
+    files = list(_message_file_times(lake, connection))
     if not files:
         return 0
-    with duckdb.connect(config=QUERY_SETTINGS) as con:
+    with lake.connect(config=QUERY_SETTINGS) as con:
         query = f"SELECT count(*) FROM ({MEMBERS_SEEN})"
         [(count,)] = con.execute(query, {"files": files}).fetchall()
     return count
-
-
-def _message_file_times(lake: Lake, connection: str) -> dict[str, int]:
-    """The connection's message files and when each was last written (ns)."""
-    return {p: Path(p).stat().st_mtime_ns for p in _message_files(lake, connection)}
 
 
 @dataclass
@@ -84,11 +86,13 @@ def plan_members(
     snapshot, or were not in it; everyone else keeps their row. So a sync with no new
     messages makes no lookups, and one with new messages looks up only their members.
     `everyone` (or a snapshot without the marker) looks up every member seen."""
-    with duckdb.connect(config=QUERY_SETTINGS) as con:
+    with lake.connect(config=QUERY_SETTINGS) as con:
         files = _message_file_times(lake, connection)
         _distinct_members(con, "seen", list(files))
         snapshot = lake.path(stream, connection)
-        previous = lake.read_metadata(snapshot).get(MESSAGES_THROUGH) if snapshot.exists() else None
+        previous = (
+            lake.read_metadata(snapshot).get(MESSAGES_THROUGH) if lake.exists(snapshot) else None
+        )
         if everyone or previous is None:
             yield MemberPlan(con, "SELECT * FROM seen ORDER BY ALL", None)
             return
@@ -100,7 +104,7 @@ def plan_members(
             CREATE TEMP TABLE landed AS
             SELECT channel_id, {member_id} AS member_id FROM read_parquet($snapshot)
             """,
-            {"snapshot": str(snapshot)},
+            {"snapshot": lake.uri(snapshot)},
         )
         yield MemberPlan(
             con,
@@ -113,7 +117,7 @@ def plan_members(
             """,
             kept_sql=f"""
                 SELECT previous.* EXCLUDE (connection)
-                FROM read_parquet('{_quoted(snapshot)}') AS previous
+                FROM read_parquet('{_quoted(lake.uri(snapshot))}') AS previous
                 SEMI JOIN (
                     SELECT * FROM seen ANTI JOIN recent USING (channel_id, member_id)
                 ) AS keep
@@ -122,8 +126,8 @@ def plan_members(
         )
 
 
-def _quoted(path: Path) -> str:
-    return str(path).replace("'", "''")
+def _quoted(path: str) -> str:
+    return path.replace("'", "''")
 
 
 def _distinct_members(con: duckdb.DuckDBPyConnection, table: str, files: list[str]) -> None:

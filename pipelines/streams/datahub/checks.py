@@ -5,16 +5,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 
-import pyarrow.parquet as pq
-
-from pipelines.lake import Lake, read_columns
+from pipelines.lake import Lake, file_stem
 from pipelines.streams.datahub import BROADCAST_REPORTS, BROADCASTS, MEMBERS
 from pipelines.streams.datahub.export import EXPORT_ROW_COUNT
 
 
-def pulled_at(lake: Lake, path: Path) -> datetime | None:
+def pulled_at(lake: Lake, path: str) -> datetime | None:
     """When a file's rows were pulled (`pulled_at`, written by `pipelines/landing.py`), or
     None if the file does not say."""
     written = lake.read_metadata(path).get("pulled_at")
@@ -38,9 +35,9 @@ class ExportRowCounts:
 def export_row_counts(lake: Lake) -> ExportRowCounts:
     """Each connection's latest export holds the rows its task announced: the file and the
     figure are of one export, so they are of the same moment."""
-    latest: dict[str, Path] = {}
+    latest: dict[str, str] = {}
     for path in lake.files(MEMBERS):  # sorted by day: the latest file of each wins
-        latest[path.stem] = path
+        latest[file_stem(path)] = path
     landed: dict[str, int] = {}
     announced: dict[str, int] = {}
     not_announced = []
@@ -49,7 +46,7 @@ def export_row_counts(lake: Lake) -> ExportRowCounts:
         if row_count is None:
             not_announced.append(connection)
             continue
-        landed[connection] = pq.read_metadata(path).num_rows
+        landed[connection] = lake.footer(path).num_rows
         announced[connection] = int(row_count)
     return ExportRowCounts(landed, announced, not_announced)
 
@@ -73,8 +70,8 @@ class ReportCoverage:
         return self.compared and not any(self.missing.values()) and not any(self.unknown.values())
 
 
-def _report_ids(files: list[Path]) -> set[int]:
-    return set(read_columns(files, ["broadcast_id"])["broadcast_id"].to_pylist())
+def _report_ids(lake: Lake, files: list[str]) -> set[int]:
+    return set(lake.read_columns(files, ["broadcast_id"])["broadcast_id"].to_pylist())
 
 
 def report_coverage(lake: Lake) -> ReportCoverage:
@@ -96,8 +93,8 @@ def report_coverage(lake: Lake) -> ReportCoverage:
     the list: a broadcast appearing within that second could only be missed, never
     reported without being listed."""
     connections = sorted(
-        {path.stem for path in lake.files(BROADCASTS)}
-        | {path.stem for path in lake.files(BROADCAST_REPORTS)}
+        {file_stem(path) for path in lake.files(BROADCASTS)}
+        | {file_stem(path) for path in lake.files(BROADCAST_REPORTS)}
     )
     missing: dict[str, int] = {}
     unknown: dict[str, int] = {}
@@ -105,7 +102,7 @@ def report_coverage(lake: Lake) -> ReportCoverage:
     for connection in connections:
         skipped = not_compared.setdefault(connection, [])
         listing = lake.path(BROADCASTS, connection)
-        listed_at = pulled_at(lake, listing) if listing.exists() else None
+        listed_at = pulled_at(lake, listing) if lake.exists(listing) else None
         reports = [
             (lake.path(BROADCAST_REPORTS, connection, day), day)
             for day in lake.days(BROADCAST_REPORTS, connection)
@@ -116,7 +113,7 @@ def report_coverage(lake: Lake) -> ReportCoverage:
         if not reports:
             skipped.append("broadcast reports not landed")
             continue
-        broadcasts = read_columns([listing], ["id", "created_at"]).to_pylist()
+        broadcasts = lake.read_columns([listing], ["id", "created_at"]).to_pylist()
         report_times = [(path, day, pulled_at(lake, path)) for path, day in reports]
         later_days = [day for _, day, at in report_times if at is not None and at > listed_at]
         if later_days:
@@ -126,13 +123,13 @@ def report_coverage(lake: Lake) -> ReportCoverage:
                 if broadcast["created_at"] is None
                 or broadcast["created_at"].date() <= max(later_days)
             }
-            missing[connection] = len(expected - _report_ids([path for path, _ in reports]))
+            missing[connection] = len(expected - _report_ids(lake, [path for path, _ in reports]))
         else:
             skipped.append("broadcasts without a report: every report was pulled before the list")
         earlier = [path for path, _, at in report_times if at is not None and at <= listed_at]
         if earlier:
             listed = {broadcast["id"] for broadcast in broadcasts}
-            unknown[connection] = len(_report_ids(earlier) - listed)
+            unknown[connection] = len(_report_ids(lake, earlier) - listed)
         else:
             skipped.append("reports of unknown broadcasts: every report was pulled after the list")
     return ReportCoverage(

@@ -10,7 +10,7 @@ from datetime import date, timedelta
 from pipelines.clients.base import Connection
 from pipelines.clients.datahub import REPORT_MAX_DAYS, Broadcast, BroadcastReport, DataHub
 from pipelines.drift import extra_of
-from pipelines.lake import EXTRA, Lake, read_columns
+from pipelines.lake import EXTRA, Lake
 from pipelines.schemas import model_row
 from pipelines.streams.datahub import BROADCAST_REPORTS
 from pipelines.transport import Transport
@@ -51,13 +51,13 @@ def reported_broadcasts(lake: Lake, connection: str, except_days: Iterable[date]
     rewritten, whose snapshots are about to be replaced)."""
     skip = set(except_days)
     files = [
-        str(lake.path(BROADCAST_REPORTS, connection, day))
+        lake.path(BROADCAST_REPORTS, connection, day)
         for day in lake.days(BROADCAST_REPORTS, connection)
         if day not in skip
     ]
     if not files:
         return set()
-    return set(read_columns(files, ["broadcast_id"])["broadcast_id"].to_pylist())
+    return set(lake.read_columns(files, ["broadcast_id"])["broadcast_id"].to_pylist())
 
 
 def report_rows_by_day(

@@ -1,0 +1,20 @@
+"""Where a host keeps its own stores by default: the push journal, the webhook inbox and the
+rate budget file (README, "Settings"). Light on purpose: the webhook receiver imports it, and
+neither pyarrow nor DuckDB."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+
+def data_dir(lake_root: str | os.PathLike[str], env: Mapping[str, str] | None = None) -> Path:
+    """The folder holding a local lake. For a lake on an object store (`s3://…`), which
+    cannot hold them (each is a file of one host), the folder of the warehouse file
+    (`WAREHOUSE_PATH`), which is always local."""
+    root = os.fspath(lake_root)
+    if "://" not in root:
+        return Path(root).parent
+    env = os.environ if env is None else env
+    return Path(env.get("WAREHOUSE_PATH", "data/warehouse.duckdb")).parent

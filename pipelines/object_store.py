@@ -1,0 +1,258 @@
+"""Where the lake's files live: a local folder or an object store (`LAKE_ROOT`, README
+"Settings"), as one `pyarrow.fs.FileSystem` and a root inside it.
+
+pyarrow's filesystems (already a dependency, kept by the Arrow project) read, list and write
+both. `FileSystem.from_uri` reads an object store's settings the AWS SDK's way: credentials
+from its chain (`AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY` / `AWS_SESSION_TOKEN`,
+`AWS_PROFILE`, an instance role), the endpoint from `AWS_ENDPOINT_URL_S3` or
+`AWS_ENDPOINT_URL` (MinIO, R2, a local server). No key passes through this code, so none can
+reach a log, metadata or a file.
+
+DuckDB reads a local lake itself. Its `httpfs` extension, which reads S3, is downloaded at
+its first use, and cannot be where there is no network; so in this process DuckDB reads an
+object store through the same pyarrow filesystem, registered with it as an fsspec one
+(`LakeFiles`). An analyst's DuckDB with `httpfs` reads the same views without it (README,
+"Past one machine").
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import io
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+from fsspec.implementations.arrow import ArrowFSWrapper
+
+from pipelines.problems import SetupError
+
+SCHEMES = ("s3",)
+ENDPOINT_VARIABLES = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
+#: A file under the store's part size goes up as one PUT, not a three-request multipart
+#: upload (pyarrow opens the upload only when a part is full).
+OPTIONS = "allow_delayed_open=true"
+#: Bytes of objects kept once read for DuckDB (`READ_OBJECTS`): it opens a file up to three
+#: times in one query (its schema, then its rows), each a HEAD and a GET on a store.
+CACHED_BYTES = 64 << 20
+
+
+class LakeUnavailable(SetupError):
+    """The lake cannot be used as `LAKE_ROOT` and the AWS variables set it; the message
+    says what to fix."""
+
+
+@dataclass(frozen=True)
+class Place:
+    """A lake's filesystem, its root inside it (a local absolute path, `bucket/prefix`) and
+    the root as DuckDB and people name it (the path, `s3://bucket/prefix`)."""
+
+    fs: pafs.FileSystem
+    root: str
+    uri: str
+
+    @property
+    def local(self) -> bool:
+        return isinstance(self.fs, pafs.LocalFileSystem)
+
+
+def checked_root(root: str | os.PathLike[str]) -> str:
+    """A `LAKE_ROOT` as written, or refused saying why: a local folder, or an object store's
+    URI `s3://bucket/prefix` (whether its bucket answers is `verify`'s to tell)."""
+    text = os.fspath(root).strip()
+    if "://" not in text:
+        return text
+    parts = urlsplit(text)
+    if parts.scheme not in SCHEMES:
+        raise LakeUnavailable(
+            f"LAKE_ROOT={text}: scheme {parts.scheme!r} is not supported; give a local folder "
+            "or s3://bucket/prefix"
+        )
+    if "@" in parts.netloc:
+        # Never echoed: what comes before the @ is a key.
+        raise LakeUnavailable(
+            "LAKE_ROOT holds credentials: write it as s3://bucket/prefix and put the key in "
+            "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
+        )
+    if not parts.hostname or parts.query or parts.fragment:
+        raise LakeUnavailable(
+            f"LAKE_ROOT={text}: write it as s3://bucket/prefix (a bucket, then an optional "
+            "folder; the endpoint goes in AWS_ENDPOINT_URL)"
+        )
+    return f"{parts.scheme}://{parts.netloc}/{parts.path.strip('/')}".rstrip("/")
+
+
+def place(root: str | os.PathLike[str]) -> Place:
+    """The filesystem of a `LAKE_ROOT`: a local folder, or `s3://bucket/prefix`."""
+    uri = checked_root(root)
+    if "://" not in uri:
+        path = str(Path(uri).resolve())
+        return Place(pafs.LocalFileSystem(), path, path)
+    try:
+        fs, path = pafs.FileSystem.from_uri(f"{uri}?{OPTIONS}")
+    except (OSError, ValueError) as error:
+        raise explain(error, uri) from None
+    return Place(fs, path.rstrip("/"), uri)
+
+
+def endpoint_setting(env: Mapping[str, str] | None = None) -> tuple[str, str]:
+    """The variable that names the store's endpoint and its value (AWS S3 when unset)."""
+    env = os.environ if env is None else env
+    for variable in ENDPOINT_VARIABLES:
+        if env.get(variable, "").strip():
+            return variable, env[variable].strip()
+    return ENDPOINT_VARIABLES[-1], "AWS S3"
+
+
+def explain(error: BaseException, uri: str) -> LakeUnavailable:
+    """What a store's refusal means for the user: the setting to fix. The store's own words
+    are left out: they may quote a request, and so the key's id."""
+    text = str(error)
+    variable, where = endpoint_setting()
+    bucket = urlsplit(uri).hostname
+    if "NoSuchBucket" in text or "NotFound" in text:
+        return LakeUnavailable(
+            f"LAKE_ROOT={uri}: the bucket {bucket!r} does not exist at {where}; create it, or "
+            "correct LAKE_ROOT"
+        )
+    refused = ("AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ACCESS_DENIED")
+    if any(word in text for word in refused) or "credentials" in text.lower():
+        return LakeUnavailable(
+            f"LAKE_ROOT={uri}: {where} refused the credentials; set AWS_ACCESS_KEY_ID and "
+            f"AWS_SECRET_ACCESS_KEY (or AWS_PROFILE) to a key that may list, read and write "
+            f"{bucket!r}"
+        )
+    if any(word in text.lower() for word in ("curl", "connect", "resolve", "timed out")):
+        return LakeUnavailable(
+            f"LAKE_ROOT={uri}: nothing answers at {where}; correct {variable} (unset, it is "
+            "AWS S3 itself) or start the service"
+        )
+    return LakeUnavailable(
+        f"LAKE_ROOT={uri}: the object store at {where} refused it ({type(error).__name__}); "
+        "check LAKE_ROOT and the AWS_* variables"
+    )
+
+
+def verify(place: Place) -> None:
+    """On an object store, two requests: the bucket exists, the endpoint answers and the
+    key may list the lake. Raises `LakeUnavailable` saying what to fix."""
+    if place.local:
+        return
+    bucket = place.root.split("/", 1)[0]
+    try:
+        if place.fs.get_file_info(bucket).type == pafs.FileType.NotFound:
+            raise FileNotFoundError("NoSuchBucket")
+        place.fs.get_file_info(pafs.FileSelector(place.root, allow_not_found=True))
+    except OSError as error:
+        raise explain(error, place.uri) from None
+
+
+def upload(fs: pafs.FileSystem, source: Path, target: str) -> None:
+    """Put a finished local file at `target`, whole or not at all.
+
+    A store shows an object only once its PUT (or multipart upload) completes. pyarrow's
+    output stream completes the upload when it is closed, even from its destructor after an
+    error, so nothing may fail between opening it and the last byte: the file goes as one
+    memory-mapped buffer. A failed part fails the close, which then completes nothing; a
+    killed process leaves an unfinished multipart upload, which no reader sees (a bucket's
+    lifecycle rule removes those)."""
+    with pa.memory_map(str(source)) as mapped:
+        data = mapped.read_buffer()
+        sink = fs.open_output_stream(target)
+        sink.write(data)
+        sink.close()
+    READ_OBJECTS.forget(target)
+
+
+class _ReadObjects:
+    """Objects read whole, kept by path, size and time written (as a listing tells them)
+    up to `CACHED_BYTES`, least recently used out first, for every DuckDB connection of the
+    process: each check, the views' build and the row counts read the same files again."""
+
+    def __init__(self) -> None:
+        self._kept: OrderedDict[tuple, bytes] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple) -> bytes | None:
+        with self._lock:
+            data = self._kept.get(key)
+            if data is not None:
+                self._kept.move_to_end(key)
+            return data
+
+    def put(self, key: tuple, data: bytes) -> None:
+        with self._lock:
+            if key in self._kept or len(data) > CACHED_BYTES:
+                return
+            self._kept[key] = data
+            self._bytes += len(data)
+            while self._bytes > CACHED_BYTES:
+                _, dropped = self._kept.popitem(last=False)
+                self._bytes -= len(dropped)
+
+    def forget(self, path: str) -> None:
+        """A file this process writes again: a store keeps times in whole seconds, so a new
+        version of the same size could otherwise pass for the old one."""
+        with self._lock:
+            for key in [key for key in self._kept if key[0] == path]:
+                self._bytes -= len(self._kept.pop(key))
+
+
+READ_OBJECTS = _ReadObjects()
+
+
+class LakeFiles(ArrowFSWrapper):
+    """A lake's pyarrow filesystem as DuckDB reads fsspec ones (`register_filesystem`).
+
+    fsspec's wrapper makes each question a request: DuckDB's glob of a day-partitioned
+    stream listed every `date=` folder apart, and each file cost 8 HEADs and 2 GETs (330
+    requests for 20 files against a local S3 server), in each query. Here a glob is one
+    listing, which also answers the files' sizes and times, and a listed file is read whole
+    once (a HEAD and a GET) and kept in `READ_OBJECTS` while it is unchanged (lake files are
+    a day or a snapshot each)."""
+
+    protocol = SCHEMES
+
+    def __init__(self, fs: pafs.FileSystem) -> None:
+        super().__init__(fs)
+        self._listed: dict[str, dict] = {}
+
+    def glob(self, path: str, **kwargs) -> list[str]:
+        pattern = self._strip_protocol(path)
+        fixed = pattern.split("*", 1)[0].rpartition("/")[0]
+        selector = pafs.FileSelector(fixed, recursive=True, allow_not_found=True)
+        listed = {
+            info.path: self._make_entry(info)
+            for info in self.fs.get_file_info(selector)
+            if info.type == pafs.FileType.File and fnmatch.fnmatchcase(info.path, pattern)
+        }
+        self._listed.update(listed)
+        return sorted(listed)
+
+    def info(self, path: str, **kwargs) -> dict:
+        listed = self._listed.get(self._strip_protocol(path))
+        return listed if listed is not None else super().info(path, **kwargs)
+
+    def modified(self, path: str):
+        return self.info(path)["mtime"]
+
+    def _open(self, path: str, mode: str = "rb", **kwargs):
+        if mode != "rb":
+            return super()._open(path, mode, **kwargs)
+        path = self._strip_protocol(path)
+        listed = self._listed.get(path)
+        key = (path, listed["size"], listed["mtime"]) if listed else None
+        data = READ_OBJECTS.get(key) if key else None
+        if data is None:
+            with self.fs.open_input_stream(path) as stream:
+                data = stream.readall()
+            if key:
+                READ_OBJECTS.put(key, data)
+        return io.BytesIO(data)
