@@ -6,6 +6,7 @@ returns the same row twice and never skips one, even while the list shifts under
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
@@ -43,6 +44,23 @@ class _RecentIds:
         if len(self._current) >= self.size:
             self._previous, self._current = self._current, set()
         return True
+
+    def fresh(self, rows: Sequence[Row], row_id: Callable[[Row], Hashable]) -> list[Row]:
+        """The rows of `rows` not handed out yet, remembered. A page that repeats nothing
+        (nearly every page) is taken with set operations, not row by row: the per-row
+        checks were a tenth of a year of trigger logs' CPU (bench: peer)."""
+        ids = list(map(row_id, rows))
+        batch = set(ids)
+        if (
+            len(batch) == len(ids)
+            and self._current.isdisjoint(batch)
+            and self._previous.isdisjoint(batch)
+        ):
+            self._current |= batch
+            if len(self._current) >= self.size:
+                self._previous, self._current = self._current, set()
+            return list(rows)
+        return [row for row, each in zip(rows, ids, strict=True) if self.add(each)]
 
 
 #: Pages requested ahead of the one being landed, so requests wait at the service while we
@@ -136,14 +154,11 @@ def offset_pages(
             past_window = stop is not None and bool(page.rows) and stop(page.rows[-1])
             if len(page.rows) == limit and not past_window:
                 reader.read_ahead(page_number, pages=-(-total // limit))
-            fresh = []
-            done = False
-            for row in page.rows[offset - page_number * limit :]:
-                if stop is not None and stop(row):
-                    done = True
-                    break
-                if seen.add(row_id(row)):
-                    fresh.append(row)
+            unread = page.rows[offset - page_number * limit :]
+            # The list is ordered: the rows inside the window come first, found by bisection.
+            inside = len(unread) if stop is None else bisect_left(unread, True, key=stop)
+            done = inside < len(unread)
+            fresh = seen.fresh(unread[:inside], row_id)
             if fresh:
                 yield fresh
             offset = page_number * limit + len(page.rows)

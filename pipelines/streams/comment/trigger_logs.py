@@ -20,6 +20,7 @@ newest-first order (`pipelines/lake.py`). A pull of a range of days goes one of 
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, date, datetime, time, timedelta
 from itertools import groupby, repeat
@@ -226,7 +227,8 @@ def day_pieces(
     fetch: Callable[[int], Page[_Listed]], *, start_page: int, start_at: int, end_at: int
 ) -> Iterator[DayPiece]:
     """The logs of [`start_at`, `end_at`) (seconds since the epoch), newest first, as runs of
-    one page on one day; a repeat after a shift of the list is dropped by id."""
+    one page on one day; a repeat after a shift of the list is dropped by id. A batch is
+    newest first, so each bound is found by bisection, not by looking at every log."""
     last_day: int | None = None
     for batch in offset_pages(
         fetch,
@@ -235,25 +237,22 @@ def day_pieces(
         start_page=start_page,
         stop=lambda listed: listed[MOMENT] < start_at,
     ):
-        run_day: int | None = None
-        run: list[_Listed] = []
-        for listed in batch:
-            moment = listed[MOMENT]
-            if moment >= end_at:
-                continue
-            day = moment // SECONDS_A_DAY
-            if last_day is not None and day > last_day:
-                # Arrived at the head after its day was landed (seen again after a step
-                # back): the next run re-pulls that day; landing it would replace the day.
-                continue
-            last_day = day
-            if day != run_day:
-                if run:
-                    yield _piece(run_day, run)
-                run_day, run = day, []
-            run.append(listed)
-        if run:
-            yield _piece(run_day, run)
+        # A log of a day after the last one landed arrived at the head after its day was
+        # landed (seen again after a step back): the next run re-pulls that day; landing it
+        # would replace the day.
+        bound = end_at if last_day is None else min(end_at, (last_day + 1) * SECONDS_A_DAY)
+        first = _first_before(batch, bound, 0)
+        while first < len(batch):
+            day = batch[first][MOMENT] // SECONDS_A_DAY
+            after = _first_before(batch, day * SECONDS_A_DAY, first)
+            yield _piece(day, batch[first:after])
+            first, last_day = after, day
+
+
+def _first_before(batch: list[_Listed], moment: int, low: int) -> int:
+    """The index of the first log of `batch` (newest first) from `low` on that is older
+    than `moment`."""
+    return bisect_left(batch, True, lo=low, key=lambda listed: listed[MOMENT] < moment)
 
 
 def _piece(day: int, run: list[_Listed]) -> DayPiece:
