@@ -12,13 +12,21 @@ from pipelines.clients.base import Connection
 from pipelines.clients.comment import CommentAutomation
 from pipelines.clients.conversation import ConversationService
 from pipelines.clients.datahub import DataHub
-from pipelines.lake import LakeLocation
+from pipelines.lake import Lake, LakeLocation
 from pipelines.problems import SetupError
 from pipelines.settings import Settings, load_settings
 
 
 class LakeResource(dg.ConfigurableResource, LakeLocation):
     """The lake and the warehouse, as every asset, check and job reads them."""
+
+    def lake(self) -> Lake:
+        try:
+            return super().lake()
+        except SetupError as problem:
+            # A wrong LAKE_ROOT or store setting: the step fails saying what to fix, as the
+            # command line does, not with a traceback.
+            raise dg.Failure(description=str(problem)) from None
 
 
 class ConnectionConfig(dg.Config, Connection):

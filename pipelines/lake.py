@@ -18,6 +18,7 @@ import contextlib
 import os
 import re
 import tempfile
+import threading
 import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -136,7 +137,19 @@ class LakeLocation(pydantic.BaseModel):
     warehouse_sql: list[str] = []
 
     def lake(self) -> Lake:
-        return Lake(self.lake_root)
+        """The lake, its store checked once per process and root (`Lake.verify`: two
+        requests on an object store, nothing for a folder), so a wrong bucket, endpoint or
+        key fails a step with what to fix rather than with the store's first refusal."""
+        lake = Lake(self.lake_root)
+        with _verified_lock:
+            if self.lake_root not in _verified_roots:
+                lake.verify()
+                _verified_roots.add(self.lake_root)
+        return lake
+
+
+_verified_roots: set[str] = set()
+_verified_lock = threading.Lock()
 
 
 class Lake:

@@ -229,3 +229,26 @@ def test_a_refusal_of_the_credentials_names_the_variables_and_hides_what_the_sto
     told = str(object_store.explain(said, "s3://b/lake"))
     assert "AWS_ACCESS_KEY_ID" in told and "AWS_SECRET_ACCESS_KEY" in told
     assert SECRET not in told
+
+
+def test_a_step_on_a_missing_bucket_fails_saying_what_to_fix(
+    frozen_sandbox, sync_env, s3_root, monkeypatch
+):
+    """A run the UI or a schedule launches (no command line to check the lake first): the
+    step fails with the same one-line reason, not the store's first refusal."""
+    sync_env(frozen_sandbox)
+    monkeypatch.setenv("LAKE_ROOT", "s3://no-such-bucket-here/lake")
+    workspace = next(a for a in definitions.STREAM_ASSETS if a.key.path == ["comment", "workspace"])
+
+    result = dg.materialize(
+        [workspace],
+        resources=build_resources(load_settings()),
+        instance=dg.DagsterInstance.ephemeral(),
+        raise_on_error=False,
+    )
+
+    assert not result.success
+    [failure] = [e for e in result.all_events if e.is_step_failure]
+    error = failure.step_failure_data.error
+    assert error.cls_name == "Failure" and ": LAKE_ROOT=s3://no-such-bucket-here" in error.message
+    assert "does not exist" in error.message and SECRET not in error.message
