@@ -25,6 +25,7 @@ import httpx
 
 from assets.definitions import STREAMS
 from bench.common import ROOT, free_port, measured_run, report, traffic
+from pipelines.lake import Lake
 from pipelines.reconcile import reconcile
 from sandbox.process import RATE_WINDOW_SECONDS, point_at_sandbox, running_sandbox
 
@@ -61,7 +62,7 @@ def one_sync(base: str, way: str, round_: int) -> dict:
     measured = measured_run(["pipelines", "sync"], env)
     seen = traffic(base)
     truth = httpx.get(f"{base}/_sandbox/truth", timeout=60).json()
-    compared = reconcile(str(data / "warehouse.duckdb"), STREAMS, truth)
+    compared = reconcile(Lake(data / "lake"), str(data / "warehouse.duckdb"), STREAMS, truth)
     return {
         "way": way,
         "round": round_,
