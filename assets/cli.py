@@ -17,7 +17,7 @@ import duckdb
 
 from assets.sync import dagster_instance, failure_reason, run_sync
 from pipelines.catalog import PULLED, refresh_warehouse
-from pipelines.lake import Lake
+from pipelines.lake import Lake, verified_lake
 from pipelines.problems import SetupError
 from pipelines.settings import load_settings
 from pipelines.warehouse import WarehouseBusy
@@ -159,8 +159,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def run_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     settings = load_settings()
-    lake = Lake(settings.lake_root)
-    lake.verify()
+    lake = verified_lake(settings.lake_root)
     if args.command == "check":
         return run_check_command()
     if args.command == "push":

@@ -137,19 +137,23 @@ class LakeLocation(pydantic.BaseModel):
     warehouse_sql: list[str] = []
 
     def lake(self) -> Lake:
-        """The lake, its store checked once per process and root (`Lake.verify`: two
-        requests on an object store, nothing for a folder), so a wrong bucket, endpoint or
-        key fails a step with what to fix rather than with the store's first refusal."""
-        lake = Lake(self.lake_root)
-        with _verified_lock:
-            if self.lake_root not in _verified_roots:
-                lake.verify()
-                _verified_roots.add(self.lake_root)
-        return lake
+        return verified_lake(self.lake_root)
 
 
 _verified_roots: set[str] = set()
 _verified_lock = threading.Lock()
+
+
+def verified_lake(root: str | os.PathLike[str]) -> Lake:
+    """The lake at `root`, its store checked once per process and root (`Lake.verify`: two
+    requests on an object store, nothing for a folder), so a wrong bucket, endpoint or key
+    fails a command or a step with what to fix rather than with the store's first refusal."""
+    lake = Lake(root)
+    with _verified_lock:
+        if lake.place.uri not in _verified_roots:
+            lake.verify()
+            _verified_roots.add(lake.place.uri)
+    return lake
 
 
 class Lake:
@@ -332,8 +336,11 @@ class Lake:
         object_store.verify(self.place)
 
     def sweep_temporary(self) -> int:
-        """Remove the temporary files a killed run left behind; none of them is data. (On an
-        object store there are none: a file is uploaded only once whole.)"""
+        """Remove the temporary files a killed run left behind; none of them is data. On an
+        object store there are none (a file is uploaded only once whole), so its objects are
+        not listed for them."""
+        if not self.place.local:
+            return 0
         swept = 0
         for info in self._listed(self.root):
             name = PurePosixPath(info.path).name

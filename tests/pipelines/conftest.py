@@ -111,9 +111,20 @@ def start_sandbox() -> Iterator[Callable[..., LiveSandbox]]:
 
 
 @pytest.fixture(scope="session")
-def frozen_sandbox(start_sandbox) -> LiveSandbox:
-    """One read-only sandbox shared by the tests that only read (never fault or mutate it)."""
-    return start_sandbox()
+def _frozen_by_day() -> dict:
+    return {}
+
+
+@pytest.fixture
+def frozen_sandbox(start_sandbox, _frozen_by_day) -> LiveSandbox:
+    """One read-only sandbox per UTC day, shared by the tests that only read (never fault or
+    mutate it). A frozen sandbox's data ends at its start while the pipeline's today is the
+    wall clock's: a suite that runs across a midnight gets a sandbox of the new day, and no
+    test starts in the last two minutes before one (`_clear_of_midnight`)."""
+    day = _clear_of_midnight().date()
+    if day not in _frozen_by_day:
+        _frozen_by_day[day] = start_sandbox()
+    return _frozen_by_day[day]
 
 
 @pytest.fixture

@@ -153,7 +153,9 @@ def test_a_sync_of_every_stream_into_the_bucket_equals_the_truth(
                 for day, count in frozen_sandbox.truth_days(
                     stream.service, scope, stream.name
                 ).items()
-                if first.isoformat() <= day <= last.isoformat()
+                # A day without rows has no group in the landed count (just after a
+                # midnight, today may have none yet).
+                if first.isoformat() <= day <= last.isoformat() and count
             }
             landed = con.execute(
                 f"SELECT connection, date::VARCHAR, count(*) FROM {stream.relation} GROUP BY ALL"
