@@ -37,6 +37,7 @@ T = TypeVar("T", bound=pydantic.BaseModel)
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 #: Never wait longer than this on one `Retry-After`, whatever the service announces.
 MAX_RETRY_AFTER = 120.0
+JSON_CONTENT = {"Content-Type": "application/json"}
 #: The shortest wait between two attempts: a `retry_after` of 0 must not become a tight loop.
 MIN_WAIT = 0.2
 #: Attempts at an address where nothing listens (connection refused, unknown host): enough
@@ -471,7 +472,10 @@ class Transport:
         """The one request path: send, retry what may be retried, decode the whole body."""
         kwargs: dict[str, Any] = {"params": params}
         if json_body is not None:
-            kwargs["json"] = json_body
+            # pydantic's serializer (Rust) encodes a body in a fifth of the time of httpx's
+            # `json.dumps`, and once for all attempts: a push sends a body per record.
+            kwargs["content"] = pydantic_core.to_json(json_body)
+            kwargs["headers"] = JSON_CONTENT
         try:
             for attempt in self._retrying(idempotent or method == "GET"):
                 with attempt:

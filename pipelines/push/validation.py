@@ -75,6 +75,8 @@ def _kind(value: object) -> str:
 
 def _number(value: object) -> int | float:
     """A JSON number; bool is an int to Python but never a number to JSON."""
+    if type(value) is float and math.isfinite(value):  # nearly every value: no more to do
+        return value
     if isinstance(value, bool) or not isinstance(value, int | float | Decimal):
         raise ValueError(f"must be a number, not {_kind(value)}")
     try:

@@ -5,10 +5,12 @@ end."""
 
 from datetime import timedelta
 
+import duckdb
 import pytest
 
 from pipelines.push.ledger import Entry, as_json
 from pipelines.push.plan import OUTCOMES, SENDING, content_hash, make_plan
+from pipelines.push.run import outbound_rows
 from pipelines.push.send import send_plan
 from pipelines.push.validation import validate_record
 from tests.push.test_validation import ROWS, SAMPLES, TS
@@ -286,3 +288,23 @@ def test_a_row_naming_an_unknown_connection_is_planned_to_it_and_refused_when_se
     [refusal] = sent.rejections
     assert (refusal["key"], refusal["field"]) == ("ord-1", "connection")
     assert refusal["reason"] == "refused by the service: 400 unknown_connection"
+
+
+def test_a_views_timestamps_plan_the_same_body_whatever_the_machines_zone():
+    """DuckDB gives a TIMESTAMPTZ in the session's zone, the machine's by default: read
+    as it came, an order planned in Taipei had `+08:00` in its body and so another content
+    hash than the same order planned in UTC, and would be sent again as changed."""
+    planned = {}
+    for zone in ("Asia/Taipei", "UTC"):
+        with duckdb.connect() as con:
+            con.execute(f"SET TimeZone = '{zone}'")
+            con.execute("CREATE SCHEMA outbound")
+            con.execute(
+                "CREATE VIEW outbound.orders AS "
+                "SELECT TIMESTAMPTZ '2026-10-30 09:15:30+08' AS timestamp"
+            )
+            [row] = outbound_rows(con, "orders")
+        plan = make_plan("order", [order(row["timestamp"])], {}, {})
+        [planned[zone]] = plan.to_send
+    assert planned["Asia/Taipei"].body["timestamp"] == "2026-10-30T01:15:30+00:00"
+    assert planned["Asia/Taipei"].content_hash == planned["UTC"].content_hash
