@@ -3,17 +3,29 @@ the push and the webhook receiver. Nothing here imports Dagster or `assets/` (th
 layer built on it), except the command line's launcher `pipelines/__main__.py`."""
 
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pyarrow as pa
 
 
-class _NoPandas:
-    """A module finder that refuses pandas."""
+@contextmanager
+def refused(*names: str) -> Iterator[None]:
+    """Within the block, importing any of the modules `names` fails as if it were not
+    installed: for a library that imports an optional module it does without, when that
+    module costs more than it gives. Outside the block they import as usual."""
 
-    @staticmethod
-    def find_spec(name, path=None, target=None):
-        if name == "pandas":
-            raise ModuleNotFoundError("pandas held back from pyarrow's first conversion")
+    class Refuse:
+        @staticmethod
+        def find_spec(name, path=None, target=None):
+            if name in names:
+                raise ModuleNotFoundError(f"{name} held back ({__name__}.refused)")
+
+    sys.meta_path.insert(0, Refuse)
+    try:
+        yield
+    finally:
+        sys.meta_path.remove(Refuse)
 
 
 def _pyarrow_without_pandas() -> None:
@@ -24,11 +36,8 @@ def _pyarrow_without_pandas() -> None:
     `from_pandas`) still imports it."""
     if "pandas" in sys.modules:
         return
-    sys.meta_path.insert(0, _NoPandas)
-    try:
+    with refused("pandas"):
         pa.array([], pa.null())
-    finally:
-        sys.meta_path.remove(_NoPandas)
 
 
 _pyarrow_without_pandas()

@@ -1,0 +1,65 @@
+"""The command line's launcher (`pipelines/__main__.py`): what it leaves out of a command's
+start, and that a command still ends cleanly."""
+
+import os
+import subprocess
+import sys
+
+import duckdb
+import httpx
+
+from pipelines import refused
+from pipelines.settings import load_settings
+
+
+def test_a_sync_leaves_out_what_it_never_uses_and_exits_without_a_word_on_stderr(
+    frozen_sandbox, sync_env
+):
+    """httpcore's async locks (anyio) and httpx's own command line are never imported; the
+    collector's frozen objects are given back before the teardown, where DuckDB's bindings
+    would report each one alive as a leak."""
+    sync_env(frozen_sandbox)
+    # As `python -m pipelines sync --streams workspace`, then the modules it loaded.
+    command = (
+        "import runpy, sys\n"
+        "sys.argv = ['pipelines', 'sync', '--streams', 'workspace']\n"
+        "try:\n"
+        "    runpy.run_module('pipelines', run_name='__main__', alter_sys=True)\n"
+        "finally:\n"
+        "    print('loaded:', ' '.join(sorted(sys.modules)))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", command],
+        capture_output=True,
+        text=True,
+        env=os.environ.copy(),
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    (line,) = [line for line in done.stdout.splitlines() if line.startswith("loaded: ")]
+    loaded = set(line.split()[1:])
+    assert {"httpx", "httpcore", "duckdb", "dagster"} <= loaded
+    assert not {"anyio", "httpx._main"} & loaded
+    assert "leak" not in done.stderr, done.stderr
+    settings = load_settings()
+    with duckdb.connect(str(settings.warehouse_path), read_only=True) as con:
+        landed = con.execute("SELECT id FROM comment.workspace").fetchall()
+    (workspace,) = landed  # the one connection's workspace, as the sandbox holds it
+    assert workspace[0] in frozen_sandbox.truth()["comment"]
+
+
+def test_a_module_refused_for_one_import_is_there_for_the_next():
+    """The refusal holds inside its block only: outside, the same module imports, so a
+    process that loaded httpx under it can still import what the block held back."""
+    sys.modules.pop("json.tool", None)
+    with refused("json.tool"):
+        try:
+            import json.tool  # noqa: F401
+        except ModuleNotFoundError as error:
+            assert "json.tool" in str(error)
+        else:
+            raise AssertionError("json.tool imported inside the block")
+    import json.tool  # noqa: F401, F811
+
+    assert "json.tool" in sys.modules
+    assert httpx.AsyncClient  # async httpx is importable in a process that imported pipelines
