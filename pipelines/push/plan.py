@@ -19,7 +19,7 @@ import json
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import Enum
 from typing import Any
 
@@ -333,6 +333,31 @@ def _in_doubt(plan: Plan, key: str, row: Planned) -> None:
     plan.rejections.append(_rejection(key, "", reason, "in_doubt", row.body))
 
 
+def _same_record(accepted: str, planned: str) -> bool:
+    """Whether two contents of a key are one record whose date-times are written with other
+    offsets (`+08:00` against `+00:00`): the ledger of a push that read the views in its
+    machine's zone, before `outbound_rows` read them in UTC, or of a push on another host.
+    Only asked when their hashes differ, so a record written otherwise is neither a conflict
+    nor sent again."""
+    if not accepted:
+        return False
+    return _in_utc(json.loads(accepted)) == _in_utc(json.loads(planned))
+
+
+def _in_utc(value: Any) -> Any:
+    """`value` with each text that is a date-time with offset written in UTC."""
+    if isinstance(value, dict):
+        return {name: _in_utc(item) for name, item in value.items()}
+    if isinstance(value, list):
+        return [_in_utc(item) for item in value]
+    if isinstance(value, str):
+        try:
+            return validation.moment(value).astimezone(UTC).isoformat()
+        except ValueError:
+            return value
+    return value
+
+
 def _decide(
     plan: Plan, key: str, versions: Versions, entry: Entry | None, outbound: Outbound
 ) -> None:
@@ -343,7 +368,9 @@ def _decide(
         plan.counts["new"] += 1
         plan.to_send.append(candidate)
         return
-    if entry.content_hash == candidate.content_hash:
+    if entry.content_hash == candidate.content_hash or _same_record(
+        entry.content, candidate.content
+    ):
         plan.counts["unchanged"] += 1
         return
     if outbound.timestamped and entry.timestamp is not None:

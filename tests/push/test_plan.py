@@ -3,7 +3,8 @@ of a key is sent, and why the others are not (plus pipelines/push/send.py refusi
 planned to an unknown connection). The sandbox tests (test_push.py) show the same end to
 end."""
 
-from datetime import timedelta
+from datetime import UTC, timedelta
+from zoneinfo import ZoneInfo
 
 import duckdb
 import pytest
@@ -308,3 +309,20 @@ def test_a_views_timestamps_plan_the_same_body_whatever_the_machines_zone():
         [planned[zone]] = plan.to_send
     assert planned["Asia/Taipei"].body["timestamp"] == "2026-10-30T01:15:30+00:00"
     assert planned["Asia/Taipei"].content_hash == planned["UTC"].content_hash
+
+
+def test_a_version_accepted_with_its_times_in_another_zone_is_unchanged():
+    """A ledger written by a push that read the views in the machine's zone holds `+08:00`
+    where the body planned now says `+00:00`: the same record, so it is neither a conflict
+    nor sent again; a real change at that moment still is a conflict."""
+    in_taipei = TEN.astimezone(ZoneInfo("Asia/Taipei"))
+    body, problems = validate_record("order", order(in_taipei))
+    assert problems == [] and body["timestamp"].endswith("+08:00")
+    content = as_json(body)
+    entry = Entry(in_taipei, content_hash(content), content, "accepted", None, "default")
+    in_utc = order(TEN.astimezone(UTC))
+    plan = make_plan("order", [in_utc], {"ord-1": entry})
+    assert plan.to_send == [] and plan.rejections == []
+    assert plan.counts["unchanged"] == 1
+    changed = make_plan("order", [in_utc | {"status": "returned"}], {"ord-1": entry})
+    assert [r["source"] for r in changed.rejections] == ["conflict"]
