@@ -13,6 +13,13 @@ from sandbox.app import SandboxApp, build_app
 from sandbox.config import SandboxConfig
 
 ANCHOR = datetime(2026, 11, 1, 12, 0, 0, tzinfo=UTC)
+#: Tests of minutes, run first: with `make test`'s two workers (`--dist worksteal`) each then
+#: runs beside the others instead of alone at the end (the soak was the suite's last 5 minutes).
+LONGEST = ("tests/test_soak.py::",)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: not item.nodeid.startswith(LONGEST))  # stable: the rest in order
 
 
 def build_hooked(received: list[httpx.Request], secret: str) -> SandboxApp:
