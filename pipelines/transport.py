@@ -37,6 +37,7 @@ T = TypeVar("T", bound=pydantic.BaseModel)
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 #: Never wait longer than this on one `Retry-After`, whatever the service announces.
 MAX_RETRY_AFTER = 120.0
+#: The header of a body `_request` has encoded itself (httpx sets it only for its own `json=`).
 JSON_CONTENT = {"Content-Type": "application/json"}
 #: The shortest wait between two attempts: a `retry_after` of 0 must not become a tight loop.
 MIN_WAIT = 0.2
