@@ -30,14 +30,15 @@ def refused(*names: str) -> Iterator[None]:
 
 def _pyarrow_without_pandas() -> None:
     """Tell pyarrow that pandas is not there. On its first conversion of Python values
-    (`pa.array`, `Table.from_pylist`, `pa.scalar`) it imports pandas only to ask whether the
-    values are pandas objects: 55 MB and 0.3 s of CPU in every process, for a question whose
-    answer is no here. pyarrow asks once; what needs pandas for real (`to_pandas`,
-    `from_pandas`) still imports it."""
+    (`pa.array`, `Table.from_pylist`, `pa.scalar`, a Python value given to a compute
+    function) it imports pandas only to ask whether the values are pandas objects: 55 MB and
+    0.3 s of CPU in every process, for a question whose answer is no here. pyarrow asks once
+    for values of a given type and once more for values whose type it infers (as here);
+    what needs pandas for real (`to_pandas`, `from_pandas`) still imports it."""
     if "pandas" in sys.modules:
         return
     with refused("pandas"):
-        pa.array([], pa.null())
+        pa.array([0])
 
 
 _pyarrow_without_pandas()

@@ -65,3 +65,27 @@ def test_a_module_refused_for_one_import_is_there_for_the_next():
     # Only the launcher refuses anyio: a process that imports `pipelines` otherwise (this one,
     # the receiver, the tests' async clients) keeps httpcore's async locks.
     assert httpcore._synchronization.anyio is not None
+
+
+def test_pyarrow_never_imports_pandas_to_convert_values_but_still_can_for_pandas():
+    """Every kind of conversion the landing does (a value whose type Arrow infers, a Python
+    value given to a compute function, rows as dicts) leaves pandas out of the process;
+    asking for a pandas object still imports it."""
+    command = (
+        "import sys\n"
+        "import pipelines\n"
+        "import pyarrow as pa, pyarrow.compute as pc\n"
+        "texts = pa.array(['a', ''], pa.string())\n"
+        "pa.scalar('connection')\n"
+        "pc.divide(pa.array([3_000_000], pa.int64()), 1_000_000)\n"
+        "pc.if_else(pc.equal(texts, ''), None, texts)\n"
+        "pa.Table.from_pylist([{'id': 'a', 'n': 1}])\n"
+        "print('converted:', 'pandas' in sys.modules)\n"
+        "pa.table({'n': [1]}).to_pandas()\n"
+        "print('to_pandas:', 'pandas' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", command], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["converted:", "False", "to_pandas:", "True"]
