@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 UV_VERSION := 0.13.8
 SANDBOX_PORT ?= 8765
 
-.PHONY: install test lint demo dev sync sandbox lock clean bench bench-install
+.PHONY: install bytecode test lint demo dev sync sandbox lock clean bench bench-install
 
 # Installs exactly what uv.lock pins. uv itself is pinned and lives in the venv, so nothing
 # outside the repository is needed; --inexact keeps it there. --compile-bytecode writes the
@@ -17,7 +17,13 @@ $(VENV)/.synced: pyproject.toml uv.lock
 	$(BIN)/uv sync --locked --inexact --compile-bytecode --quiet
 	touch $@
 
-install: $(VENV)/.synced
+# The product's own modules are not installed in the venv, so --compile-bytecode does not
+# reach them: compiled here (only what changed since), or where PYTHONDONTWRITEBYTECODE is set
+# every command would compile them anew (0.05-0.09 s of each sync's start, bench: peer).
+bytecode: $(VENV)/.synced
+	$(BIN)/python -m compileall -q -j 0 pipelines assets sandbox demo bench
+
+install: $(VENV)/.synced bytecode
 
 lint: install
 	$(BIN)/ruff check .
