@@ -1,5 +1,6 @@
-"""The command line's launcher (`pipelines/__main__.py`): what it leaves out of a command's
-start, and that a command still ends cleanly."""
+"""What a command's start leaves out: the command line's launcher (`pipelines/__main__.py`),
+and the package's own refusals (`pipelines/__init__.py`); and that a command still ends
+cleanly."""
 
 import os
 import subprocess
