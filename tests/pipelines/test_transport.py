@@ -1,5 +1,6 @@
 """The shared transport: what is retried, how long it waits, what it never leaks."""
 
+import http.server
 import json
 import threading
 import time
@@ -210,3 +211,55 @@ def test_a_cut_body_is_still_asked_again():
     with client(http) as transport:
         assert transport.get("/named", Named).name == "whole"
     assert len(calls) == 2
+
+
+class _Answering(http.server.BaseHTTPRequestHandler):
+    """Answers every GET with who answered (`server.name`) and the request line's target."""
+
+    def do_GET(self) -> None:
+        body = json.dumps({"via": self.server.name, "target": self.path}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.fixture
+def answering():
+    """Start a local HTTP server named `name`; its port is returned."""
+    servers = []
+
+    def start(name: str) -> int:
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Answering)
+        server.name = name
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return server.server_address[1]
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+def test_requests_go_through_the_proxy_the_environment_names_unless_no_proxy_covers_the_host(
+    answering, monkeypatch
+):
+    service, proxy = answering("service"), answering("proxy")
+    for name in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+    monkeypatch.setenv("HTTP_PROXY", f"127.0.0.1:{proxy}")
+    base = f"http://127.0.0.1:{service}/api"
+
+    def ask() -> dict:
+        with Transport(base, {}, api_key=SECRET) as transport:
+            return transport.request_json("GET", "/named", params={"page": 2})
+
+    assert ask() == {"via": "proxy", "target": f"{base}/named?page=2"}
+    monkeypatch.setenv("NO_PROXY", "localhost,127.0.0.1")
+    assert ask() == {"via": "service", "target": "/api/named?page=2"}
