@@ -10,6 +10,7 @@ import resource
 import socket
 import subprocess
 import sys
+import time
 import tomllib
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -121,14 +122,16 @@ class Measured:
 
 
 def measured_run(module_args: list[str], env: dict[str, str]) -> Measured:
-    """Run `python -m <module> <args>` in a process of its own and measure it (bench.measure)
-    so the peak memory is the pipeline's alone, not the benchmark's or the sandbox's. Its CPU
-    is what this process's waited-for children gained meanwhile (the sandbox, still running,
-    is not among them)."""
+    """Run `python -m <module> <args>` in a process of its own and measure it: its wall time
+    from start to exit (the interpreter's start and end included, as a user waits for them),
+    its peak memory as the process saw it (bench.measure: the pipeline's alone, not the
+    benchmark's or the sandbox's), and its CPU, what this process's waited-for children
+    gained meanwhile (the sandbox, still running, is not among them)."""
     data = Path(env["LAKE_ROOT"]).parent
     out = data / "measured.json"
     out.unlink(missing_ok=True)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
     with open(data / "output.log", "w") as log:  # what the command printed, for a look later
         completed = subprocess.run(
             [sys.executable, "-m", "bench.measure", str(out), *module_args],
@@ -137,11 +140,17 @@ def measured_run(module_args: list[str], env: dict[str, str]) -> Measured:
             stdout=log,
             stderr=subprocess.STDOUT,
         )
+    wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if not out.exists():
         raise RuntimeError(f"{module_args} exited {completed.returncode}; see {data}/output.log")
     cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
-    return Measured(**json.loads(out.read_text()), exit_code=completed.returncode, cpu_seconds=cpu)
+    return Measured(
+        wall_seconds=wall,
+        peak_rss_mb=json.loads(out.read_text())["peak_rss_mb"],
+        exit_code=completed.returncode,
+        cpu_seconds=cpu,
+    )
 
 
 def machine() -> dict:

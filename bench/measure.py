@@ -1,10 +1,10 @@
 """`python -m bench.measure OUT MODULE [ARGS…]`: run a module as `python -m` would, then write
-its wall time and peak resident memory to OUT."""
+its peak resident memory to OUT. Its wall time is the caller's to measure, from start to exit
+(`bench/common.py`)."""
 
 import json
 import runpy
 import sys
-import time
 from pathlib import Path
 
 
@@ -20,21 +20,13 @@ def peak_rss_mb() -> float:
 def main() -> None:
     out, module, *args = sys.argv[1:]
     sys.argv = [module, *args]
-    started = time.perf_counter()
     code = 0
     try:
         runpy.run_module(module, run_name="__main__", alter_sys=True)
     except SystemExit as exit_:
         code = exit_.code if isinstance(exit_.code, int) else 1
     finally:
-        Path(out).write_text(
-            json.dumps(
-                {
-                    "wall_seconds": time.perf_counter() - started,
-                    "peak_rss_mb": peak_rss_mb(),
-                }
-            )
-        )
+        Path(out).write_text(json.dumps({"peak_rss_mb": peak_rss_mb()}))
     sys.exit(code)
 
 
