@@ -28,7 +28,6 @@ import resource
 import shutil
 import subprocess
 import sys
-import threading
 import time
 from collections import Counter
 from functools import partial
@@ -126,58 +125,13 @@ def pipeline_stats(dagster_home: Path) -> dict[str, int]:
     return {name: metadata[name].value for name in ("requests", "429s", "retries")}
 
 
-class ChildPeakRss:
-    """The peak RSS (VmHWM) of the `bench.measure` child, sampled while it runs.
-
-    `measured_run`'s own figure is `ru_maxrss`, which Linux carries over from the parent at
-    fork/exec: once this process has grown (the shop is generated here), every child
-    "peaks" at least at this process's size. VmHWM belongs to the child's own memory."""
-
-    def __init__(self) -> None:
-        self.peak_mb = 0.0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-
-    def __enter__(self) -> ChildPeakRss:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _sample(self) -> None:
-        pid = None
-        while not self._stop.wait(0.05):
-            pid = pid or _measure_child()
-            try:
-                status = Path(f"/proc/{pid}/status").read_text() if pid else ""
-            except OSError:
-                continue  # it ended: its last sample stands
-            for line in status.splitlines():
-                if line.startswith("VmHWM:"):
-                    self.peak_mb = max(self.peak_mb, int(line.split()[1]) / 1024)
-
-
-def _measure_child() -> int | None:
-    for proc in Path("/proc").iterdir():
-        try:
-            parent = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            if parent == os.getpid() and b"bench.measure" in (proc / "cmdline").read_bytes():
-                return int(proc.name)
-        except (OSError, ValueError, IndexError):
-            continue
-    return None
-
-
 def timed_push(base: str, env: dict[str, str], args: list[str], paths: list[str]) -> dict:
     """One measured push in its own process: wall, peak RSS, CPU of both sides, and when its
     requests went (the sandbox's count and first/last moment per path)."""
     traffic(base, reset=True)
     pid = sandbox_pid(base)
     sandbox_cpu, own_cpu, started = cpu_seconds(pid), children_cpu(), time.monotonic()
-    with ChildPeakRss() as rss:
-        measured = measured_run(args, env)
+    measured = measured_run(args, env)
     ended = time.monotonic()
     if measured.exit_code:
         raise RuntimeError(f"{args} exited {measured.exit_code}")
@@ -186,7 +140,6 @@ def timed_push(base: str, env: dict[str, str], args: list[str], paths: list[str]
     first, last = min(p["first"] for p in chosen), max(p["last"] for p in chosen)
     return {
         "measured": measured,
-        "peak_rss_mb": rss.peak_mb,
         "requests": {p["path"]: p["count"] for p in chosen},
         "refused": seen.refused,
         "span": last - first,
@@ -237,8 +190,7 @@ def common_columns(push: dict, sent: int) -> dict:
         "wall s": round(measured.wall_seconds, 1),
         "send span s": round(push["span"], 1),
         "start+plan s": round(push["before_first"], 1),
-        "peak RSS MB": round(push["peak_rss_mb"]),
-        "ru_maxrss MB": round(measured.peak_rss_mb),  # inflated: see ChildPeakRss
+        "peak RSS MB": round(measured.peak_rss_mb),
         "pipeline CPU s": round(push["pipeline_cpu"], 1),
         "sandbox CPU s": round(push["sandbox_cpu"], 1),
         "429s (sandbox/pipeline)": f"{push['refused']}/{push['pipeline']['429s']}",
