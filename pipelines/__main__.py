@@ -2,7 +2,8 @@
 of `pipelines/` that reaches the Dagster layer: nothing imports it, it only starts the
 command, whose runs go through the same Dagster assets and jobs as the UI's.
 
-Every scheduled sync pays the command's start, so two things here only make it cheaper:
+Every scheduled sync pays the command's start and end, so three things here only make them
+cheaper:
 
 - The imports (Dagster, pyarrow, the services' models) make objects that live as long as
   the process. Collected while they are made, they were walked again and again, a sixth of
@@ -12,13 +13,43 @@ Every scheduled sync pays the command's start, so two things here only make it c
 - httpx and httpcore import two optional modules the command never uses: httpcore's async
   locks (anyio, 0.1 s) and httpx's own command line (with pygments and click). They are
   refused while those two load (`pipelines.refused`); the command makes no async request.
+- Once the command has returned its exit status, and the interpreter has run what it runs
+  at exit (it waits for threads, then calls every exit handler: logging's, the removal of
+  temporary directories, Dagster's), the process ends without the interpreter's teardown.
+  That teardown freed the objects of ~1,650 modules one by one and collected the cycles
+  among them: 0.6-0.8 s of a one-request sync's 2.8-3.0 s, for memory the system takes
+  back at once. A command that raised ends the usual way.
+
+A reader that stops reading what the command prints (`| head`) ends it with status 1 and no
+traceback.
 """
 
+import atexit
 import gc
+import os
 import sys
 
 from pipelines import refused
 
+#: The command's exit status once it has returned one.
+returned: int | None = None
+
+
+def _end_without_teardown() -> None:
+    """The last exit handler (registered first): once the command has returned, flush what
+    it printed and end the process here."""
+    if returned is None:
+        return
+    status = returned
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # the reader went away, as below
+            status = status or 1
+    os._exit(status)
+
+
+atexit.register(_end_without_teardown)
 gc.disable()
 with refused("anyio", "httpx._main"):
     import httpcore  # noqa: F401
@@ -28,9 +59,12 @@ from assets.cli import main  # noqa: E402
 gc.freeze()
 gc.enable()
 try:
-    code = main()
-finally:
-    # Given back at exit, for the interpreter's teardown to free them with the rest: DuckDB's
-    # bindings report each of their objects still alive then as a leak.
+    returned = main()
+except BrokenPipeError:
+    returned = 1  # the reader of what it prints went away (`| head`): nothing more to say
+except BaseException:
+    # Given back for the interpreter's teardown to free them with the rest: DuckDB's bindings
+    # report each of their objects still alive then as a leak.
     gc.unfreeze()
-sys.exit(code)
+    raise
+sys.exit(returned)

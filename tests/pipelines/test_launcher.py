@@ -8,6 +8,7 @@ import sys
 
 import duckdb
 import httpcore
+import pytest
 
 from pipelines import refused
 from pipelines.settings import load_settings
@@ -28,6 +29,8 @@ def test_a_sync_leaves_out_what_it_never_uses_and_exits_without_a_word_on_stderr
         "    runpy.run_module('pipelines', run_name='__main__', alter_sys=True)\n"
         "finally:\n"
         "    print('loaded:', ' '.join(sorted(sys.modules)))\n"
+        "    import atexit\n"
+        "    atexit.register(print, 'an exit handler of the command ran')\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", command],
@@ -42,11 +45,34 @@ def test_a_sync_leaves_out_what_it_never_uses_and_exits_without_a_word_on_stderr
     assert {"httpx", "httpcore", "duckdb", "dagster"} <= loaded
     assert not {"anyio", "httpx._main"} & loaded
     assert "leak" not in done.stderr, done.stderr
+    # The process ends before the interpreter's teardown, not before its exit handlers, and
+    # what it printed (to a pipe: buffered) reaches the reader.
+    assert done.stdout.endswith("an exit handler of the command ran\n")
     settings = load_settings()
     with duckdb.connect(str(settings.warehouse_path), read_only=True) as con:
         landed = con.execute("SELECT id FROM comment.workspace").fetchall()
     (workspace,) = landed  # the one connection's workspace, as the sandbox holds it
     assert workspace[0] in frozen_sandbox.truth()["comment"]
+
+
+@pytest.mark.parametrize("buffered", [True, False])
+def test_a_reader_that_goes_away_ends_the_command_with_status_1_and_no_traceback(
+    frozen_sandbox, sync_env, buffered
+):
+    """Unbuffered, a `print` fails while the command runs; buffered, the last flush."""
+    sync_env(frozen_sandbox)
+    env = os.environ.copy()
+    env.pop("PYTHONUNBUFFERED", None)
+    if not buffered:
+        env["PYTHONUNBUFFERED"] = "1"
+    command = [sys.executable, "-m", "pipelines", "sync", "--streams", "workspace"]
+    with subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    ) as process:
+        process.stdout.close()  # as `| head` does once it has read enough
+        stderr = process.stderr.read()
+    assert process.returncode == 1, stderr
+    assert "Traceback" not in stderr and "BrokenPipe" not in stderr, stderr
 
 
 def test_a_module_refused_for_one_import_is_there_for_the_next():
