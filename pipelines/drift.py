@@ -39,7 +39,7 @@ from typing import Any
 import pyarrow as pa
 import pydantic
 
-from pipelines.lake import EXTRA, Lake, Stream
+from pipelines.lake import EXTRA, QUERY_SETTINGS, Lake, Stream
 from pipelines.problems import SetupError
 
 #: The sections of an `_extra` object, in the order they are reported.
@@ -290,8 +290,10 @@ def drift_in_lake(lake: Lake, stream: Stream) -> tuple[int, dict[str, dict[str, 
     relation = lake.relation(stream)
     if relation is None:
         return 0, {}
-    [(rows,)] = lake.query(f"SELECT count(*) FROM {relation}", spill=True)
     found: dict[str, dict[str, int]] = {}
-    for kind, path, count in lake.query(DRIFT_IN_LAKE.format(relation=relation), spill=True):
-        found.setdefault(kind, {})[path] = count
+    # Both in one DuckDB: opening one costs more than counting (~20 ms).
+    with lake.connect(config=QUERY_SETTINGS) as con:
+        [(rows,)] = con.execute(f"SELECT count(*) FROM {relation}").fetchall()
+        for kind, path, count in con.execute(DRIFT_IN_LAKE.format(relation=relation)).fetchall():
+            found.setdefault(kind, {})[path] = count
     return rows, {kind: found[kind] for kind in KINDS if kind in found}

@@ -128,18 +128,20 @@ class Warehouse:
             schema = schema.append(pa.field("date", pa.date32()))
         return _empty_relation(con, schema)
 
-    def statements(self) -> list[str]:
-        """Every statement that builds the warehouse, in order."""
+    def statements(self, con: duckdb.DuckDBPyConnection | None = None) -> list[str]:
+        """Every statement that builds the warehouse, in order. One connection types every
+        empty relation, `con` or else one of its own: opening one costs more than the
+        DESCRIBE (~20 ms against one)."""
+        if con is None:
+            with duckdb.connect() as own:
+                return self.statements(own)
         schemas = schemas_of(self.sql_dirs)
         statements = [f"CREATE SCHEMA IF NOT EXISTS {schema}" for schema in schemas]
-        # One connection types every empty relation: opening one costs more than the
-        # DESCRIBE (tens of ms against one).
-        with duckdb.connect() as con:
-            source = functools.partial(self._source, con)
-            for schema in schemas:
-                for sql_dir in self.sql_dirs:
-                    for file in sorted((sql_dir / schema).glob("*.sql")):
-                        statements.append(SOURCE.sub(source, file.read_text()))
+        source = functools.partial(self._source, con)
+        for schema in schemas:
+            for sql_dir in self.sql_dirs:
+                for file in sorted((sql_dir / schema).glob("*.sql")):
+                    statements.append(SOURCE.sub(source, file.read_text()))
         return statements
 
     def _current_fingerprint(self) -> str | None:
@@ -157,8 +159,8 @@ class Warehouse:
     def in_memory(self) -> Iterator[duckdb.DuckDBPyConnection]:
         """The same views in a DuckDB of this process's own: what the file holds, without
         opening it, so no session on the file can stand in the way (the push reads here)."""
-        statements = self.statements()
         with self.lake.connect() as con:
+            statements = self.statements(con)
             _define(con, statements, _fingerprint(statements))
             yield con
 
@@ -174,14 +176,14 @@ class Warehouse:
 
         Raises `WarehouseBusy` if the old file has changes a read-write session has not
         saved (its `.wal`): replacing the file now would orphan them."""
-        statements = self.statements()
-        fingerprint = _fingerprint(statements)
-        if self._current_fingerprint() == fingerprint:
-            return None
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = self.path.with_name(f".{self.path.name}.{uuid.uuid4().hex}.tmp")
-        try:
-            with self.lake.connect() as builder:
+        with self.lake.connect() as builder:
+            statements = self.statements(builder)
+            fingerprint = _fingerprint(statements)
+            if self._current_fingerprint() == fingerprint:
+                return None
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            temporary = self.path.with_name(f".{self.path.name}.{uuid.uuid4().hex}.tmp")
+            try:
                 readable = self.path.exists() and _attach_old(builder, self.path)
                 builder.execute(f"ATTACH {_literal(str(temporary))} AS built")
                 builder.execute("USE built")
@@ -192,9 +194,9 @@ class Warehouse:
                 builder.execute("USE memory")
                 builder.execute("DETACH built")
                 return self._replace(temporary, readable)
-        finally:
-            for leftover in (temporary, _wal(temporary), _link(temporary)):
-                leftover.unlink(missing_ok=True)
+            finally:
+                for leftover in (temporary, _wal(temporary), _link(temporary)):
+                    leftover.unlink(missing_ok=True)
 
     def _replace(self, built: Path, readable: bool) -> str:
         """Rename the built file over the old one; called while the old one, if readable,
