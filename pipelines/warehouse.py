@@ -176,14 +176,14 @@ class Warehouse:
 
         Raises `WarehouseBusy` if the old file has changes a read-write session has not
         saved (its `.wal`): replacing the file now would orphan them."""
-        with self.lake.connect() as builder:
-            statements = self.statements(builder)
-            fingerprint = _fingerprint(statements)
-            if self._current_fingerprint() == fingerprint:
-                return None
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            temporary = self.path.with_name(f".{self.path.name}.{uuid.uuid4().hex}.tmp")
-            try:
+        temporary = self.path.with_name(f".{self.path.name}.{uuid.uuid4().hex}.tmp")
+        try:
+            with self.lake.connect() as builder:
+                statements = self.statements(builder)
+                fingerprint = _fingerprint(statements)
+                if self._current_fingerprint() == fingerprint:
+                    return None
+                self.path.parent.mkdir(parents=True, exist_ok=True)
                 readable = self.path.exists() and _attach_old(builder, self.path)
                 builder.execute(f"ATTACH {_literal(str(temporary))} AS built")
                 builder.execute("USE built")
@@ -194,9 +194,9 @@ class Warehouse:
                 builder.execute("USE memory")
                 builder.execute("DETACH built")
                 return self._replace(temporary, readable)
-            finally:
-                for leftover in (temporary, _wal(temporary), _link(temporary)):
-                    leftover.unlink(missing_ok=True)
+        finally:
+            for leftover in (temporary, _wal(temporary), _link(temporary)):
+                leftover.unlink(missing_ok=True)
 
     def _replace(self, built: Path, readable: bool) -> str:
         """Rename the built file over the old one; called while the old one, if readable,
