@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import os
 import queue
 import random
 import re
@@ -163,11 +164,16 @@ class _BackgroundChunks:
         self._thread.join(timeout=5)
 
 
-@functools.cache
 def _tls() -> ssl.SSLContext:
-    """The TLS settings of every connection in the process, made once: each made its own
-    (loading the certificate authorities, 30-50 ms a connection)."""
-    return httpx.create_ssl_context()
+    """The TLS settings of a connection: httpx's defaults, with the certificate authorities
+    `SSL_CERT_FILE` or `SSL_CERT_DIR` name as they are now. Each connection made its own,
+    loading the authorities (30-50 ms); one is made per value of those two and shared."""
+    return _tls_for(os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+
+
+@functools.cache
+def _tls_for(cert_file: str | None, cert_dir: str | None) -> ssl.SSLContext:
+    return httpx.create_ssl_context()  # reads the two variables itself
 
 
 def connection_pool(base_url: httpx.URL) -> httpx.HTTPTransport:

@@ -9,6 +9,7 @@ to do; the key itself is taken out of any text that might carry it."""
 from __future__ import annotations
 
 import logging
+import ssl
 import traceback
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -59,6 +60,14 @@ def explain(service: Service, connection: Connection, exc: BaseException) -> str
                 "fix on this side; the next run tries again."
             )
         return _redacted(f"{where}: {exc}", connection, service)
+    if isinstance(exc, httpx.ConnectError) and _untrusted_certificate(exc):
+        cause = _redacted(str(exc), connection, service)
+        return (
+            f"{where}: the service's certificate is not trusted here ({cause}). Check "
+            f"{url_setting}; if the certificate is signed by your organisation's own "
+            "authority, name that authority's certificates in SSL_CERT_FILE (a file) or "
+            "SSL_CERT_DIR (a folder)."
+        )
     if isinstance(exc, httpx.ConnectError):
         cause = _redacted(str(exc), connection, service)
         return (
@@ -73,6 +82,16 @@ def explain(service: Service, connection: Connection, exc: BaseException) -> str
         )
     # Anything else (a cut body, a fault of ours or of the disk): the type says where to look.
     return _redacted(f"{where}: {type(exc).__name__}: {exc}", connection, service)
+
+
+def _untrusted_certificate(exc: BaseException) -> bool:
+    """Whether `exc` comes of a certificate that failed verification (httpx keeps the TLS
+    error among its causes)."""
+    while exc is not None:
+        if isinstance(exc, ssl.SSLCertVerificationError):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 @contextmanager

@@ -2,14 +2,18 @@
 
 import http.server
 import json
+import ssl
 import threading
 import time
 
 import httpx
 import pydantic
 import pytest
+import trustme
 
-from pipelines.clients.comment import CommentClient
+from pipelines.clients.base import Connection
+from pipelines.clients.comment import CommentAutomation, CommentClient
+from pipelines.clients.failures import explain
 from pipelines.transport import MIN_WAIT, Pacer, Rate, RetryPolicy, ServiceError, Transport
 
 SECRET = "sa_live_CANARY_never_print_me"
@@ -230,11 +234,13 @@ class _Answering(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def answering():
-    """Start a local HTTP server named `name`; its port is returned."""
+    """Start a local HTTP server named `name` (HTTPS with `tls`); its port is returned."""
     servers = []
 
-    def start(name: str) -> int:
+    def start(name: str, tls: ssl.SSLContext | None = None) -> int:
         server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Answering)
+        if tls is not None:
+            server.socket = tls.wrap_socket(server.socket, server_side=True)
         server.name = name
         threading.Thread(target=server.serve_forever, daemon=True).start()
         servers.append(server)
@@ -246,13 +252,17 @@ def answering():
         server.server_close()
 
 
-def test_requests_go_through_the_proxy_the_environment_names_unless_no_proxy_covers_the_host(
-    answering, monkeypatch
-):
-    service, proxy = answering("service"), answering("proxy")
+@pytest.fixture
+def no_proxy(monkeypatch):
     for name in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
         monkeypatch.delenv(name, raising=False)
         monkeypatch.delenv(name.upper(), raising=False)
+
+
+def test_requests_go_through_the_proxy_the_environment_names_unless_no_proxy_covers_the_host(
+    answering, monkeypatch, no_proxy
+):
+    service, proxy = answering("service"), answering("proxy")
     monkeypatch.setenv("HTTP_PROXY", f"127.0.0.1:{proxy}")
     base = f"http://127.0.0.1:{service}/api"
 
@@ -263,3 +273,34 @@ def test_requests_go_through_the_proxy_the_environment_names_unless_no_proxy_cov
     assert ask() == {"via": "proxy", "target": f"{base}/named?page=2"}
     monkeypatch.setenv("NO_PROXY", "localhost,127.0.0.1")
     assert ask() == {"via": "service", "target": "/api/named?page=2"}
+
+
+def test_an_https_service_is_trusted_as_the_certificate_authorities_of_ssl_cert_file_say(
+    answering, monkeypatch, no_proxy, tmp_path
+):
+    """Read as they are when the connection is made: one is trusted only once named, and
+    until then the connection's failure says so, naming the variable."""
+    authority = trustme.CA()
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    authority.issue_cert("127.0.0.1").configure_cert(tls)
+    base = f"https://127.0.0.1:{answering('service', tls)}/api"
+    named = tmp_path / "authorities.pem"
+    authority.cert_pem.write_to_path(str(named))
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+
+    def ask() -> dict:
+        retry = RetryPolicy(attempts=1, sleep=lambda seconds: None)
+        with Transport(base, {}, api_key=SECRET, retry=retry) as transport:
+            return transport.request_json("GET", "/named")
+
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    with pytest.raises(httpx.ConnectError) as raised:
+        ask()
+    connection = Connection(
+        name="default", base_url=base, api_key=SECRET, base_url_from="COMMENT_AUTOMATION_URL"
+    )
+    told = explain(CommentAutomation(connections=[connection]), connection, raised.value)
+    assert "certificate is not trusted" in told, told
+    assert "SSL_CERT_FILE" in told and "COMMENT_AUTOMATION_URL" in told
+    monkeypatch.setenv("SSL_CERT_FILE", str(named))
+    assert ask() == {"via": "service", "target": "/api/named"}
