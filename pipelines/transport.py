@@ -376,10 +376,11 @@ class Transport:
         stats: CallStats | None = None,
         http_transport: httpx.BaseTransport | None = None,
     ) -> None:
-        self._base_url = str(httpx.URL(base_url.rstrip("/")))
+        base = httpx.URL(base_url.rstrip("/"))
+        self._base_url = str(base)
         self._headers = httpx.Headers({**REQUEST_HEADERS, **auth_headers})
         self._timeout = httpx.Timeout(timeout).as_dict()
-        self._http = http_transport or connection_pool(httpx.URL(self._base_url))
+        self._http = http_transport or connection_pool(base)
         self._pacers = {
             bucket: pacer_for(api_key, bucket, rate, budget)
             for bucket, rate in (rates or {}).items()

@@ -128,13 +128,10 @@ class Warehouse:
             schema = schema.append(pa.field("date", pa.date32()))
         return _empty_relation(con, schema)
 
-    def statements(self, con: duckdb.DuckDBPyConnection | None = None) -> list[str]:
-        """Every statement that builds the warehouse, in order. One connection types every
-        empty relation, `con` or else one of its own: opening one costs more than the
+    def statements(self, con: duckdb.DuckDBPyConnection) -> list[str]:
+        """Every statement that builds the warehouse, in order. `con`, the connection the
+        caller builds in, types every empty relation: opening one for it costs more than the
         DESCRIBE (~20 ms against one)."""
-        if con is None:
-            with duckdb.connect() as own:
-                return self.statements(own)
         schemas = schemas_of(self.sql_dirs)
         statements = [f"CREATE SCHEMA IF NOT EXISTS {schema}" for schema in schemas]
         source = functools.partial(self._source, con)

@@ -60,16 +60,15 @@ def explain(service: Service, connection: Connection, exc: BaseException) -> str
                 "fix on this side; the next run tries again."
             )
         return _redacted(f"{where}: {exc}", connection, service)
-    if isinstance(exc, httpx.ConnectError) and _untrusted_certificate(exc):
-        cause = _redacted(str(exc), connection, service)
-        return (
-            f"{where}: the service's certificate is not trusted here ({cause}). Check "
-            f"{url_setting}; if the certificate is signed by your organisation's own "
-            "authority, name that authority's certificates in SSL_CERT_FILE (a file) or "
-            "SSL_CERT_DIR (a folder)."
-        )
     if isinstance(exc, httpx.ConnectError):
         cause = _redacted(str(exc), connection, service)
+        if _untrusted_certificate(exc):
+            return (
+                f"{where}: the service's certificate is not trusted here ({cause}). Check "
+                f"{url_setting}; if the certificate is signed by your organisation's own "
+                "authority, name that authority's certificates in SSL_CERT_FILE (a file) or "
+                "SSL_CERT_DIR (a folder)."
+            )
         return (
             f"{where}: nothing answers at this address ({cause}). "
             f"Check {url_setting} and that the service can be reached from this machine."
