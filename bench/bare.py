@@ -7,7 +7,8 @@ pipeline reads (`COMMENT_AUTOMATION_URL`, …), and it writes what it fetched to
   in flight, each body dropped once its logs are counted (`rows`);
 - `messages_backup --days D FILE`: a backup of the last D days (to tomorrow 00:00 UTC, the
   window of a full sync), polled as the pipeline polls, its CSV file written to FILE;
-- `member_export FILE`: a member export, polled the same way, its CSV file written to FILE.
+- `member_export FILE`: a member export, polled the same way, its CSV file written to FILE;
+- `workspace`: the one request of the workspace stream (`GET /me`), its workspace counted.
 
 The files are counted afterwards by whoever ran it, outside the measured process.
 
@@ -51,6 +52,14 @@ TIMEOUT_SECONDS = 60
 
 def _client(url_variable: str, headers: dict[str, str]) -> httpx.Client:
     return httpx.Client(base_url=os.environ[url_variable], headers=headers, timeout=TIMEOUT_SECONDS)
+
+
+def workspace() -> dict:
+    """The workspace stream's one request: `rows` 1 when the answer holds a workspace."""
+    key = os.environ["COMMENT_AUTOMATION_API_KEY"]
+    with _client("COMMENT_AUTOMATION_URL", {"Authorization": f"Bearer {key}"}) as client:
+        me = client.get("/me").raise_for_status().json()
+    return {"rows": int(bool(me.get("workspace"))), "requests": 1}
 
 
 def trigger_logs(days: int, limit: int, in_flight: int) -> dict:
@@ -121,22 +130,34 @@ def member_export(file: Path) -> dict:
         return _job_file(client, paths["export_members"], {}, export, file)
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.bare", description=__doc__)
-    parser.add_argument("what", choices=["trigger_logs", "messages_backup", "member_export"])
+def parser(prog: str, description: str | None) -> argparse.ArgumentParser:
+    """The arguments of a floor (this module's, and `bench/in_dagster.py`'s)."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument(
+        "what", choices=["trigger_logs", "messages_backup", "member_export", "workspace"]
+    )
     parser.add_argument("out", type=Path)
     parser.add_argument("file", type=Path, nargs="?")
     parser.add_argument("--days", type=int)
     parser.add_argument("--limit", type=int)
     parser.add_argument("--in-flight", type=int, default=1)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def fetch(args: argparse.Namespace) -> dict:
+    """The floor the arguments name, run; what it fetched."""
     if args.what == "trigger_logs":
-        fetched = trigger_logs(args.days, args.limit, args.in_flight)
-    elif args.what == "messages_backup":
-        fetched = messages_backup(args.days, args.file)
-    else:
-        fetched = member_export(args.file)
-    args.out.write_text(json.dumps(fetched))
+        return trigger_logs(args.days, args.limit, args.in_flight)
+    if args.what == "messages_backup":
+        return messages_backup(args.days, args.file)
+    if args.what == "member_export":
+        return member_export(args.file)
+    return workspace()
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parser("python -m bench.bare", __doc__).parse_args(argv)
+    args.out.write_text(json.dumps(fetch(args)))
 
 
 if __name__ == "__main__":

@@ -9,11 +9,17 @@ its CPU (user + system, of the process and its children) and its peak resident m
 - trigger logs, the 365 days served (1,100,000 logs): `python -m pipelines sync --streams
   comment.trigger_logs`; dlt (`bench/peer_dlt.py`); bare loops with 1 and 4 requests in
   flight (`bench/bare.py`);
-- one request, the fixed cost: `sync --streams comment.workspace`; dlt, the same request;
+- one request, the fixed cost: `sync --streams comment.workspace`; dlt, the same request; the
+  bare request;
 - message backup, 366 days in one CSV file: `sync --streams conversation.messages`; the bare
   download of the same backup;
 - member export, the data hub's export file: `sync --streams datahub.members`; the bare
   download of the same export.
+
+Each floor the pipeline is measured against (4 in flight, the one request, the downloads) is
+also run as the body of a Dagster asset, materialized as the pipeline's are
+(`bench/in_dagster.py`, "… in Dagster"): what Dagster alone adds, which no change of the
+pipeline's code can remove.
 
 Every run starts from an empty destination, and what it fetched is checked against the
 sandbox's truth (rows landed, and distinct ids for trigger logs, in the warehouse, in dlt's
@@ -107,7 +113,25 @@ def sync(stream: str) -> Callable[[Path], list[str]]:
     return lambda data: ["pipelines", "sync", "--streams", stream]
 
 
+def floor(
+    work: str, name: str, service: str, what: str, *options: str, in_dagster: bool = False
+) -> Contender:
+    """A bare floor (`bench/bare.py`), or the same run as a Dagster asset
+    (`bench/in_dagster.py`, named "… in Dagster"): what it fetched, counted."""
+    module = "bench.in_dagster" if in_dagster else "bench.bare"
+    downloads = what in ("messages_backup", "member_export")
+
+    def argv(data: Path) -> list[str]:
+        file = [str(data / "file.csv")] if downloads else []
+        return [module, what, str(data / "fetched.json"), *file, *options]
+
+    name = f"{name} in Dagster" if in_dagster else name
+    return Contender(work, name, service, argv, file_rows if downloads else bare_rows)
+
+
 LOG_PAGES = ["--days", str(LOGS_MAX_DAYS), "--limit", str(LOGS_PAGE_LIMIT)]
+MESSAGE_BACKUP = ("messages_backup", "--days", str(MESSAGE_DAYS))
+FLOOR = f"bare, {READ_AHEAD_PAGES} in flight"
 WORKS: dict[str, list[Contender]] = {
     "trigger logs": [
         Contender(
@@ -124,22 +148,19 @@ WORKS: dict[str, list[Contender]] = {
             lambda data: ["bench.peer_dlt", "trigger_logs", str(data), *LOG_PAGES],
             dlt_rows("trigger_logs"),
         ),
+        floor("trigger logs", "bare, 1 in flight", "comment", "trigger_logs", *LOG_PAGES),
         *(
-            Contender(
+            floor(
                 "trigger logs",
-                f"bare, {in_flight} in flight",
+                FLOOR,
                 "comment",
-                lambda data, n=in_flight: [
-                    "bench.bare",
-                    "trigger_logs",
-                    str(data / "fetched.json"),
-                    *LOG_PAGES,
-                    "--in-flight",
-                    str(n),
-                ],
-                bare_rows,
+                "trigger_logs",
+                *LOG_PAGES,
+                "--in-flight",
+                str(READ_AHEAD_PAGES),
+                in_dagster=in_dagster,
             )
-            for in_flight in (1, READ_AHEAD_PAGES)
+            for in_dagster in (False, True)
         ),
     ],
     "one request": [
@@ -157,6 +178,10 @@ WORKS: dict[str, list[Contender]] = {
             lambda data: ["bench.peer_dlt", "workspace", str(data)],
             dlt_rows("workspace"),
         ),
+        *(
+            floor("one request", "bare", "comment", "workspace", in_dagster=in_dagster)
+            for in_dagster in (False, True)
+        ),
     ],
     "message backup": [
         Contender(
@@ -166,19 +191,9 @@ WORKS: dict[str, list[Contender]] = {
             sync("conversation.messages"),
             warehouse_rows("conversation.messages", "message_uuid"),
         ),
-        Contender(
-            "message backup",
-            "bare download",
-            "conversation",
-            lambda data: [
-                "bench.bare",
-                "messages_backup",
-                str(data / "fetched.json"),
-                str(data / "file.csv"),
-                "--days",
-                str(MESSAGE_DAYS),
-            ],
-            file_rows,
+        *(
+            floor("message backup", "bare download", "conversation", *MESSAGE_BACKUP, in_dagster=d)
+            for d in (False, True)
         ),
     ],
     "member export": [
@@ -189,23 +204,15 @@ WORKS: dict[str, list[Contender]] = {
             sync("datahub.members"),
             warehouse_rows("datahub.members", "member_id"),
         ),
-        Contender(
-            "member export",
-            "bare download",
-            "datahub",
-            lambda data: [
-                "bench.bare",
-                "member_export",
-                str(data / "fetched.json"),
-                str(data / "file.csv"),
-            ],
-            file_rows,
+        *(
+            floor("member export", "bare download", "datahub", "member_export", in_dagster=d)
+            for d in (False, True)
         ),
     ],
 }
 #: (work, contender measured, contender it is divided by, figure, target ratio or bound).
 TARGETS = [
-    ("trigger logs", "pipeline", f"bare, {READ_AHEAD_PAGES} in flight", "wall_s", 1.2),
+    ("trigger logs", "pipeline", FLOOR, "wall_s", 1.2),
     ("trigger logs", "pipeline", "dlt", "wall_s", 0.67),
     ("trigger logs", "pipeline", "dlt", "cpu_s", 0.5),  # the same rows: CPU per row
     ("trigger logs", "pipeline", None, "peak_rss_mb", 300),
@@ -213,6 +220,11 @@ TARGETS = [
     ("one request", "pipeline", "dlt", "wall_s", None),
     ("message backup", "pipeline", "bare download", "wall_s", 1.2),
     ("member export", "pipeline", "bare download", "wall_s", 1.2),
+    # What Dagster alone costs each work: the floors run as a Dagster asset, over the floors.
+    ("trigger logs", f"{FLOOR} in Dagster", FLOOR, "wall_s", None),
+    ("one request", "bare in Dagster", None, "wall_s", None),
+    ("message backup", "bare download in Dagster", "bare download", "wall_s", None),
+    ("member export", "bare download in Dagster", "bare download", "wall_s", None),
 ]
 FIGURES = {"wall_s": "wall", "cpu_s": "CPU per row", "peak_rss_mb": "peak RSS MB"}
 
