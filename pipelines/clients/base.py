@@ -44,7 +44,7 @@ class Model(pydantic.BaseModel):
     becomes its column's description in the catalog (`pipelines/schemas.py`)."""
 
     # Strict, so that a changed type is noticed even where lax rules would convert it.
-    model_config = pydantic.ConfigDict(extra="allow", use_attribute_docstrings=True, strict=True)
+    model_config = pydantic.ConfigDict(extra="allow", strict=True)
 
     #: Values as sent that did not fit their field strictly, by field name.
     _retyped: dict[str, Any] = pydantic.PrivateAttr(default_factory=dict)

@@ -128,7 +128,6 @@ class ActivityDetail(Model):
     daily: list[TrendDay]
 
 
-@pydantic.with_config(pydantic.ConfigDict(use_attribute_docstrings=True))
 class TriggerLog(TypedDict):
     """One trigger log as a plain dict: a year of logs is a million rows, and dicts validated
     straight from the body cost a fraction of models (bench: pull throughput). Fields the

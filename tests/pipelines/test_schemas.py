@@ -95,6 +95,42 @@ def test_a_row_is_filled_from_the_model_by_the_schemas_names():
     assert table.column("seen_at").to_pylist() == [datetime(2026, 10, 1, 1, 0, tzinfo=UTC)]
 
 
+class Described(Model):
+    id: int
+    """The thing's id."""
+    name: str
+    label: str | None = None
+    """What the UI shows
+    for it."""
+
+
+class MoreDescribed(Described):
+    later: int
+    """Added by a later version."""
+
+
+class DescribedLog(TypedDict):
+    id: str
+    """The log's id."""
+    at: Moment
+
+
+def test_a_fields_docstring_is_its_columns_description():
+    """The docstring below a field, in its class or the class it derives from, a TypedDict's
+    too; a field without one has no description."""
+
+    def described(model: type) -> dict:
+        return {f.name: (f.metadata or {}).get(b"description") for f in arrow_fields(model)}
+
+    assert described(MoreDescribed) == {
+        "id": b"The thing's id.",
+        "name": None,
+        "label": b"What the UI shows\nfor it.",
+        "later": b"Added by a later version.",
+    }
+    assert described(DescribedLog) == {"id": b"The log's id.", "at": None}
+
+
 class Trend(Model):
     date: Day
     count: int
