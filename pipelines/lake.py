@@ -315,10 +315,12 @@ class Lake:
         self, database: str = ":memory:", *, read_only: bool = False, config: dict | None = None
     ) -> duckdb.DuckDBPyConnection:
         """A DuckDB connection that reads the lake's `relation()`s and the warehouse's views
-        over them: on an object store, through the lake's filesystem (`LakeFiles`)."""
+        over them: on an object store, through the lake's filesystem (`pipelines/lake_files.py`)."""
         con = duckdb.connect(database, read_only=read_only, config=config or {})
         if not self.place.local:
-            con.register_filesystem(object_store.LakeFiles(self.fs))
+            from pipelines.lake_files import LakeFiles  # fsspec: for a lake on a store only
+
+            con.register_filesystem(LakeFiles(self.fs))
         return con
 
     def query(

@@ -11,14 +11,12 @@ reach a log, metadata or a file.
 DuckDB reads a local lake itself. Its `httpfs` extension, which reads S3, is downloaded at
 its first use, and cannot be where there is no network; so in this process DuckDB reads an
 object store through the same pyarrow filesystem, registered with it as an fsspec one
-(`LakeFiles`). An analyst's DuckDB with `httpfs` reads the same views without it (README,
-"Past one machine").
+(`pipelines/lake_files.py`). An analyst's DuckDB with `httpfs` reads the same views without
+it (README, "Past one machine").
 """
 
 from __future__ import annotations
 
-import fnmatch
-import io
 import os
 import threading
 from collections import OrderedDict
@@ -29,7 +27,6 @@ from urllib.parse import urlsplit
 
 import pyarrow as pa
 import pyarrow.fs as pafs
-from fsspec.implementations.arrow import ArrowFSWrapper
 
 from pipelines.problems import SetupError
 
@@ -206,53 +203,3 @@ class _ReadObjects:
 
 
 READ_OBJECTS = _ReadObjects()
-
-
-class LakeFiles(ArrowFSWrapper):
-    """A lake's pyarrow filesystem as DuckDB reads fsspec ones (`register_filesystem`).
-
-    fsspec's wrapper makes each question a request: DuckDB's glob of a day-partitioned
-    stream listed every `date=` folder apart, and each file cost 8 HEADs and 2 GETs (330
-    requests for 20 files against a local S3 server), in each query. Here a glob is one
-    listing, which also answers the files' sizes and times, and a listed file is read whole
-    once (a HEAD and a GET) and kept in `READ_OBJECTS` while it is unchanged (lake files are
-    a day or a snapshot each)."""
-
-    protocol = SCHEMES
-
-    def __init__(self, fs: pafs.FileSystem) -> None:
-        super().__init__(fs)
-        self._listed: dict[str, dict] = {}
-
-    def glob(self, path: str, **kwargs) -> list[str]:
-        pattern = self._strip_protocol(path)
-        fixed = pattern.split("*", 1)[0].rpartition("/")[0]
-        selector = pafs.FileSelector(fixed, recursive=True, allow_not_found=True)
-        listed = {
-            info.path: self._make_entry(info)
-            for info in self.fs.get_file_info(selector)
-            if info.type == pafs.FileType.File and fnmatch.fnmatchcase(info.path, pattern)
-        }
-        self._listed.update(listed)
-        return sorted(listed)
-
-    def info(self, path: str, **kwargs) -> dict:
-        listed = self._listed.get(self._strip_protocol(path))
-        return listed if listed is not None else super().info(path, **kwargs)
-
-    def modified(self, path: str):
-        return self.info(path)["mtime"]
-
-    def _open(self, path: str, mode: str = "rb", **kwargs):
-        if mode != "rb":
-            return super()._open(path, mode, **kwargs)
-        path = self._strip_protocol(path)
-        listed = self._listed.get(path)
-        key = (path, listed["size"], listed["mtime"]) if listed else None
-        data = READ_OBJECTS.get(key) if key else None
-        if data is None:
-            with self.fs.open_input_stream(path) as stream:
-                data = stream.readall()
-            if key:
-                READ_OBJECTS.put(key, data)
-        return io.BytesIO(data)
