@@ -52,8 +52,8 @@ from dagster._core.storage.tags import (  # noqa: E402
 from bench import bare  # noqa: E402
 
 gc.freeze()
-warnings.filterwarnings("ignore", category=dg.BetaWarning)  # as `assets/__init__.py`
 gc.enable()
+warnings.filterwarnings("ignore", category=dg.BetaWarning)  # as `assets/__init__.py`
 
 #: Dagster's switch the pipeline's throwaway instance sets (`assets/sync.py`).
 PLANNED_AS_ONE_EVENT = "DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS"
