@@ -73,7 +73,8 @@ def arrow_fields(model: type, *, exclude: Collection[str] = ()) -> list[pa.Field
 
 def descriptions(model: type) -> dict[str, str]:
     """The fields of `model` (a pydantic model or a TypedDict) that say what they hold: the
-    docstring below a field's annotation, in its class or a class it derives from.
+    docstring below a field's annotation, in its class or a class it derives from (classes
+    of a module's top level or nested in one; a class made inside a function has none).
 
     Read from the modules' source here rather than by pydantic (`use_attribute_docstrings`):
     on Python 3.11 pydantic finds each class's lines by walking the stack and asking
