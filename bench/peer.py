@@ -130,7 +130,7 @@ def floor(
 
 
 LOG_PAGES = ["--days", str(LOGS_MAX_DAYS), "--limit", str(LOGS_PAGE_LIMIT)]
-MESSAGE_BACKUP = ("messages_backup", "--days", str(MESSAGE_DAYS))
+BACKUP_DAYS = ("--days", str(MESSAGE_DAYS))
 FLOOR = f"bare, {READ_AHEAD_PAGES} in flight"
 WORKS: dict[str, list[Contender]] = {
     "trigger logs": [
@@ -192,8 +192,15 @@ WORKS: dict[str, list[Contender]] = {
             warehouse_rows("conversation.messages", "message_uuid"),
         ),
         *(
-            floor("message backup", "bare download", "conversation", *MESSAGE_BACKUP, in_dagster=d)
-            for d in (False, True)
+            floor(
+                "message backup",
+                "bare download",
+                "conversation",
+                "messages_backup",
+                *BACKUP_DAYS,
+                in_dagster=in_dagster,
+            )
+            for in_dagster in (False, True)
         ),
     ],
     "member export": [
@@ -205,8 +212,10 @@ WORKS: dict[str, list[Contender]] = {
             warehouse_rows("datahub.members", "member_id"),
         ),
         *(
-            floor("member export", "bare download", "datahub", "member_export", in_dagster=d)
-            for d in (False, True)
+            floor(
+                "member export", "bare download", "datahub", "member_export", in_dagster=in_dagster
+            )
+            for in_dagster in (False, True)
         ),
     ],
 }
