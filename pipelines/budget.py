@@ -14,9 +14,11 @@ wall clock), across hosts the Postgres server's. A stored moment further ahead t
 `HORIZON_SECONDS` cannot have been a slot or a hold of that clock (a reboot restarted it):
 it is taken as now, never slept on.
 
-The store (`SYNC_BUDGET_STORE`):
+The store (`SYNC_BUDGET_STORE`, else the deployment's `SYNC_STORE`,
+`pipelines/shared_store.py`):
 
-- unset: `budget.sqlite3` in the data directory beside the lake (one host, no server);
+- unset: `budget.sqlite3` in this host's state folder (`pipelines/local_data.py`), so every
+  process of the host that uses a key shares its budget, whatever its lake;
 - a file path: that SQLite file (every process of the host that uses a key must name the
   same file; not on a network file system, whose locks SQLite cannot trust);
 - `postgresql://user@host/db`: a table `warehouse_sync_budget` there (hosts that share keys;
@@ -37,23 +39,32 @@ import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Protocol
-from urllib.parse import urlsplit, urlunsplit
+from typing import Protocol
+from urllib.parse import urlsplit
 
-from pipelines.local_data import data_dir
+from pipelines.local_data import host_dir
 from pipelines.problems import SetupError
+from pipelines.shared_store import (
+    STORE_VARIABLE as SHARED_VARIABLE,
+)
+from pipelines.shared_store import (
+    Postgres,
+    StoreUnavailable,
+    is_postgres,
+    store_url,
+    unavailable,
+)
 
 STORE_VARIABLE = "SYNC_BUDGET_STORE"
 #: `SYNC_BUDGET_STORE=off`: each process paces its keys alone.
 OFF = "off"
-POSTGRES_SCHEMES = ("postgresql", "postgres")
 TABLE = "warehouse_sync_budget"
 #: No slot or hold lies further ahead than this (a `Retry-After` is capped at 120 s,
 #: pipelines/transport.py); a stored moment beyond it is another clock's.
 HORIZON_SECONDS = 600.0
 
 
-class BudgetUnavailable(SetupError):
+class BudgetUnavailable(StoreUnavailable):
     """The shared store cannot be opened or answered: said with the store's location, its
     password taken out, and what to do."""
 
@@ -66,36 +77,28 @@ class BudgetStore(Protocol):
         """Nobody on the key starts a request before `seconds` from now."""
 
 
-def shown(location: str) -> str:
-    """A store's location fit for a message: a URL's password replaced by `***`."""
-    parts = urlsplit(location)
-    if parts.scheme not in POSTGRES_SCHEMES or parts.password is None:
-        return location
-    user = parts.username or ""
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+#: Which settings name the store, for messages.
+VARIABLES = f"{STORE_VARIABLE}, else {SHARED_VARIABLE}"
+ADVICE = (
+    f"Check {STORE_VARIABLE} (a SQLite file path, a postgresql:// URL, or '{OFF}' to pace "
+    "each process alone) and that this machine can reach it."
+)
 
 
-def _unavailable(location: str, exc: BaseException) -> BudgetUnavailable:
-    cause = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    password = urlsplit(location).password if "://" in location else None
-    if password:
-        cause = cause.replace(password, "***")
-    return BudgetUnavailable(
-        f"the shared rate budget at {shown(location)} ({STORE_VARIABLE}) cannot be used: "
-        f"{cause}. Check {STORE_VARIABLE} (a SQLite file path, a postgresql:// URL, or "
-        f"'{OFF}' to pace each process alone) and that this machine can reach it."
+def _unavailable(location: str, exc: BaseException) -> StoreUnavailable:
+    return unavailable(
+        "the shared rate budget", location, VARIABLES, exc, ADVICE, BudgetUnavailable
     )
 
 
 def budget_location(env: Mapping[str, str] | None = None) -> str:
-    """`SYNC_BUDGET_STORE`, else `budget.sqlite3` in the lake's data directory
-    (`pipelines/local_data.py`)."""
+    """`SYNC_BUDGET_STORE`, else `SYNC_STORE`, else `budget.sqlite3` in this host's state
+    folder (`pipelines/local_data.py`): one budget per key and host, whatever the lake."""
     env = os.environ if env is None else env
     chosen = env.get(STORE_VARIABLE, "").strip()
     if chosen:
         return chosen
-    return str(data_dir(env.get("LAKE_ROOT", "data/lake"), env) / "budget.sqlite3")
+    return store_url(env) or str(host_dir(env) / "budget.sqlite3")
 
 
 def check_location(location: str) -> str:
@@ -103,7 +106,7 @@ def check_location(location: str) -> str:
     if location == OFF:
         return location
     parts = urlsplit(location)
-    if "://" in location and parts.scheme not in POSTGRES_SCHEMES:
+    if "://" in location and not is_postgres(location):
         raise SetupError(
             f"{STORE_VARIABLE} names a store of scheme {parts.scheme!r}: give a SQLite file "
             f"path, a postgresql:// URL, or '{OFF}'"
@@ -205,52 +208,19 @@ class PostgresBudget:
         f"ON CONFLICT (key_id, bucket) DO UPDATE "
         f"SET next_at = greatest({_KEPT}, {_NOW} + %(seconds)s)"
     )
-    #: Any number, the same in every process: serialises the table's creation.
-    _CREATE_LOCK = 0x5B0D6E7
 
     def __init__(self, url: str) -> None:
         self.location = url
-        self._lock = threading.Lock()
-        self._pid = -1
-        self._db: Any = None
-        self._connection()
-
-    def _connection(self) -> Any:
-        if self._db is None or self._db.closed or self._pid != os.getpid():
-            import psycopg  # only where the store is Postgres
-
-            try:
-                db = psycopg.connect(self.location, autocommit=True, connect_timeout=10)
-                with db.transaction():
-                    db.execute("SELECT pg_advisory_xact_lock(%s)", (self._CREATE_LOCK,))
-                    db.execute(self._CREATE)
-            except psycopg.Error as exc:
-                raise _unavailable(self.location, exc) from None
-            self._db, self._pid = db, os.getpid()
-        return self._db
-
-    def _run(self, statement: str, values: dict) -> Any:
-        import psycopg
-
-        with self._lock:
-            for attempt in (1, 2):  # a connection the server dropped is opened again, once
-                try:
-                    cursor = self._connection().execute(statement, values)
-                    return cursor.fetchone() if cursor.description else None
-                except psycopg.OperationalError as exc:
-                    self._db = None
-                    if attempt == 2:
-                        raise _unavailable(self.location, exc) from None
-                except psycopg.Error as exc:
-                    raise _unavailable(self.location, exc) from None
-        raise AssertionError("unreachable")  # pragma: no cover
+        self._db = Postgres(
+            url, "the shared rate budget", VARIABLES, (self._CREATE,), ADVICE, BudgetUnavailable
+        )
 
     def reserve(self, key_id: str, bucket: str, interval: float) -> float:
-        [wait] = self._run(self._RESERVE, {"key": key_id, "bucket": bucket, "step": interval})
+        [(wait,)] = self._db.run(self._RESERVE, {"key": key_id, "bucket": bucket, "step": interval})
         return wait
 
     def hold(self, key_id: str, bucket: str, seconds: float) -> None:
-        self._run(self._HOLD, {"key": key_id, "bucket": bucket, "seconds": seconds})
+        self._db.run(self._HOLD, {"key": key_id, "bucket": bucket, "seconds": seconds})
 
 
 _stores: dict[tuple[str, int], BudgetStore] = {}
@@ -265,7 +235,7 @@ def open_budget(location: str) -> BudgetStore | None:
     with _stores_lock:
         store = _stores.get((location, os.getpid()))
         if store is None:
-            if urlsplit(location).scheme in POSTGRES_SCHEMES:
+            if is_postgres(location):
                 store = PostgresBudget(location)
             else:
                 store = SQLiteBudget(Path(location))

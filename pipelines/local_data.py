@@ -1,5 +1,6 @@
 """Where a host keeps its own stores by default: the push journal, the webhook inbox and the
-rate budget file (README, "Settings"). Light on purpose: the webhook receiver imports it, and
+push lease beside the lake, the rate budget in the host's state folder (README, "Settings").
+Light on purpose: the webhook receiver imports it, and
 neither pyarrow nor DuckDB."""
 
 from __future__ import annotations
@@ -18,3 +19,11 @@ def data_dir(lake_root: str | os.PathLike[str], env: Mapping[str, str] | None = 
         return Path(root).parent
     env = os.environ if env is None else env
     return Path(env.get("WAREHOUSE_PATH", "data/warehouse.duckdb")).parent
+
+
+def host_dir(env: Mapping[str, str] | None = None) -> Path:
+    """This host's state folder, shared by every process of the user whatever its lake:
+    `$XDG_STATE_HOME/warehouse-sync`, else `~/.local/state/warehouse-sync`."""
+    env = os.environ if env is None else env
+    base = env.get("XDG_STATE_HOME") or os.path.join(env.get("HOME") or "~", ".local", "state")
+    return Path(base).expanduser() / "warehouse-sync"

@@ -193,20 +193,24 @@ _pacers: dict[tuple[str, str], Pacer] = {}
 _pacers_lock = threading.Lock()
 
 
-def key_id(api_key: str) -> str:
-    """A short, non-reversible name for a key: safe in pool names and metadata."""
-    return hashlib.sha256(api_key.encode()).hexdigest()[:12]
+def key_id(api_key: str, base_url: str = "") -> str:
+    """A short, non-reversible name for a key at a service (`base_url`): safe in pool names
+    and metadata. A budget belongs to the key where it is used: the same key at another
+    address (a region, another sandbox) has a budget of its own."""
+    named = f"{base_url}\n{api_key}" if base_url else api_key
+    return hashlib.sha256(named.encode()).hexdigest()[:12]
 
 
 def pacer_for(
-    api_key: str, bucket: str, rate: Rate, budget: BudgetStore | None = None
+    api_key: str, bucket: str, rate: Rate, budget: BudgetStore | None = None, base_url: str = ""
 ) -> Pacer | SharedPacer:
-    """The key's pacer for `bucket`: on the shared `budget` when there is one, else one
-    pacer per key and bucket in this process, whichever client asks."""
+    """The key's pacer for `bucket` at `base_url`: on the shared `budget` when there is one,
+    else one pacer per key and bucket in this process, whichever client asks."""
+    name = key_id(api_key, base_url)
     if budget is not None:
-        return SharedPacer(budget, key_id(api_key), bucket, rate)
+        return SharedPacer(budget, name, bucket, rate)
     with _pacers_lock:
-        return _pacers.setdefault((key_id(api_key), bucket), Pacer(rate))
+        return _pacers.setdefault((name, bucket), Pacer(rate))
 
 
 class ServiceError(Exception):
@@ -382,7 +386,7 @@ class Transport:
         self._timeout = httpx.Timeout(timeout).as_dict()
         self._http = http_transport or connection_pool(base)
         self._pacers = {
-            bucket: pacer_for(api_key, bucket, rate, budget)
+            bucket: pacer_for(api_key, bucket, rate, budget, self._base_url)
             for bucket, rate in (rates or {}).items()
         }
         self.retry = retry or RetryPolicy()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 
@@ -20,6 +21,30 @@ LONGEST = ("tests/test_soak.py::",)
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: not item.nodeid.startswith(LONGEST))  # stable: the rest in order
+
+
+@pytest.fixture(scope="session", autouse=True)
+def host_state(tmp_path_factory) -> Iterator[None]:
+    """This host's state folder (the key budgets, `pipelines/local_data.py`) for the test
+    session, not the home of whoever runs the tests; its commands inherit it."""
+    before = os.environ.get("XDG_STATE_HOME")
+    os.environ["XDG_STATE_HOME"] = str(tmp_path_factory.mktemp("state"))
+    yield
+    if before is None:
+        os.environ.pop("XDG_STATE_HOME", None)
+    else:
+        os.environ["XDG_STATE_HOME"] = before
+
+
+@pytest.fixture(scope="session")
+def postgres_url(tmp_path_factory) -> Iterator[str]:
+    """A Postgres server of the test session's own, from the `pgserver` wheel: the
+    deployment's shared store (`SYNC_STORE`) in the tests that need one."""
+    import pgserver  # the dev group's: a test session always has it
+
+    server = pgserver.get_server(tmp_path_factory.mktemp("pg"), cleanup_mode="stop")
+    yield server.get_uri()
+    server.cleanup()
 
 
 def build_hooked(received: list[httpx.Request], secret: str) -> SandboxApp:

@@ -9,17 +9,17 @@ from __future__ import annotations
 import multiprocessing
 import sqlite3
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import httpx
 import pytest
 import time_machine
 
-from pipelines.budget import OFF, STORE_VARIABLE, BudgetUnavailable, open_budget, shown
+from pipelines.budget import OFF, STORE_VARIABLE, BudgetUnavailable, open_budget
 from pipelines.clients.comment import REQUESTS_PER_MINUTE
 from pipelines.problems import SetupError
 from pipelines.settings import load_settings
+from pipelines.shared_store import shown
 from pipelines.transport import CallStats, ServiceError, key_id
 
 from . import budget_worker
@@ -32,16 +32,6 @@ CALLS = 35
 #: runs a sandbox's threads): each starts in a fraction of a second, even on a busy machine.
 WORKERS = multiprocessing.get_context("forkserver")
 WORKERS.set_forkserver_preload([budget_worker.__name__])
-
-
-@pytest.fixture(scope="session")
-def postgres_url(tmp_path_factory) -> Iterator[str]:
-    """A Postgres server of the test session's own, from the `pgserver` wheel."""
-    import pgserver  # the dev group's: a test session always has it
-
-    server = pgserver.get_server(tmp_path_factory.mktemp("pg"), cleanup_mode="stop")
-    yield server.get_uri()
-    server.cleanup()
 
 
 @pytest.fixture(params=["sqlite", "postgres", OFF])
@@ -131,7 +121,7 @@ def test_the_store_holds_a_key_id_never_the_key(limited_sandbox, tmp_path):
     finish(workers, results)
     with sqlite3.connect(store) as db:
         assert db.execute("SELECT key_id, bucket FROM warehouse_sync_budget").fetchall() == [
-            (key_id(COMMENT_KEY), "default")
+            (key_id(COMMENT_KEY, url), "default")
         ]
     for path in tmp_path.iterdir():
         assert COMMENT_KEY.encode() not in path.read_bytes(), path
@@ -163,11 +153,23 @@ def test_a_wrong_store_is_said_without_its_password(tmp_path):
         load_settings(env | {STORE_VARIABLE: "redis://cache:6379/0"})
 
 
-def test_the_default_store_is_beside_the_lake(tmp_path):
+def test_the_default_store_is_the_hosts_whatever_the_lake(tmp_path):
+    """Processes of one host share a key's budget whatever their lake; the deployment's
+    `SYNC_STORE` serves where no budget store is named; `SYNC_BUDGET_STORE` wins."""
     (tmp_path / "sync.toml").write_text("")
-    env = {"LAKE_ROOT": str(tmp_path / "lake"), "SYNC_CONFIG": str(tmp_path / "sync.toml")}
-    assert load_settings(env).budget_store == str(tmp_path / "budget.sqlite3")
-    assert load_settings(env | {STORE_VARIABLE: OFF}).budget_store == OFF
+    env = {"SYNC_CONFIG": str(tmp_path / "sync.toml"), "XDG_STATE_HOME": str(tmp_path / "s")}
+    stores = {
+        load_settings(env | {"LAKE_ROOT": str(tmp_path / lake / "lake")}).budget_store
+        for lake in ("dev", "prod")
+    }
+    assert stores == {str(tmp_path / "s" / "warehouse-sync" / "budget.sqlite3")}
+    home = {"SYNC_CONFIG": env["SYNC_CONFIG"], "HOME": str(tmp_path / "home")}
+    assert load_settings(home).budget_store == str(
+        tmp_path / "home" / ".local" / "state" / "warehouse-sync" / "budget.sqlite3"
+    )
+    shared = "postgresql://sync@db.internal/dagster"
+    assert load_settings(env | {"SYNC_STORE": shared}).budget_store == shared
+    assert load_settings(env | {"SYNC_STORE": shared, STORE_VARIABLE: OFF}).budget_store == OFF
 
 
 def test_a_moment_of_another_clock_is_never_slept_on(tmp_path):
