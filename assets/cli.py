@@ -15,7 +15,7 @@ from datetime import date
 
 import duckdb
 
-from assets.sync import dagster_instance, failure_reason, run_sync
+from assets.sync import dagster_instance, failure_class, failure_reason, run_sync
 from pipelines.catalog import PULLED, refresh_warehouse
 from pipelines.lake import Lake, verified_lake
 from pipelines.problems import SetupError
@@ -71,10 +71,15 @@ def run_push_command(dry_run: bool, record_types: list[str], resend_in_doubt: bo
             raise_on_error=False,
         )
     if not result.success:
+        from pipelines.push.lease import BUSY_EXIT_CODE, PushBusy
+
+        code = 1
         for event in result.all_events:
             if event.is_step_failure:
                 print(f"FAILED {event.step_key}: {failure_reason(event)}", file=sys.stderr)
-        return 1
+                if failure_class(event) == PushBusy.__name__:
+                    code = BUSY_EXIT_CODE
+        return code
     figures = result.output_for_node("push_to_datahub")
     columns = [*OUTCOMES] + ([] if dry_run else ["sent", "refused"])
     print(f"\n{'record type':<18}" + "".join(f"{c:>10}" for c in columns))

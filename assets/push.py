@@ -81,6 +81,7 @@ def push_to_datahub(
         config.record_types or None,
         resend_in_doubt=config.resend_in_doubt,
         log=context.log.info,
+        run_id=context.run_id,
     )
     metadata = {
         record_type: dg.MetadataValue.json(figures)

@@ -112,11 +112,21 @@ def _checks_of(assets: list[dg.AssetsDefinition]) -> list[dg.AssetChecksDefiniti
     return [c for c in checks if {k.asset_key for k in c.check_keys} & keys]
 
 
-def failure_reason(event: dg.DagsterEvent) -> str:
-    """A step failure's innermost cause: Dagster wraps it in 'Error occurred while …'."""
+def _innermost(event: dg.DagsterEvent):
     error = event.step_failure_data.error
     while error.cause is not None:
         error = error.cause
+    return error
+
+
+def failure_class(event: dg.DagsterEvent) -> str:
+    """The class name of a step failure's innermost cause."""
+    return _innermost(event).cls_name
+
+
+def failure_reason(event: dg.DagsterEvent) -> str:
+    """A step failure's innermost cause: Dagster wraps it in 'Error occurred while …'."""
+    error = _innermost(event)
     if error.cls_name == "Failure":  # raised with its whole explanation
         return error.message.strip().removeprefix("dagster._core.definitions.events.Failure: ")
     return f"{error.cls_name}: {error.message.strip()}"

@@ -10,6 +10,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from pipelines.clients.datahub import DataHubClient, Task
 from pipelines.jobs import JobFailed
+from pipelines.push.lease import Lease
 from pipelines.push.ledger import Ledger
 from pipelines.push.plan import Plan, Planned
 from pipelines.push.send import Sent
@@ -83,6 +84,7 @@ def send_imports(
     ledger: Ledger,
     deadline_seconds: float,
     max_rows: int = MAX_ROWS,
+    lease: Lease | None = None,
 ) -> Sent:
     """Import each (connection, import_key) group in chunks, `IMPORTS_IN_FLIGHT` tasks at
     once. Chunks start in order, each only once the one before is in the ledger; groups go
@@ -115,6 +117,7 @@ def send_imports(
                     deadline_seconds,
                     starting,
                     submitted,
+                    lease,
                 )
                 # Also set when the worker ends before submitting (it raised).
                 future.add_done_callback(lambda _, submitted=submitted: submitted.set())
@@ -151,11 +154,15 @@ def _import_chunk(
     deadline_seconds: float,
     starting: threading.Lock,
     submitted: threading.Event,
+    lease: Lease | None,
 ) -> Task | None:
     """Import one chunk, up to MAX_ATTEMPTS times; the task that succeeded, or None. Runs
-    in a worker thread: `submitted` is set once the first task id is in the ledger."""
+    in a worker thread: `submitted` is set once the first task id is in the ledger. No import
+    starts once the `lease` is lost."""
     for _ in range(MAX_ATTEMPTS):
         with starting:
+            if lease is not None:
+                lease.check()
             task = client.import_members(import_key, [row.body for row in chunk])
             ledger.record(record_type, _entries(chunk, "submitted", task))
         submitted.set()

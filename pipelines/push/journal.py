@@ -36,6 +36,7 @@ import pyarrow.json as pa_json
 
 from pipelines.lake import Lake, Stream
 from pipelines.local_data import data_dir
+from pipelines.shared_store import StoreUnavailable, unavailable
 
 FILE_PREFIX = "journal-"
 SUFFIX = ".jsonl"
@@ -58,9 +59,22 @@ def journal_path(lake_root: str | os.PathLike[str], env: Mapping[str, str] | Non
     return data_dir(lake_root, env) / "push" / "journal"
 
 
+VARIABLE = "PUSH_JOURNAL"
+ADVICE = (
+    "Free space there, or point PUSH_JOURNAL at a folder this process can write (or "
+    "SYNC_STORE at the deployment's Postgres). The push stopped sending at once: the next "
+    "one sends again at most the requests that were in flight."
+)
+
+
+def journal_failure(location: str, exc: BaseException) -> StoreUnavailable:
+    return unavailable("the push journal", location, VARIABLE, exc, ADVICE)
+
+
 class Journal:
     """The push's workers append to one file, each answer in one `write`, from any thread;
-    `close` and `compact` only while none is recording."""
+    `close` and `compact` only while none is recording. A write that fails is a
+    `StoreUnavailable` naming the folder and `PUSH_JOURNAL`."""
 
     def __init__(self, folder: str | os.PathLike[str]) -> None:
         self.folder = Path(folder)
@@ -78,17 +92,20 @@ class Journal:
         if not lines:
             return 0
         data = ("\n".join(lines) + "\n").encode()
-        fd = self._fd
-        if fd is None:
-            with self._lock:
-                fd = self._fd if self._fd is not None else self._open()
-        # No lock around the write: the kernel appends each `write` to an O_APPEND file
-        # whole, and a lock held across the syscall made the workers queue behind it.
-        written = os.write(fd, data)
-        if written != len(data):  # a full disk: what was written is cut short
-            raise OSError(f"{self.folder}: only {written} of {len(data)} bytes written")
-        if fsync:
-            os.fsync(fd)
+        try:
+            fd = self._fd
+            if fd is None:
+                with self._lock:
+                    fd = self._fd if self._fd is not None else self._open()
+            # No lock around the write: the kernel appends each `write` to an O_APPEND file
+            # whole, and a lock held across the syscall made the workers queue behind it.
+            written = os.write(fd, data)
+            if written != len(data):  # a full disk: what was written is cut short
+                raise OSError(f"only {written} of {len(data)} bytes written")
+            if fsync:
+                os.fsync(fd)
+        except OSError as exc:
+            raise journal_failure(str(self.folder), exc) from None
         return len(lines)
 
     def _open(self) -> int:

@@ -21,6 +21,7 @@ from pipelines.catalog import refresh_warehouse, warehouse_of
 from pipelines.clients.datahub import DataHub, DataHubClient
 from pipelines.lake import LakeLocation
 from pipelines.push import imports
+from pipelines.push.lease import Lease, holder_name, wait_seconds
 from pipelines.push.ledger import Ledger
 from pipelines.push.plan import OUTBOUND, OUTCOMES, Sending, make_plan
 from pipelines.push.send import send_plan
@@ -104,8 +105,29 @@ def run_push(
     record_types: list[str] | None = None,
     resend_in_doubt: bool = False,
     log=print,
+    run_id: str | None = None,
 ) -> PushReport:
+    """A push holds the lake's lease (`pipelines/push/lease.py`) from before it reads the
+    ledger until its last answer is journaled; a dry run sends nothing and takes none."""
     log(f"warehouse: {refresh(lake)}")
+    with ExitStack() as held:
+        lease = None
+        if not dry_run:
+            lease = Lease(str(lake.lake_root), holder_name(run_id))
+            lease.acquire(wait_seconds(), log)
+            held.callback(lease.release)
+        return _push(lake, datahub, dry_run, record_types, resend_in_doubt, log, lease)
+
+
+def _push(
+    lake: LakeLocation,
+    datahub: DataHub,
+    dry_run: bool,
+    record_types: list[str] | None,
+    resend_in_doubt: bool,
+    log,
+    lease: Lease | None,
+) -> PushReport:
     report = PushReport(dry_run)
     definitions = custom_field_definitions(lake)
     defined = warehouse_of(lake.lake_root, lake.warehouse_path, lake.warehouse_sql)
@@ -136,9 +158,11 @@ def run_push(
             rejections = plan.rejections
             if not dry_run:
                 if outbound.sending is Sending.MEMBER_IMPORT:
-                    sent = imports.send_imports(plan, clients, ledger, IMPORT_DEADLINE_SECONDS)
+                    sent = imports.send_imports(
+                        plan, clients, ledger, IMPORT_DEADLINE_SECONDS, lease=lease
+                    )
                 else:
-                    sent = send_plan(plan, clients, ledger)
+                    sent = send_plan(plan, clients, ledger, lease=lease)
                 rejections = rejections + sent.rejections
                 figures |= {"sent": sent.accepted, "refused": sent.refused}
                 ledger.compact()  # the record type's acknowledgements into `sync.pushed`

@@ -1,14 +1,18 @@
 """Send a plan: records, events and profile updates several at a time. Each worker writes
 the service's answer to the ledger's journal before it sends its next row, so a run killed at
 any moment sends again at most the `WORKERS` requests that were in flight; rows the service
-refuses are kept as rejected."""
+refuses are kept as rejected. The first failure that is not a refusal of the row (the
+journal cannot be written, the lease is lost, the service keeps failing) stops every worker
+before its next request: the rows already handed to the pool are not sent."""
 
+import threading
 from collections import deque
 from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from pipelines.clients.datahub import DataHubClient
+from pipelines.push.lease import Lease
 from pipelines.push.ledger import Ledger
 from pipelines.push.plan import OUTBOUND, SENDING, Plan, Planned, Sending
 from pipelines.transport import ServiceError
@@ -40,16 +44,37 @@ def _send_one(record_type: str, client: DataHubClient, planned: Planned) -> str 
     return client.submit(record_type, planned.body, idempotent=not outbound.at_most_once)
 
 
+class NotSent(Exception):
+    """A row left unsent because the run had stopped before its turn."""
+
+
 def send_plan(
-    plan: Plan, clients: Mapping[str, DataHubClient], ledger: Ledger, workers: int = WORKERS
+    plan: Plan,
+    clients: Mapping[str, DataHubClient],
+    ledger: Ledger,
+    workers: int = WORKERS,
+    lease: Lease | None = None,
 ) -> Sent:
     """Send every planned row; a refusal (4xx) becomes a rejection naming the service's
     field; any other failure stops the run once the rows in flight have ended, every
-    acceptance recorded, so a re-run resumes there."""
+    acceptance recorded, so a re-run resumes there. With a `lease`, no row is sent once it
+    is no longer held."""
     sent = Sent()
     outbound = OUTBOUND[plan.record_type]
+    stopped = threading.Event()
 
     def attempt(planned: Planned) -> Exception | None:
+        try:
+            return attempt_one(planned)
+        except Exception as error:  # the journal or the lease: nothing more goes
+            stopped.set()
+            return error
+
+    def attempt_one(planned: Planned) -> Exception | None:
+        if stopped.is_set():
+            return NotSent()
+        if lease is not None:
+            lease.check()
         client = clients.get(planned.connection)
         if client is None:
             unknown = {"error": {"code": "unknown_connection", "field": "connection"}}
@@ -61,6 +86,8 @@ def send_plan(
         except Exception as error:  # sorted below: a refusal of the row, or the run's end
             if outbound.at_most_once and _not_taken(error):
                 ledger.record(plan.record_type, [_entry(planned, None, "failed")])
+            if not _refused(error):
+                stopped.set()
             return error
         ledger.record(plan.record_type, [_entry(planned, event_id, "accepted")])
         return None
@@ -72,17 +99,17 @@ def send_plan(
         error = outcome.result()
         if error is None:
             sent.accepted += 1
-        elif isinstance(error, ServiceError) and error.status in REFUSED:
+        elif _refused(error):
             sent.refused += 1
             sent.rejections.append(_refusal(planned, error))
-        else:
+        elif not isinstance(error, NotSent):
             failure = failure or error
 
     # A sliding window, not batches: the workers never wait for the slowest of a batch.
     with ThreadPoolExecutor(max_workers=workers) as pool:
         queued: deque[tuple[Planned, Future[Exception | None]]] = deque()
         for planned in plan.to_send:
-            if failure is not None:
+            if failure is not None or stopped.is_set():
                 break
             queued.append((planned, pool.submit(attempt, planned)))
             if len(queued) >= WINDOW:
@@ -92,6 +119,11 @@ def send_plan(
     if failure is not None:
         raise failure
     return sent
+
+
+def _refused(error: Exception) -> bool:
+    """The service refused the row itself: a rejection, not a reason to stop."""
+    return isinstance(error, ServiceError) and error.status in REFUSED
 
 
 def _not_taken(error: Exception) -> bool:

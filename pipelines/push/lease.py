@@ -1,0 +1,254 @@
+"""One push at a time per lake, across processes and hosts: a lease.
+
+Two pushes of one lake would each plan the rows the other is sending (neither reads the
+other's live journal) and send them twice. So a push takes the lake's lease before it reads
+the ledger and holds it until its last answer is journaled. The holder renews it from a
+thread every third of `TTL_SECONDS`; a holder that died stops renewing and the lease is free
+`TTL_SECONDS` later, with nobody to release it by hand. A push that finds it held waits,
+saying so, up to `PUSH_WAIT_SECONDS`, then ends with `PushBusy` naming the holder.
+
+Where the lease lives:
+
+- `SYNC_STORE` set (`pipelines/shared_store.py`): a table of that Postgres, timed by the
+  server's clock, so pushes on every host that share the lake exclude each other;
+- else `push/lease.sqlite3` beside the lake (`pipelines/local_data.py`): the processes of
+  this host, timed by its wall clock. A stored expiry further ahead than one `TTL_SECONDS` is
+  another clock's (the wall clock was set back): taken as expired, never waited on.
+
+A holder that cannot renew (the store went away) counts its lease as lost once `TTL_SECONDS`
+have passed since its last renewal, when another push may hold it: its sends stop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+
+from pipelines.local_data import data_dir
+from pipelines.shared_store import (
+    STORE_VARIABLE,
+    Postgres,
+    StoreUnavailable,
+    store_url,
+    unavailable,
+)
+
+WAIT_VARIABLE = "PUSH_WAIT_SECONDS"
+#: How long a push waits for another to end, unless `PUSH_WAIT_SECONDS` says.
+WAIT_SECONDS = 600.0
+#: A lease not renewed for this long is free: a holder that died releases it this late.
+TTL_SECONDS = 30.0
+#: How often a waiting push asks again.
+POLL_SECONDS = 1.0
+TABLE = "warehouse_sync_push_lease"
+#: The exit code of `python -m pipelines push` when another push held the lake throughout.
+BUSY_EXIT_CODE = 3
+
+
+class PushBusy(StoreUnavailable):
+    """Another push held the lake's lease for the whole wait."""
+
+
+class LeaseLost(StoreUnavailable):
+    """This push's lease lapsed (it could not be renewed): another push may hold it now."""
+
+
+def _statements(now: str, p: Callable[[str], str]) -> dict[str, str]:
+    """The lease's statements for a dialect: `now` its clock in seconds, `p` a parameter."""
+    kept = f"(t.expires_at >= {now} AND t.expires_at <= {now} + {p('ttl')})"
+    return {
+        "take": (
+            f"INSERT INTO {TABLE} AS t (scope, holder, token, expires_at) "
+            f"VALUES ({p('scope')}, {p('holder')}, {p('token')}, {now} + {p('ttl')}) "
+            "ON CONFLICT (scope) DO UPDATE SET holder = excluded.holder, "
+            "token = excluded.token, expires_at = excluded.expires_at "
+            f"WHERE t.token = excluded.token OR NOT {kept} RETURNING token"
+        ),
+        "renew": (
+            f"UPDATE {TABLE} SET expires_at = {now} + {p('ttl')} "
+            f"WHERE scope = {p('scope')} AND token = {p('token')} RETURNING token"
+        ),
+        "release": f"DELETE FROM {TABLE} WHERE scope = {p('scope')} AND token = {p('token')}",
+        "holder": f"SELECT holder FROM {TABLE} WHERE scope = {p('scope')}",
+    }
+
+
+class SQLiteLeases:
+    """Leases in a SQLite file of this host."""
+
+    _CREATE = (
+        f"CREATE TABLE IF NOT EXISTS {TABLE} (scope TEXT PRIMARY KEY, holder TEXT NOT NULL, "
+        "token TEXT NOT NULL, expires_at REAL NOT NULL)"
+    )
+    _SQL = _statements(":now", lambda name: f":{name}")
+
+    def __init__(self, path: Path) -> None:
+        self.location = str(path)
+        self._lock = threading.Lock()
+        self._db: sqlite3.Connection | None = None
+
+    def run(self, statement: str, values: dict) -> list[tuple]:
+        with self._lock:
+            try:
+                if self._db is None:
+                    Path(self.location).parent.mkdir(parents=True, exist_ok=True)
+                    self._db = sqlite3.connect(
+                        self.location, timeout=30, isolation_level=None, check_same_thread=False
+                    )
+                    self._db.execute(self._CREATE)
+                return self._db.execute(
+                    self._SQL[statement], values | {"now": time.time()}
+                ).fetchall()
+            except (OSError, sqlite3.Error) as exc:
+                raise unavailable("the push lease", self.location, "LAKE_ROOT", exc) from None
+
+    def close(self) -> None:
+        with self._lock:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
+
+
+class PostgresLeases:
+    """Leases in the deployment's Postgres, timed by the server's clock."""
+
+    _CREATE = (
+        f"CREATE TABLE IF NOT EXISTS {TABLE} (scope text PRIMARY KEY, holder text NOT NULL, "
+        "token text NOT NULL, expires_at double precision NOT NULL)"
+    )
+    _SQL = _statements("extract(epoch FROM clock_timestamp())::float8", lambda name: f"%({name})s")
+
+    def __init__(self, url: str) -> None:
+        self.location = url
+        self._db = Postgres(url, "the push lease", STORE_VARIABLE, (self._CREATE,))
+
+    def run(self, statement: str, values: dict) -> list[tuple]:
+        return self._db.run(self._SQL[statement], values)
+
+    def close(self) -> None:
+        self._db.close()
+
+
+def wait_seconds(env: Mapping[str, str] | None = None) -> float:
+    env = os.environ if env is None else env
+    text = env.get(WAIT_VARIABLE, "").strip()
+    if not text:
+        return WAIT_SECONDS
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < float("inf"):
+        raise StoreUnavailable(
+            f"{WAIT_VARIABLE}={text!r}: give how many seconds a push waits for another to end"
+        )
+    return seconds
+
+
+def scope_of(lake_root: str) -> str:
+    """The lake the lease is for: a local lake by its absolute path."""
+    return lake_root if "://" in lake_root else str(Path(lake_root).resolve())
+
+
+def open_leases(lake_root: str, env: Mapping[str, str] | None = None):
+    url = store_url(env)
+    if url is not None:
+        return PostgresLeases(url)
+    return SQLiteLeases(data_dir(lake_root, env) / "push" / "lease.sqlite3")
+
+
+class Lease:
+    """The lake's push lease, held from `acquire` to `release` (or the end of a `with`)."""
+
+    def __init__(
+        self,
+        lake_root: str,
+        holder: str,
+        env: Mapping[str, str] | None = None,
+        ttl: float = TTL_SECONDS,
+    ) -> None:
+        self.scope = scope_of(lake_root)
+        self.holder = holder
+        self.ttl = ttl
+        self._store = open_leases(lake_root, env)
+        self._values = {"scope": self.scope, "token": uuid.uuid4().hex, "ttl": ttl}
+        self._renewed = 0.0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def acquire(self, wait: float, log: Callable[[str], None] = print) -> None:
+        """Take the lease, waiting up to `wait` seconds for its holder to end."""
+        deadline = time.monotonic() + wait
+        told = None
+        while True:
+            started = time.monotonic()
+            if self._store.run("take", self._values | {"holder": self.holder}):
+                break
+            other = self._store.run("holder", self._values)
+            held_by = other[0][0] if other else "a push that just ended"
+            if time.monotonic() >= deadline:
+                raise PushBusy(
+                    f"another push holds the lake {self.scope}: {held_by}. Waited {wait:.0f} s "
+                    f"({WAIT_VARIABLE}); run again once it ends (a push that died frees the "
+                    f"lake {self.ttl:.0f} s after its last sign of life)."
+                )
+            if held_by != told:
+                log(
+                    f"waiting for another push of this lake to end (up to {wait:.0f} s, "
+                    f"{WAIT_VARIABLE}): {held_by}"
+                )
+                told = held_by
+            time.sleep(min(POLL_SECONDS, max(0.0, deadline - time.monotonic())))
+        self._renewed = started
+        self._thread = threading.Thread(target=self._keep, name="push-lease", daemon=True)
+        self._thread.start()
+
+    def _keep(self) -> None:
+        while not self._stop.wait(self.ttl / 3):
+            started = time.monotonic()
+            try:
+                renewed = self._store.run("renew", self._values)
+            except StoreUnavailable:
+                continue  # counted as lost once the ttl has passed: `held`
+            if not renewed:
+                self._renewed = -self.ttl  # another took it: lost at once
+                return
+            self._renewed = started
+
+    def held(self) -> bool:
+        """Still ours: renewed within the last `ttl` seconds."""
+        return self._thread is not None and time.monotonic() - self._renewed < self.ttl
+
+    def check(self) -> None:
+        """Raise `LeaseLost` unless the lease is still ours."""
+        if not self.held():
+            raise LeaseLost(
+                f"this push lost the lake's lease ({self.scope}): it could not be renewed for "
+                f"{self.ttl:.0f} s, so another push may be sending. Nothing more is sent; "
+                f"check that {STORE_VARIABLE} (or the lake's folder) can be reached, and run "
+                "again."
+            )
+
+    def release(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+            with contextlib.suppress(StoreUnavailable):  # it lapses by itself after the ttl
+                self._store.run("release", self._values)
+        self._store.close()
+
+
+def holder_name(run_id: str | None = None) -> str:
+    """Who holds a lease, for the message a waiting push prints."""
+    since = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    run = f"run {run_id} " if run_id else ""
+    return f"push {run}on {socket.gethostname()} (pid {os.getpid()}) since {since}"

@@ -1,0 +1,194 @@
+"""Pushes that overlap (a schedule beside a run from the UI) and a journal that stops taking
+answers: at the sandbox, each record submitted once, each behavior event stored once, one
+import task per batch."""
+
+import errno
+import os
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import httpx
+import pytest
+
+from assets.sync import failure_reason
+from pipelines.push import journal as journal_module
+from pipelines.push import send
+from pipelines.push.lease import BUSY_EXIT_CODE, Lease, holder_name
+from pipelines.push.ledger import as_json
+from pipelines.push.validation import validate_record
+from tests.push.test_push import (
+    RECORDS,
+    held_as_expected,
+    outbound,
+    pushable,
+    run_push,
+    submissions,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+EVERYTHING = [*RECORDS, "behavior_event", "member_import"]
+
+
+def start_push(env: dict, types: list[str]) -> subprocess.Popen:
+    """`python -m pipelines push` as cron or a person runs it."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "pipelines", "push", "--types", *types],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def each_event_stored_once(sandbox, resources, planned: int) -> None:
+    """Behavior events: as many stored as were planned, no body more often than the valid
+    event keys that carry it (some events are alike)."""
+    keys_of = Counter()
+    for row in outbound(resources, "behavior_events"):
+        body, problems = validate_record("behavior_event", row)
+        if not problems:
+            keys_of[as_json(body)] += 1
+    stored = httpx.get(f"{sandbox.url}/_sandbox/datahub/default/behavior-events/all").json()
+    assert len(stored) == planned
+    bodies = Counter(as_json(entry["event"]) for entry in stored)
+    assert all(count <= keys_of[body] for body, count in bodies.items())
+
+
+def test_pushes_started_together_and_apart_send_everything_once(start_sandbox, sync_env):
+    """Three pushes of everything over one lake: two started together, a third 1.5 s
+    later. One holds the lake's lease, the others wait for it and then find nothing left
+    to send; all three exit 0. Before the lease, two pushes stored every behavior event
+    twice and started every member import twice."""
+    sandbox = start_sandbox()
+    resources = pushable(sandbox, sync_env, customers=3_000)
+    planned = run_push(resources, dry_run=True, record_types=EVERYTHING)
+    env = dict(os.environ)
+    pushes = [start_push(env, EVERYTHING), start_push(env, EVERYTHING)]
+    time.sleep(1.5)
+    pushes.append(start_push(env, EVERYTHING))
+    outputs = [push.communicate(timeout=600)[0] for push in pushes]
+    assert [push.returncode for push in pushes] == [0, 0, 0], outputs
+    waited = [out for out in outputs if "waiting for another push of this lake" in out]
+    assert len(waited) >= 1, outputs  # the later ones said whom they waited for
+    assert all("pid" in out for out in waited)
+
+    for record_type in RECORDS:
+        held = held_as_expected(sandbox, resources, record_type)
+        assert held, record_type
+        assert {entry["submissions"] for entry in held.values()} == {1}, record_type
+    assert planned["behavior_event"]["new"] > 10_000
+    each_event_stored_once(sandbox, resources, planned["behavior_event"]["new"])
+    tasks = httpx.get(f"{sandbox.url}/_sandbox/datahub/default/imports").json()
+    rows = planned["member_import"]["new"]
+    assert rows > 0
+    import_keys = {row["import_key"] for row in outbound(resources, "member_imports")}
+    assert len(tasks) == len(import_keys)  # each under 10,000 rows: one task per batch
+    assert sum(task["rows"] for task in tasks) == rows
+
+
+def test_a_push_that_finds_the_lake_held_ends_with_its_exit_code_naming_the_holder(
+    start_sandbox, sync_env
+):
+    sandbox = start_sandbox()
+    resources = pushable(sandbox, sync_env)
+    lake_root = str(resources["lake"].lake_root)
+    holder = Lease(lake_root, holder_name("a-run-from-the-ui"))
+    holder.acquire(wait=0)
+    try:
+        push = start_push(dict(os.environ, PUSH_WAIT_SECONDS="1"), ["coupon"])
+        output = push.communicate(timeout=300)[0]
+    finally:
+        holder.release()
+    assert push.returncode == BUSY_EXIT_CODE, output
+    assert "another push holds the lake" in output
+    assert "run a-run-from-the-ui" in output and f"pid {os.getpid()}" in output
+    assert "Traceback" not in output
+    assert submissions(sandbox) == 0
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def lease_env(request, tmp_path) -> dict:
+    env = {"LAKE_ROOT": str(tmp_path / "lake")}
+    if request.param == "postgres":
+        env["SYNC_STORE"] = request.getfixturevalue("postgres_url")
+    return env
+
+
+def test_a_lease_is_held_by_one_and_freed_by_a_holder_that_died(lease_env, tmp_path):
+    """A second taker waits while the holder lives and renews; a holder killed without a
+    word frees the lake once its lease lapses, nobody releasing it by hand."""
+    lake = lease_env["LAKE_ROOT"]
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\n"
+            "from pipelines.push.lease import Lease\n"
+            f"lease = Lease({lake!r}, 'the killed one', ttl=2.0)\n"
+            "lease.acquire(wait=0)\n"
+            "print('held', flush=True)\n"
+            "time.sleep(600)\n",
+        ],
+        cwd=ROOT,
+        env=dict(os.environ, **lease_env),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        said = []
+        other = Lease(lake, "the waiting one", env=lease_env, ttl=2.0)
+        with pytest.raises(Exception, match="the killed one"):
+            other.acquire(wait=3.0, log=said.append)  # renewed meanwhile: still held
+        assert said and "the killed one" in said[0]
+        holder.kill()
+        holder.wait()
+        started = time.monotonic()
+        other.acquire(wait=60.0, log=said.append)
+        assert time.monotonic() - started < 30
+        assert other.held()
+        other.release()
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_journal_that_fails_part_way_stops_the_sends_at_once(
+    start_sandbox, sync_env, monkeypatch
+):
+    """The journal's disk fills after 40 answers: the push stops with one message naming
+    PUSH_JOURNAL, and the next push resends at most the requests that were in flight.
+    Before, the workers went on through the 500 rows queued to them, unjournaled."""
+    sandbox = start_sandbox()
+    resources = pushable(sandbox, sync_env)
+    types = ["coupon", "order"]
+    writes = {"left": 40}
+    real_write = os.write
+
+    def filling(fd: int, data: bytes) -> int:
+        if writes["left"] <= 0:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        writes["left"] -= 1
+        return real_write(fd, data)
+
+    monkeypatch.setattr(journal_module.os, "write", filling)
+    failed = run_push(resources, record_types=types, check=False)
+    assert not failed.success
+    [failure] = [e for e in failed.all_events if e.is_step_failure]
+    message = failure_reason(failure)
+    assert "the push journal at" in message and "PUSH_JOURNAL" in message
+    assert "No space left on device" in message
+    sent_before = submissions(sandbox)
+    assert 40 <= sent_before <= 40 + send.WORKERS
+
+    monkeypatch.setattr(journal_module.os, "write", real_write)
+    run_push(resources, record_types=types)
+    twice = 0
+    for record_type in types:
+        held = held_as_expected(sandbox, resources, record_type)
+        twice += sum(entry["submissions"] - 1 for entry in held.values())
+    assert twice <= send.WORKERS
