@@ -17,7 +17,7 @@ from pipelines.webhooks.compaction import (
     compact,
     stale_days,
 )
-from pipelines.webhooks.inbox import Inbox, inbox_path
+from pipelines.webhooks.inbox import inbox_path, open_inbox
 
 
 @dg.asset(
@@ -29,17 +29,19 @@ from pipelines.webhooks.inbox import Inbox, inbox_path
     description=(
         "Every webhook event the receiver accepted, once each, by the UTC day of its "
         "`timestamp`: days holding events the lake lacks are rewritten whole from the inbox "
-        "(`WEBHOOK_INBOX`, default `webhooks/inbox.sqlite3` beside the lake). An event whose "
+        "(`WEBHOOK_INBOX`, else the deployment's Postgres where `SYNC_STORE` is set, else "
+        "`webhooks/inbox.sqlite3` beside the lake). An event whose "
         "`data` the warehouse cannot read as JSON goes to `datahub/webhook_quarantine` of its "
         "day instead, with the reason and its raw body."
     ),
 )
 def webhook_events(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
-    path = inbox_path(lake.lake_root)
-    if not path.exists():
+    inbox = open_inbox(lake.lake_root, create=False)
+    if inbox is None:
+        path = inbox_path(lake.lake_root)
         context.log.info(f"{WEBHOOK_EVENTS.relation}: no inbox at {path}, nothing to compact")
         return dg.MaterializeResult(metadata={"rows": 0, "days": 0, "inbox": str(path)})
-    with Inbox(path) as inbox:
+    with inbox:
         done = compact(inbox, lake.lake())
         counts = inbox.counts()
     context.log.info(
@@ -58,7 +60,7 @@ def webhook_events(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.
             "quarantined": done.quarantined,
             "days": len(done.days),
             "days_rewritten": [day.isoformat() for day in done.days],
-            "inbox": str(path),
+            "inbox": inbox.location,
             "inbox_events": counts["events"],
             "inbox_rejected": counts["rejected"],
             "warehouse": warehouse,
@@ -80,10 +82,10 @@ datahub_webhooks = dg.define_asset_job(
     description="Runs the compaction when the inbox holds events the lake lacks.",
 )
 def datahub_webhooks_sensor(lake: LakeResource) -> dg.RunRequest | dg.SkipReason:
-    path = inbox_path(lake.lake_root)
-    if not path.exists():
-        return dg.SkipReason(f"no webhook inbox at {path}")
-    with Inbox(path) as inbox:
+    inbox = open_inbox(lake.lake_root, create=False)
+    if inbox is None:
+        return dg.SkipReason(f"no webhook inbox at {inbox_path(lake.lake_root)}")
+    with inbox:
         stale = stale_days(inbox, lake.lake())
         inbox_uuid = inbox.uuid
     if not stale:

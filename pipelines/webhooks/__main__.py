@@ -1,8 +1,11 @@
 """`python -m pipelines.webhooks --port P`: serve the webhook receiver with uvicorn.
 
 The signing secret comes from `WEBHOOK_SECRET` only (never an argument, which `ps` would
-show, and never logged). The inbox is `WEBHOOK_INBOX`, else `webhooks/inbox.sqlite3` in the
-data directory beside `LAKE_ROOT` (default `./data/lake`).
+show, and never logged). The inbox (`open_inbox`, `pipelines/webhooks/inbox.py`) is
+`WEBHOOK_INBOX`, else the deployment's Postgres where `SYNC_STORE` is set (then replicas on
+any host may serve one address), else `webhooks/inbox.sqlite3` in the data directory beside
+`LAKE_ROOT` (default `./data/lake`). Give the receiver the `LAKE_ROOT` of the runs that
+compact its inbox: a shared inbox is scoped by it.
 """
 
 import argparse
@@ -11,7 +14,9 @@ import sys
 
 import uvicorn
 
-from pipelines.webhooks.inbox import Inbox, inbox_path
+from pipelines.object_store import checked_root
+from pipelines.problems import SetupError
+from pipelines.webhooks.inbox import open_inbox
 from pipelines.webhooks.receiver import SECRET_VARIABLE, WEBHOOK_PATH, build_app
 
 
@@ -23,10 +28,16 @@ def main(argv: list[str] | None = None) -> int:
     secret = os.environ.get(SECRET_VARIABLE)
     if not secret:
         parser.error(f"{SECRET_VARIABLE} is not set: it holds the data hub's signing secret")
-    path = inbox_path(os.environ.get("LAKE_ROOT", "data/lake"))
-    with Inbox(path) as inbox:
+    try:
+        # Written as the settings write it (`pipelines/settings.py`): the shared inbox's scope.
+        inbox = open_inbox(checked_root(os.environ.get("LAKE_ROOT", "data/lake")))
+    except SetupError as problem:
+        print(f"webhook receiver: {problem}", file=sys.stderr)
+        return 1
+    with inbox:
         print(
-            f"webhook receiver: http://{args.host}:{args.port}{WEBHOOK_PATH}, inbox {path}",
+            f"webhook receiver: http://{args.host}:{args.port}{WEBHOOK_PATH}, "
+            f"inbox {inbox.location}",
             flush=True,
         )
         uvicorn.run(build_app(inbox, secret), host=args.host, port=args.port, log_level="info")

@@ -34,7 +34,7 @@ import duckdb
 import pyarrow as pa
 
 from pipelines.lake import TIMESTAMP, Lake, Stream, described
-from pipelines.webhooks.inbox import Inbox, StoredEvent
+from pipelines.webhooks.inbox import StoredEvent, WebhookInbox
 
 RECEIVED_AT = described("received_at", TIMESTAMP, "When the receiver stored the event.")
 #: The first columns of both streams: which event it is, by the inbox's key and envelope.
@@ -104,7 +104,7 @@ def compacted(lake: Lake) -> dict[date, tuple[str, int]]:
     return found
 
 
-def stale_days(inbox: Inbox, lake: Lake) -> dict[date, int]:
+def stale_days(inbox: WebhookInbox, lake: Lake) -> dict[date, int]:
     """Days whose file lacks events the inbox holds, with the inbox's newest id for each."""
     landed = compacted(lake)
     foreign = {uuid for uuid, _ in landed.values()} - {inbox.uuid}
@@ -117,8 +117,9 @@ def stale_days(inbox: Inbox, lake: Lake) -> dict[date, int]:
         raise ForeignInbox(
             f"{lake.uri(lake.stream_dir(WEBHOOK_EVENTS))} (or {WEBHOOK_QUARANTINE.name} beside "
             "it) was "
-            f"compacted from inbox(es) {sorted(foreign)}, not from {inbox.path} ({inbox.uuid}); "
-            "move those files aside or point WEBHOOK_INBOX at the inbox they came from"
+            f"compacted from inbox(es) {sorted(foreign)}, not from {inbox.location} "
+            f"({inbox.uuid}); move those files aside or point WEBHOOK_INBOX (or SYNC_STORE) at "
+            "the inbox they came from"
         )
     return {
         day: top for day, top in inbox.day_watermarks().items() if top > landed.get(day, ("", 0))[1]
@@ -227,7 +228,7 @@ def _chunks(events: Iterator[StoredEvent]) -> Iterator[list[StoredEvent]]:
 
 
 def _compact_day(
-    inbox: Inbox, lake: Lake, day: date, top: int, con: duckdb.DuckDBPyConnection
+    inbox: WebhookInbox, lake: Lake, day: date, top: int, con: duckdb.DuckDBPyConnection
 ) -> tuple[int, int]:
     """Rewrite one day from the inbox's events with id <= `top`: (rows, quarantined)."""
     metadata = {
@@ -257,7 +258,7 @@ def _compact_day(
     return events.rows, 0 if quarantine is None else quarantine.rows
 
 
-def compact(inbox: Inbox, lake: Lake) -> Compaction:
+def compact(inbox: WebhookInbox, lake: Lake) -> Compaction:
     """Rewrite every stale day from the inbox; a day's files are replaced atomically."""
     done = Compaction()
     with duckdb.connect(config={"threads": 1}) as con:

@@ -1,17 +1,25 @@
-"""The receiver's durable inbox: one SQLite file in WAL mode.
+"""The receiver's durable inbox, and where it lives (`open_inbox`):
+
+- `WEBHOOK_INBOX` set: that SQLite file;
+- else `SYNC_STORE` set: the deployment's Postgres (`pipelines/shared_store.py`), in tables
+  scoped by the lake root (`pipelines/webhooks/postgres_inbox.py`), so receiver replicas on
+  any host behind one address share one inbox and store each event once;
+- else `webhooks/inbox.sqlite3` beside the lake (`inbox_path`), one SQLite file in WAL mode.
 
 An event is committed here before the receiver answers 200 (the hub does not resend an
 event it saw answered), so the inbox, not the lake, is the system of record for
-webhooks until compaction copies it out. Rows are never deleted: the UNIQUE idempotency key
+webhooks until compaction copies it out. Rows are never deleted: the unique idempotency key
 is what remembers, across restarts, which events were already accepted.
 
-Durability: `synchronous = FULL` fsyncs the WAL at every commit. NORMAL would survive a
-crash of the process but could lose the last commits on power loss or an OS crash, after
+Durability: SQLite's `synchronous = FULL` fsyncs the WAL at every commit. NORMAL would survive
+a crash of the process but could lose the last commits on power loss or an OS crash, after
 the sender was told 200 and stopped retrying; one fsync per event is cheap at webhook rates.
+Postgres commits synchronously, its default, for the same reason.
 
-Row ids only grow in commit order (AUTOINCREMENT, and SQLite has one writer at a time), so
-"every event of day D with id <= N" is a complete, stable set once N has been seen: the
-compaction's watermark.
+Row ids only grow in commit order, so "every event of day D with id <= N" is a complete,
+stable set once N has been seen: the compaction's watermark. SQLite gets that from
+AUTOINCREMENT and its one writer at a time; Postgres hands out ids before commit, so the
+inserts of one inbox are serialised by an advisory lock (`PostgresInbox.store` says why).
 """
 
 from __future__ import annotations
@@ -20,13 +28,24 @@ import os
 import sqlite3
 import threading
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 from pipelines.local_data import data_dir
+from pipelines.shared_store import store_url, unavailable
 from pipelines.webhooks.envelope import Envelope
+
+if TYPE_CHECKING:
+    from pipelines.webhooks.postgres_inbox import PostgresInbox
+
+#: The setting that names a SQLite inbox; it wins over the shared store (`SYNC_STORE`).
+INBOX_VARIABLE = "WEBHOOK_INBOX"
+#: Events read at once by `events_of`.
+BATCH = 5000
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (
@@ -63,9 +82,32 @@ def inbox_path(lake_root: str | os.PathLike[str], env: Mapping[str, str] | None 
     """`WEBHOOK_INBOX`, else `webhooks/inbox.sqlite3` in the lake's data directory
     (`pipelines/local_data.py`)."""
     env = os.environ if env is None else env
-    if env.get("WEBHOOK_INBOX"):
-        return Path(env["WEBHOOK_INBOX"])
+    if env.get(INBOX_VARIABLE):
+        return Path(env[INBOX_VARIABLE])
     return data_dir(lake_root, env) / "webhooks" / "inbox.sqlite3"
+
+
+def open_inbox(
+    lake_root: str | os.PathLike[str],
+    env: Mapping[str, str] | None = None,
+    *,
+    create: bool = True,
+) -> Inbox | PostgresInbox | None:
+    """The inbox of the lake at `lake_root` (as the settings give it: in Postgres it is the
+    inbox's scope, so the receiver and the runs must name the lake alike): `WEBHOOK_INBOX`,
+    else the shared store (`SYNC_STORE`), else the SQLite file beside the lake. With
+    `create=False`, None where that would be a SQLite file not made yet."""
+    env = os.environ if env is None else env
+    url = None if env.get(INBOX_VARIABLE) else store_url(env)
+    if url is not None:
+        # Imported here: it imports this module.
+        from pipelines.webhooks.postgres_inbox import PostgresInbox
+
+        return PostgresInbox(url, os.fspath(lake_root))
+    path = inbox_path(lake_root, env)
+    if not create and not path.exists():
+        return None
+    return Inbox(path)
 
 
 @dataclass(frozen=True)
@@ -91,12 +133,37 @@ class StoredEvent:
     event_id: str | None
 
 
+def by_id(batch: Callable[[int], list[tuple]]) -> Iterator[tuple]:
+    """Rows read `BATCH` at a time: `batch(after)` gives those after id `after` in id order,
+    each row starting with its id."""
+    after = 0
+    while rows := batch(after):
+        yield from rows
+        after = rows[-1][0]
+
+
+class WebhookInbox(Protocol):
+    """What the receiver and the compaction use of an inbox, SQLite's or Postgres's."""
+
+    uuid: str
+    location: str  # for messages: no password
+
+    def store(self, arrival: Arrival, envelope: Envelope) -> bool: ...
+    def reject(self, arrival: Arrival, reason: str) -> None: ...
+    def counts(self) -> dict[str, int]: ...
+    def rejected(self) -> list[dict]: ...
+    def day_watermarks(self) -> dict[date, int]: ...
+    def events_of(self, day: date, up_to: int) -> Iterator[StoredEvent]: ...
+    def close(self) -> None: ...
+
+
 class Inbox:
     """Thread-safe: one connection, writes serialized by a lock (SQLite has one writer
     anyway, and a Python lock queues fairly where SQLite's busy handler would sleep)."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
+        self.location = str(self.path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._db = sqlite3.connect(
@@ -125,9 +192,19 @@ class Inbox:
         with self._lock:
             self._db.close()
 
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        """A write under the lock; a failure (a full disk, a file made read-only) is a
+        `StoreUnavailable`, which the receiver answers 500 for in one line of log."""
+        with self._lock:
+            try:
+                yield
+            except sqlite3.Error as exc:
+                raise unavailable("the webhook inbox", self.location, INBOX_VARIABLE, exc) from None
+
     def store(self, arrival: Arrival, envelope: Envelope) -> bool:
         """Commit one event; False if its idempotency key was already stored."""
-        with self._lock:
+        with self._writing():
             cursor = self._db.execute(
                 "INSERT INTO events (idempotency_key, received_at, user_agent, content_type, "
                 "body, event, timestamp, day, source, event_id) "
@@ -150,7 +227,7 @@ class Inbox:
 
     def reject(self, arrival: Arrival, reason: str) -> None:
         """Keep a signed delivery the receiver refused, with why (every attempt is a row)."""
-        with self._lock:
+        with self._writing():
             self._db.execute(
                 "INSERT INTO rejected (received_at, idempotency_key, user_agent, content_type, "
                 "reason, body) VALUES (?, ?, ?, ?, ?, ?)",
@@ -187,26 +264,18 @@ class Inbox:
 
     def events_of(self, day: date, up_to: int) -> Iterator[StoredEvent]:
         """The day's events with id <= `up_to`, oldest first, read in batches."""
-        after = 0
-        while True:
+
+        def batch(after: int) -> list[tuple]:
             with self._lock:
-                rows = self._db.execute(
+                return self._db.execute(
                     "SELECT id, idempotency_key, received_at, body, event, timestamp, source, "
                     "event_id FROM events WHERE day = ? AND id > ? AND id <= ? "
-                    "ORDER BY id LIMIT 5000",
-                    (day.isoformat(), after, up_to),
+                    "ORDER BY id LIMIT ?",
+                    (day.isoformat(), after, up_to, BATCH),
                 ).fetchall()
-            if not rows:
-                return
-            for row in rows:
-                yield StoredEvent(
-                    id=row[0],
-                    idempotency_key=row[1],
-                    received_at=datetime.fromisoformat(row[2]),
-                    body=row[3],
-                    event=row[4],
-                    timestamp=datetime.fromisoformat(row[5]),
-                    source=row[6],
-                    event_id=row[7],
-                )
-            after = rows[-1][0]
+
+        for row_id, key, received_at, body, event, timestamp, source, event_id in by_id(batch):
+            yield StoredEvent(
+                row_id, key, datetime.fromisoformat(received_at), body, event,
+                datetime.fromisoformat(timestamp), source, event_id,
+            )  # fmt: skip

@@ -10,13 +10,14 @@ choices in README.md's "How data flows" table):
    Unicode text or a timestamp outside years 1-9999 in UTC: 400, kept in the inbox's
    `rejected` table with the reason and the raw body;
 4. otherwise committed to the inbox, then 200; a key already stored is a duplicate: 200,
-   not stored again.
+   not stored again (in a shared inbox, whichever replica got it first).
 
 A signed body never gets a 500: reading it is a function of its bytes, so any failure to do
 so is a 400 kept with its reason (the hub would resend the same bytes to the same end). 500
-is left for a failure to store (the disk), which a resend can outlive. A lone surrogate
-inside `data` is stored like any other event; the compaction quarantines what the lake
-cannot represent (`pipelines/webhooks/compaction.py`).
+is left for a failure to store (the disk, the shared store's server), which a resend can
+outlive; it is logged in one line, the inbox's `StoreUnavailable`, never with a traceback. A
+lone surrogate inside `data` is stored like any other event; the compaction quarantines what
+the lake cannot represent (`pipelines/webhooks/compaction.py`).
 
 The inbox is written from Starlette's thread pool, so a commit's fsync never blocks the
 event loop and other deliveries are read and verified meanwhile.
@@ -35,8 +36,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from pipelines.shared_store import StoreUnavailable
 from pipelines.webhooks.envelope import Envelope, EnvelopeError, parse_envelope
-from pipelines.webhooks.inbox import Arrival, Inbox
+from pipelines.webhooks.inbox import Arrival, WebhookInbox
 
 WEBHOOK_PATH = "/webhooks/datahub"
 #: The variable the receiver reads the data hub's signing secret from (`__main__.py`).
@@ -83,7 +85,7 @@ def envelope_or_reason(arrival: Arrival) -> Envelope | str:
     return reason.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def build_app(inbox: Inbox, secret: str, max_body_bytes: int = MAX_BODY_BYTES) -> Starlette:
+def build_app(inbox: WebhookInbox, secret: str, max_body_bytes: int = MAX_BODY_BYTES) -> Starlette:
     key = secret.encode("utf-8")
 
     async def receive_datahub(request: Request) -> JSONResponse:
@@ -105,11 +107,16 @@ def build_app(inbox: Inbox, secret: str, max_body_bytes: int = MAX_BODY_BYTES) -
             received_at=received_at,
         )
         envelope = envelope_or_reason(arrival)
-        if isinstance(envelope, str):
-            await run_in_threadpool(inbox.reject, arrival, envelope)
-            log.warning("rejected webhook %s: %s", arrival.idempotency_key, envelope)
-            return JSONResponse({"error": envelope}, 400)
-        stored = await run_in_threadpool(inbox.store, arrival, envelope)
+        try:
+            if isinstance(envelope, str):
+                await run_in_threadpool(inbox.reject, arrival, envelope)
+                log.warning("rejected webhook %s: %s", arrival.idempotency_key, envelope)
+                return JSONResponse({"error": envelope}, 400)
+            stored = await run_in_threadpool(inbox.store, arrival, envelope)
+        except StoreUnavailable as problem:
+            # Nothing was kept: the hub resends on a 500. The message says all there is.
+            log.error("could not store webhook %s: %s", arrival.idempotency_key, problem)
+            return JSONResponse({"error": "the inbox cannot store the event now"}, 500)
         return JSONResponse({"status": "stored" if stored else "duplicate"})
 
     async def health(_: Request) -> JSONResponse:
