@@ -84,11 +84,7 @@ class Journal:
     def record(self, entries: Iterable[Mapping], fsync: bool = False) -> int:
         """Append entries (ledger rows); returns how many once the kernel holds them, and
         with `fsync` once they are on the disk."""
-        pushed_at = _micros(datetime.now(UTC))
-        lines = [
-            json.dumps({k: _micros(v) for k, v in entry.items()} | {"pushed_at": pushed_at})
-            for entry in entries
-        ]
+        lines = journal_lines(entries)
         if not lines:
             return 0
         data = ("\n".join(lines) + "\n").encode()
@@ -138,7 +134,7 @@ class Journal:
                     continue
                 if _whole_lines(fd):
                     with lake.writer(stream, path.name.removesuffix(SUFFIX)) as out:
-                        for table in _tables(path, stream):
+                        for table in journal_tables(pa.OSFile(str(path)), stream):
                             out.write_table(table)  # a row group per block: memory stays flat
                     moved += out.rows
                 path.unlink(missing_ok=True)
@@ -150,6 +146,15 @@ class Journal:
                     if fd is not None:
                         path.unlink(missing_ok=True)
         return moved
+
+
+def journal_lines(entries: Iterable[Mapping]) -> list[str]:
+    """Ledger rows as journal lines: JSON, times as UTC microseconds, stamped `pushed_at`."""
+    pushed_at = _micros(datetime.now(UTC))
+    return [
+        json.dumps({k: _micros(v) for k, v in entry.items()} | {"pushed_at": pushed_at})
+        for entry in entries
+    ]
 
 
 def _age_seconds(path: Path) -> float:
@@ -201,8 +206,9 @@ def _whole_lines(fd: int) -> int:
     return end
 
 
-def _tables(path: Path, stream: Stream) -> Iterator[pa.Table]:
-    """A journal file's lines as tables of `stream`, a block at a time."""
+def journal_tables(source: pa.NativeFile, stream: Stream) -> Iterator[pa.Table]:
+    """Journal lines (a file, or a buffer of them) as tables of `stream`, a block at a
+    time."""
     # Times were written as microseconds: read as integers, then cast.
     as_read = pa.schema(
         field.with_type(pa.int64()) if pa.types.is_timestamp(field.type) else field
@@ -211,6 +217,6 @@ def _tables(path: Path, stream: Stream) -> Iterator[pa.Table]:
     options = pa_json.ParseOptions(explicit_schema=as_read, unexpected_field_behavior="error")
     # One thread: the push's own workers are done, and Arrow's pool would hold more memory.
     blocks = pa_json.ReadOptions(use_threads=False, block_size=BLOCK_BYTES)
-    with pa.OSFile(str(path)) as file:
-        for batch in pa_json.open_json(file, read_options=blocks, parse_options=options):
+    with source:
+        for batch in pa_json.open_json(source, read_options=blocks, parse_options=options):
             yield pa.Table.from_batches([batch]).select(stream.schema.names).cast(stream.schema)

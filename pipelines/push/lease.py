@@ -4,8 +4,9 @@ Two pushes of one lake would each plan the rows the other is sending (neither re
 other's live journal) and send them twice. So a push takes the lake's lease before it reads
 the ledger and holds it until its last answer is journaled. The holder renews it from a
 thread every third of `TTL_SECONDS`; a holder that died stops renewing and the lease is free
-`TTL_SECONDS` later, with nobody to release it by hand. A push that finds it held waits,
-saying so, up to `PUSH_WAIT_SECONDS`, then ends with `PushBusy` naming the holder.
+`TTL_SECONDS` (`PUSH_LEASE_SECONDS`) later, with nobody to release it by hand. A push that
+finds it held waits, saying so, up to `PUSH_WAIT_SECONDS`, then ends with `PushBusy` naming
+the holder.
 
 Where the lease lives:
 
@@ -33,6 +34,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from pipelines.local_data import data_dir
+from pipelines.problems import SetupError
 from pipelines.shared_store import (
     STORE_VARIABLE,
     Postgres,
@@ -44,7 +46,9 @@ from pipelines.shared_store import (
 WAIT_VARIABLE = "PUSH_WAIT_SECONDS"
 #: How long a push waits for another to end, unless `PUSH_WAIT_SECONDS` says.
 WAIT_SECONDS = 600.0
-#: A lease not renewed for this long is free: a holder that died releases it this late.
+TTL_VARIABLE = "PUSH_LEASE_SECONDS"
+#: A lease not renewed for this long is free, unless `PUSH_LEASE_SECONDS` says: a holder
+#: that died releases it this late; a holder that cannot reach the store for this long stops.
 TTL_SECONDS = 30.0
 #: How often a waiting push asks again.
 POLL_SECONDS = 1.0
@@ -137,20 +141,29 @@ class PostgresLeases:
         self._db.close()
 
 
-def wait_seconds(env: Mapping[str, str] | None = None) -> float:
+def seconds_setting(
+    variable: str, default: float, what: str, env: Mapping[str, str] | None = None
+) -> float:
+    """A setting in seconds (0 or more), or `default` where it is unset."""
     env = os.environ if env is None else env
-    text = env.get(WAIT_VARIABLE, "").strip()
+    text = env.get(variable, "").strip()
     if not text:
-        return WAIT_SECONDS
+        return default
     try:
         seconds = float(text)
     except ValueError:
         seconds = -1.0
     if not 0 <= seconds < float("inf"):
-        raise StoreUnavailable(
-            f"{WAIT_VARIABLE}={text!r}: give how many seconds a push waits for another to end"
-        )
+        raise SetupError(f"{variable}={text!r}: give {what}, in seconds")
     return seconds
+
+
+def wait_seconds(env: Mapping[str, str] | None = None) -> float:
+    return seconds_setting(WAIT_VARIABLE, WAIT_SECONDS, "how long a push waits for another", env)
+
+
+def lease_seconds(env: Mapping[str, str] | None = None) -> float:
+    return seconds_setting(TTL_VARIABLE, TTL_SECONDS, "how long a lease outlives its holder", env)
 
 
 def scope_of(lake_root: str) -> str:
@@ -173,13 +186,13 @@ class Lease:
         lake_root: str,
         holder: str,
         env: Mapping[str, str] | None = None,
-        ttl: float = TTL_SECONDS,
+        ttl: float | None = None,
     ) -> None:
         self.scope = scope_of(lake_root)
         self.holder = holder
-        self.ttl = ttl
+        self.ttl = lease_seconds(env) if ttl is None else ttl
         self._store = open_leases(lake_root, env)
-        self._values = {"scope": self.scope, "token": uuid.uuid4().hex, "ttl": ttl}
+        self._values = {"scope": self.scope, "token": uuid.uuid4().hex, "ttl": self.ttl}
         self._renewed = 0.0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None

@@ -8,7 +8,8 @@ seen before keeps its `first_seen`.
 """
 
 import json
-from collections.abc import Iterable
+import os
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,6 +18,8 @@ import pyarrow as pa
 
 from pipelines.lake import TIMESTAMP, Lake, Stream
 from pipelines.push.journal import Journal, journal_path
+from pipelines.push.shared_journal import PostgresJournal
+from pipelines.shared_store import store_url
 
 PUSHED = Stream(
     "sync",
@@ -79,12 +82,22 @@ def as_json(value: object) -> str:
     return json.dumps(value, sort_keys=True, default=str, ensure_ascii=False)
 
 
+def open_journal(lake_root: str, env: Mapping[str, str] | None = None) -> Journal | PostgresJournal:
+    """`PUSH_JOURNAL`'s folder where it is set; else the deployment's Postgres where
+    `SYNC_STORE` is; else the folder beside the lake (`journal_path`)."""
+    env = os.environ if env is None else env
+    url = store_url(env)
+    if url is not None and not env.get("PUSH_JOURNAL"):
+        return PostgresJournal(url, lake_root)
+    return Journal(journal_path(lake_root, env))
+
+
 class Ledger:
-    """The ledger of one lake; its journal is `PUSH_JOURNAL` (default beside the lake)."""
+    """The ledger of one lake; its journal is `open_journal`'s, or the folder given."""
 
     def __init__(self, lake: Lake, journal: str | Path | None = None) -> None:
         self.lake = lake
-        self.journal = Journal(journal or journal_path(lake.place.uri))
+        self.journal = Journal(journal) if journal else open_journal(lake.place.uri)
 
     def __enter__(self) -> "Ledger":
         return self

@@ -113,7 +113,7 @@ def run_push(
     with ExitStack() as held:
         lease = None
         if not dry_run:
-            lease = Lease(str(lake.lake_root), holder_name(run_id))
+            lease = Lease(lake.lake().place.uri, holder_name(run_id))
             lease.acquire(wait_seconds(), log)
             held.callback(lease.release)
         return _push(lake, datahub, dry_run, record_types, resend_in_doubt, log, lease)

@@ -4,26 +4,33 @@ import task per batch."""
 
 import errno
 import os
+import shutil
 import subprocess
 import sys
 import time
+import uuid
 from collections import Counter
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import pytest
 
 from assets.sync import failure_reason
+from pipelines.problems import SetupError
 from pipelines.push import journal as journal_module
 from pipelines.push import send
-from pipelines.push.lease import BUSY_EXIT_CODE, Lease, holder_name
+from pipelines.push.lease import BUSY_EXIT_CODE, Lease, holder_name, wait_seconds
 from pipelines.push.ledger import as_json
+from pipelines.push.shared_journal import PostgresJournal
 from pipelines.push.validation import validate_record
 from tests.push.test_push import (
     RECORDS,
     held_as_expected,
     outbound,
+    push_until,
     pushable,
+    rejected_rows,
     run_push,
     submissions,
 )
@@ -192,3 +199,107 @@ def test_a_journal_that_fails_part_way_stops_the_sends_at_once(
         held = held_as_expected(sandbox, resources, record_type)
         twice += sum(entry["submissions"] - 1 for entry in held.values())
     assert twice <= send.WORKERS
+
+
+@pytest.fixture
+def shared_store(postgres_url) -> str:
+    """A database of its own in the session's Postgres: the deployment's `SYNC_STORE`."""
+    import psycopg
+
+    name = f"push_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(postgres_url, autocommit=True) as db:
+        db.execute(f"CREATE DATABASE {name}")
+    return urlunsplit(urlsplit(postgres_url)._replace(path=f"/{name}"))
+
+
+def test_with_a_shared_store_a_push_killed_on_a_host_that_goes_away_resumes_on_another(
+    start_sandbox, sync_env, shared_store, tmp_path
+):
+    """`SYNC_STORE` set: the journal and the lease are in Postgres. Each killed push's host
+    folder (everything beside the lake but the lake) is wiped before the next starts, as a
+    pod's disk goes with it; what was acknowledged is still never sent again."""
+    sandbox = start_sandbox()
+    resources = pushable(sandbox, sync_env)
+    types = ["coupon", "order", "behavior_event"]
+    planned = run_push(resources, dry_run=True, record_types=types)
+    total = sum(figures["new"] for figures in planned.values())
+    # A killed holder's lease lapses in 2 s, not 30: the next push need not wait long.
+    env = dict(os.environ, SYNC_STORE=shared_store, PUSH_LEASE_SECONDS="2")
+    host_folder = Path(os.environ["LAKE_ROOT"]).parent / "push"
+    output = tmp_path / "push.log"
+    for cut in (total // 4, total // 2, 3 * total // 4):
+        stop_at = max(cut, submissions(sandbox) + 1)
+        assert push_until(sandbox, env, types, stop_at, output) is None, output.read_text()
+        shutil.rmtree(host_folder, ignore_errors=True)
+    assert push_until(sandbox, env, types, None) == 0
+    assert not list(host_folder.glob("journal/*.jsonl"))  # nothing of it on this host
+
+    twice = 0
+    for record_type in ("coupon", "order"):
+        held = held_as_expected(sandbox, resources, record_type)
+        twice += sum(entry["submissions"] - 1 for entry in held.values())
+    stored = httpx.get(f"{sandbox.url}/_sandbox/datahub/default/behavior-events/all").json()
+    in_doubt = len(rejected_rows(resources, "in_doubt"))
+    # Behavior events are sent at most once: a kill leaves its in-flight ones in doubt.
+    assert len(stored) + in_doubt >= planned["behavior_event"]["new"]
+    assert len(stored) <= planned["behavior_event"]["new"]
+    assert twice <= 3 * send.WORKERS
+
+
+def test_a_shared_journal_that_refuses_part_way_stops_the_sends_at_once(
+    start_sandbox, sync_env, shared_store, monkeypatch
+):
+    """The store refuses the 41st answer (a trigger raising Postgres's own `disk_full`):
+    one message naming SYNC_STORE, and the next push resends at most the requests that were
+    in flight."""
+    import psycopg
+
+    sandbox = start_sandbox()
+    resources = pushable(sandbox, sync_env)
+    monkeypatch.setenv("SYNC_STORE", shared_store)
+    with psycopg.connect(shared_store, autocommit=True) as db:
+        for statement in PostgresJournal._SETUP:
+            db.execute(statement)
+        db.execute(REFUSE_AFTER_40)
+    types = ["coupon", "order"]
+    failed = run_push(resources, record_types=types, check=False)
+    assert not failed.success
+    [failure] = [e for e in failed.all_events if e.is_step_failure]
+    message = failure_reason(failure)
+    assert "the push journal at" in message and "SYNC_STORE" in message
+    assert "No space left on device" in message
+    assert 40 <= submissions(sandbox) <= 40 + send.WORKERS
+
+    with psycopg.connect(shared_store, autocommit=True) as db:
+        db.execute("DROP TRIGGER refuse ON warehouse_sync_push_journal")
+    run_push(resources, record_types=types)
+    twice = 0
+    for record_type in types:
+        held = held_as_expected(sandbox, resources, record_type)
+        twice += sum(entry["submissions"] - 1 for entry in held.values())
+    assert twice <= send.WORKERS
+
+
+#: A store that fills up once it holds 40 answers.
+REFUSE_AFTER_40 = """
+CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF (SELECT count(*) FROM warehouse_sync_push_journal) >= 40 THEN
+        RAISE EXCEPTION 'could not extend file: No space left on device'
+            USING ERRCODE = 'disk_full';
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER refuse BEFORE INSERT ON warehouse_sync_push_journal
+    FOR EACH ROW EXECUTE FUNCTION refuse();
+"""
+
+
+def test_lease_settings_are_seconds(tmp_path):
+    env = {"LAKE_ROOT": str(tmp_path / "lake"), "PUSH_LEASE_SECONDS": "5"}
+    assert Lease(env["LAKE_ROOT"], "me", env=env).ttl == 5.0
+    assert wait_seconds({"PUSH_WAIT_SECONDS": "0"}) == 0.0
+    assert wait_seconds({}) == 600.0
+    for wrong in ("soon", "-1", "inf"):
+        with pytest.raises(SetupError, match="PUSH_WAIT_SECONDS"):
+            wait_seconds({"PUSH_WAIT_SECONDS": wrong})

@@ -483,16 +483,20 @@ def submissions(sandbox) -> int:
     )
 
 
-def push_until(sandbox, env: dict, types: list[str], stop_at: int | None) -> int | None:
+def push_until(
+    sandbox, env: dict, types: list[str], stop_at: int | None, output: Path | None = None
+) -> int | None:
     """`python -m pipelines push` as a user runs it; SIGKILLed once the sandbox has seen
-    `stop_at` submissions. Its exit code, or None if it was killed."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "pipelines", "push", "--types", *types],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    `stop_at` submissions. Its exit code, or None if it was killed. What it printed goes to
+    `output`, where given."""
+    with open(output or os.devnull, "w") as printed:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "pipelines", "push", "--types", *types],
+            cwd=ROOT,
+            env=env,
+            stdout=printed,
+            stderr=subprocess.STDOUT,
+        )
     try:
         while process.poll() is None:
             if stop_at is not None and submissions(sandbox) >= stop_at:

@@ -1,0 +1,98 @@
+"""The push's journal in the deployment's Postgres (`SYNC_STORE`), where runs move between
+hosts: an acknowledgement written on one pod is read by the next run wherever it starts.
+
+The same lines as the file journal (`pipelines/push/journal.py`), one row each, committed
+before the worker's next request: a commit is durable (the server syncs its log), so a push
+killed at any moment, or a pod that goes away with its disk, has lost no acknowledgement.
+Rows are scoped by the lake, so lakes sharing one database do not mix.
+
+`compact` moves a lake's rows into `sync/pushed` as one Parquet file named by the first id
+it holds, then deletes exactly the rows it read: a compaction stopped in between writes the
+same file again, with any rows that came since, never a second copy of the first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+
+import pyarrow as pa
+
+from pipelines.lake import Lake, Stream
+from pipelines.push.journal import ADVICE, BLOCK_BYTES, journal_lines, journal_tables
+from pipelines.shared_store import STORE_VARIABLE, Postgres
+
+TABLE = "warehouse_sync_push_journal"
+#: Rows read from the server at a time while compacting.
+FETCH_ROWS = 5_000
+
+
+class PostgresJournal:
+    """A lake's journal in Postgres; `record` from any thread (the connection is one per
+    process, its statements serialised)."""
+
+    _SETUP = (
+        f"CREATE TABLE IF NOT EXISTS {TABLE} (id bigserial PRIMARY KEY, lake text NOT NULL, "
+        "line text NOT NULL)",
+        f"CREATE INDEX IF NOT EXISTS {TABLE}_by_lake ON {TABLE} (lake, id)",
+    )
+    _INSERT = f"INSERT INTO {TABLE} (lake, line) SELECT %(lake)s, unnest(%(lines)s::text[])"
+
+    def __init__(self, url: str, lake_root: str) -> None:
+        self.location = url
+        self.lake_root = lake_root
+        self._db = Postgres(url, "the push journal", STORE_VARIABLE, self._SETUP, ADVICE)
+
+    def record(self, entries: Iterable[Mapping], fsync: bool = False) -> int:
+        """Insert entries (ledger rows) in one statement; returns how many once committed
+        (always on the disk: `fsync` asks nothing more)."""
+        lines = journal_lines(entries)
+        if lines:
+            self._db.run(self._INSERT, {"lake": self.lake_root, "lines": lines})
+        return len(lines)
+
+    def close(self) -> None:
+        """Nothing held between answers: every row is committed as it is written."""
+
+    def compact(self, lake: Lake, stream: Stream) -> int:
+        """Move the lake's rows into `stream`; returns the rows moved."""
+        ids: list[int] = []
+        with self._db.transaction() as db:
+            cursor = db.cursor(name="journal")  # server side: memory stays flat
+            cursor.itersize = FETCH_ROWS
+            cursor.execute(
+                f"SELECT id, line FROM {TABLE} WHERE lake = %s ORDER BY id", (self.lake_root,)
+            )
+            rows = iter(cursor)
+            first = next(rows, None)
+            if first is None:
+                return 0
+            ids.append(first[0])
+            with lake.writer(stream, f"journal-pg-{first[0]}") as out:
+                for block in _blocks(_lines(first, rows, ids)):
+                    for table in journal_tables(pa.BufferReader(block), stream):
+                        out.write_table(table)
+            cursor.close()
+            db.execute(f"DELETE FROM {TABLE} WHERE id = ANY(%s)", (ids,))
+        return out.rows
+
+
+def _lines(first: tuple[int, str], rows: Iterator[tuple[int, str]], ids: list[int]):
+    """The lines in order, each id kept in `ids` as it goes by."""
+    yield first[1]
+    for row_id, line in rows:
+        ids.append(row_id)
+        yield line
+
+
+def _blocks(lines: Iterable[str]) -> Iterator[bytes]:
+    """Lines joined into blocks of about `BLOCK_BYTES`, each ending with a newline."""
+    block: list[str] = []
+    size = 0
+    for line in lines:
+        block.append(line)
+        size += len(line) + 1
+        if size >= BLOCK_BYTES:
+            yield ("\n".join(block) + "\n").encode()
+            block, size = [], 0
+    if block:
+        yield ("\n".join(block) + "\n").encode()
