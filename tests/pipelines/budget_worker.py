@@ -25,10 +25,12 @@ def comment_service(url: str) -> CommentAutomation:
     )
 
 
-def call_me(url: str, store: str, calls: int, ready, go, results) -> None:
-    """`calls` paced GET /me on the comment key through `store`, once `go` is set; puts
-    (requests sent, requests refused) on `results`."""
-    os.environ[STORE_VARIABLE] = store
+def call_me(url: str, settings: dict[str, str], calls: int, ready, go, results) -> None:
+    """`calls` paced GET /me on the comment key with `settings` in the environment (the
+    budget store, or none: the default), once `go` is set; puts (requests sent, requests
+    refused) on `results`."""
+    os.environ.pop(STORE_VARIABLE, None)
+    os.environ.update(settings)
     service = comment_service(url)
     stats, refused = CallStats(), 0
     with service.transport(service.connections[0], stats) as transport:

@@ -41,12 +41,14 @@ def store(request, tmp_path) -> str:
     return OFF if request.param == OFF else str(tmp_path / "budget.sqlite3")
 
 
-def start_workers(url: str, store: str, count: int, calls: int):
+def start_workers(url: str, store: str | list[dict], count: int, calls: int):
+    """`count` workers on the store, or each on its own settings (a list)."""
     go, results = WORKERS.Event(), WORKERS.Queue()
     workers = []
-    for _ in range(count):
+    each = store if isinstance(store, list) else [{STORE_VARIABLE: store}] * count
+    for settings in each:
         ready = WORKERS.Event()
-        worker = WORKERS.Process(target=call_me, args=(url, store, calls, ready, go, results))
+        worker = WORKERS.Process(target=call_me, args=(url, settings, calls, ready, go, results))
         worker.start()
         workers.append((worker, ready))
     for _, ready in workers:
@@ -86,6 +88,22 @@ def test_processes_on_one_key_share_its_budget(limited_sandbox, store):
         assert refused > 0
     else:
         assert refused == 0
+
+
+def test_processes_on_one_key_share_its_budget_whatever_their_lake(limited_sandbox, tmp_path):
+    """No store named: three processes with three lakes (a dev and a prod lake, say) pace
+    the key through the host's one budget, and the sandbox refuses none. The default was a
+    store beside each lake, and three syncs met 361 refusals."""
+    url = f"{limited_sandbox.url}/comment/api/v1"
+    limiter = limited_sandbox.app.sandbox.limiter
+    lakes = [{"LAKE_ROOT": str(tmp_path / name / "lake")} for name in ("dev", "prod", "test")]
+    go, results, workers = start_workers(url, lakes, len(lakes), CALLS)
+    refused_before = limiter.refused
+    go.set()
+    answers = finish(workers, results)
+    assert sum(requests for requests, _ in answers) == len(lakes) * CALLS
+    assert limiter.refused - refused_before == 0
+    assert not list(tmp_path.rglob("budget.sqlite3"))  # none beside a lake
 
 
 def test_a_hold_met_by_one_process_holds_the_others(limited_sandbox, store, monkeypatch):
