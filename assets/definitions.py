@@ -13,6 +13,7 @@ from dagster._core.storage.tags import (
 from assets import comment, conversation, datahub, push, setup_check, webhooks
 from assets.catalog import column_schema
 from assets.console import LOGGERS
+from assets.executors import executor
 from assets.resources import LakeResource, resources_or_problem
 from pipelines.catalog import PULLED, refresh_warehouse
 from pipelines.lake import described
@@ -165,13 +166,8 @@ def _freshness_checks() -> list[dg.AssetChecksDefinition]:
 
 FRESHNESS_CHECKS = _freshness_checks()
 
-#: Each step of a run in a process of its own (Dagster's default, so steps of different
-#: keys run side by side), forked from a server that has imported Dagster and this module
-#: once per run, rather than spawned to import them again: a step then starts in a fraction
-#: of a second instead of seconds of CPU (README, "Dagster").
-EXECUTOR = dg.multi_or_in_process_executor.configured(
-    {"multiprocess": {"start_method": {"forkserver": {}}}}
-)
+
+EXECUTOR = executor()
 
 defs = dg.Definitions(
     assets=[*STREAM_ASSETS, warehouse_views, *webhooks.ASSETS, *push.SPECS],

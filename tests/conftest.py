@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import pytest
@@ -45,6 +47,17 @@ def postgres_url(tmp_path_factory) -> Iterator[str]:
     server = pgserver.get_server(tmp_path_factory.mktemp("pg"), cleanup_mode="stop")
     yield server.get_uri()
     server.cleanup()
+
+
+@pytest.fixture
+def shared_store(postgres_url) -> str:
+    """A database of its own in the session's Postgres: the deployment's `SYNC_STORE`."""
+    import psycopg  # only where a test needs the store
+
+    name = f"push_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(postgres_url, autocommit=True) as db:
+        db.execute(f"CREATE DATABASE {name}")
+    return urlunsplit(urlsplit(postgres_url)._replace(path=f"/{name}"))
 
 
 def build_hooked(received: list[httpx.Request], secret: str) -> SandboxApp:

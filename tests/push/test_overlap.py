@@ -8,10 +8,8 @@ import shutil
 import subprocess
 import sys
 import time
-import uuid
 from collections import Counter
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import pytest
@@ -199,17 +197,6 @@ def test_a_journal_that_fails_part_way_stops_the_sends_at_once(
         held = held_as_expected(sandbox, resources, record_type)
         twice += sum(entry["submissions"] - 1 for entry in held.values())
     assert twice <= send.WORKERS
-
-
-@pytest.fixture
-def shared_store(postgres_url) -> str:
-    """A database of its own in the session's Postgres: the deployment's `SYNC_STORE`."""
-    import psycopg
-
-    name = f"push_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(postgres_url, autocommit=True) as db:
-        db.execute(f"CREATE DATABASE {name}")
-    return urlunsplit(urlsplit(postgres_url)._replace(path=f"/{name}"))
 
 
 def test_with_a_shared_store_a_push_killed_on_a_host_that_goes_away_resumes_on_another(
