@@ -57,6 +57,9 @@ class PostgresJournal:
         """Move the lake's rows into `stream`; returns the rows moved."""
         ids: list[int] = []
         with self._db.transaction() as db:
+            # One compaction of a lake at a time (a dry run's beside a push's): two would
+            # write one file name with different rows, and each delete what it read.
+            db.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (self.lake_root,))
             cursor = db.cursor(name="journal")  # server side: memory stays flat
             cursor.itersize = FETCH_ROWS
             cursor.execute(

@@ -1,10 +1,12 @@
-"""The push's journal (pipelines/push/journal.py): every acknowledgement reaches the ledger's
-files exactly once, whatever stops a compaction half-way and however many run at once."""
+"""The push's journal (pipelines/push/journal.py, and pipelines/push/shared_journal.py in
+the deployment's Postgres): every acknowledgement reaches the ledger's files exactly once,
+whatever stops a compaction half-way and however many run at once."""
 
 import fcntl
 import os
 import threading
 import time
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -12,7 +14,8 @@ import pytest
 
 from pipelines.lake import Lake
 from pipelines.push.journal import Journal, journal_path
-from pipelines.push.ledger import PUSHED, Ledger
+from pipelines.push.ledger import PUSHED, Ledger, open_journal
+from pipelines.push.shared_journal import PostgresJournal
 
 
 def entries(first: int, count: int) -> list[dict]:
@@ -148,3 +151,71 @@ def test_a_line_cut_short_is_left_out_and_long_lines_kept(lake):
         ("ord-0", 200_000),
         ("ord-1", 2),
     ]
+
+
+def test_the_shared_journal_is_read_back_once_and_keeps_lakes_apart(lake, shared_store, tmp_path):
+    """`SYNC_STORE` set: the ledger's journal is the deployment's Postgres, scoped by lake."""
+    env = {"SYNC_STORE": shared_store, "LAKE_ROOT": lake.place.uri}
+    journal = open_journal(lake.place.uri, env)
+    assert isinstance(journal, PostgresJournal)
+    other = Lake(tmp_path / "other")
+    open_journal(other.place.uri, env).record(entries(100, 2))
+    journal.record(entries(0, 3))
+    assert journal.compact(lake, PUSHED) == 3
+    assert journal.compact(lake, PUSHED) == 0
+    assert sorted(ledger_keys(lake)) == ["ord-0", "ord-1", "ord-2"]
+    assert open_journal(other.place.uri, env).compact(other, PUSHED) == 2
+    assert not isinstance(
+        open_journal(lake.place.uri, env | {"PUSH_JOURNAL": "j"}), PostgresJournal
+    )
+
+
+def test_shared_compactions_at_once_beside_a_writer_write_each_row_once(lake, shared_store):
+    """Two compactions (a dry run's beside a push's) while a push records: every row reaches
+    the ledger once and the journal is left empty."""
+    writer = PostgresJournal(shared_store, lake.place.uri)
+    compactors = [PostgresJournal(shared_store, lake.place.uri) for _ in range(2)]
+    done = threading.Event()
+
+    def record() -> None:
+        for batch in range(50):
+            writer.record(entries(batch * 10, 10))
+        done.set()
+
+    def compact(journal: PostgresJournal) -> None:
+        while not done.is_set():
+            journal.compact(lake, PUSHED)
+        journal.compact(lake, PUSHED)
+
+    threads = [threading.Thread(target=record)]
+    threads += [threading.Thread(target=compact, args=(j,)) for j in compactors]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    keys = ledger_keys(lake)
+    assert len(keys) == len(set(keys)) == 500
+    assert writer.compact(lake, PUSHED) == 0
+
+
+def test_a_shared_compaction_stopped_after_its_file_is_written_moves_nothing_twice(
+    lake, shared_store, monkeypatch
+):
+    journal = PostgresJournal(shared_store, lake.place.uri)
+    journal.record(entries(0, 5))
+    real = journal._db.transaction
+
+    @contextmanager
+    def killed_before_commit():
+        with real() as db:
+            yield db
+            raise KeyboardInterrupt("killed before the delete committed")
+
+    monkeypatch.setattr(journal._db, "transaction", killed_before_commit)
+    with pytest.raises(KeyboardInterrupt):
+        journal.compact(lake, PUSHED)
+    monkeypatch.undo()
+    assert len(ledger_keys(lake)) == 5
+    journal.record(entries(5, 2))
+    assert journal.compact(lake, PUSHED) == 7  # the first file written again, in place
+    assert sorted(ledger_keys(lake)) == sorted(f"ord-{n}" for n in range(7))
