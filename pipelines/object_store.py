@@ -12,7 +12,7 @@ DuckDB reads a local lake itself. Its `httpfs` extension, which reads S3, is dow
 its first use, and cannot be where there is no network; so in this process DuckDB reads an
 object store through the same pyarrow filesystem, registered with it as an fsspec one
 (`pipelines/lake_files.py`). An analyst's DuckDB with `httpfs` reads the same views without
-it (README, "Past one machine").
+it (docs/deployment.md).
 """
 
 from __future__ import annotations

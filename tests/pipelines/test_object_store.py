@@ -125,7 +125,7 @@ def test_a_sync_of_every_stream_into_the_bucket_equals_the_truth(
 ):
     """Every stream, its days limited to the last `WINDOW_DAYS`: a year of day files is
     ~1,500 objects, each a PUT and its footer read, which moto serves at a few ms a request
-    (README, "Past one machine"). Snapshot streams equal the truth's totals, day streams
+    (docs/deployment.md). Snapshot streams equal the truth's totals, day streams
     its rows per day, members and assignments the members of the landed messages."""
     sync_env(frozen_sandbox)
     monkeypatch.setenv("LAKE_ROOT", s3_root)
