@@ -1,5 +1,5 @@
-"""A deployment on several hosts, every server started here from its PyPI package (README.md,
-"Past one machine"): Postgres for Dagster's storage and the shared store (`pgserver`), an S3
+"""A deployment on several hosts, every server started here from its PyPI package
+(docs/deployment.md): Postgres for Dagster's storage and the shared store (`pgserver`), an S3
 store for the lake (moto's), the sandbox services, and a Dask scheduler with two workers.
 Each worker is a host of its own: its own working directory, temporary folder, home and
 DAGSTER_HOME, the repository as its image, the same settings as every other host."""
@@ -78,6 +78,26 @@ class Deployment:
 
     def tails(self) -> str:
         return tails(self.logs)
+
+    def start_job(self, job: str, *options: str) -> tuple[subprocess.Popen, Path]:
+        """A run of `job` as the deployment's run launcher starts one, not waited for: a
+        process that loads the code location with the deployment's settings (so its executor
+        is Dask's) and orchestrates the run from there; its steps go to the cluster. The
+        process, and the log it writes; `options`, more of `dagster job execute`'s."""
+        log = self.launcher.folder / f"{job}.log"
+        with log.open("w") as out:
+            process = subprocess.Popen(
+                [
+                    *(sys.executable, "-m", "dagster", "job", "execute"),
+                    *("-m", "assets.definitions", "-a", "defs", "-j", job, "-d", str(ROOT)),
+                    *options,
+                ],
+                cwd=self.launcher.work,
+                env=self.launcher.environment(self.shared),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        return process, log
 
 
 def tails(logs: list[Path], characters: int = 3000) -> str:

@@ -6,8 +6,6 @@ in the bucket equals the sandbox's truth."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from datetime import timedelta
 
 import dagster as dg
@@ -24,7 +22,7 @@ from pipelines.landing import today
 from pipelines.problems import SetupError
 from pipelines.reconcile import reconcile
 from pipelines.settings import load_settings
-from tests.distributed.conftest import ROOT, Deployment
+from tests.distributed.conftest import Deployment
 from tests.pipelines.test_comment import workspace_id
 from tests.pipelines.test_object_store import TRUTH_BY_DAY, WINDOW_DAYS
 
@@ -37,26 +35,9 @@ RUN_SECONDS = 600
 
 
 def launch(deployment: Deployment, job: str, tags: dict[str, str]) -> None:
-    """A run of `job` as a deployment's run launcher starts one: a process that loads the code
-    location with the deployment's settings (so its executor is Dask's; this process loaded
-    it with the default one) and orchestrates the run from there; its steps go to the
-    cluster."""
-    host = deployment.launcher
-    log = host.folder / f"{job}.log"
-    with log.open("w") as out:
-        done = subprocess.run(
-            [
-                *(sys.executable, "-m", "dagster", "job", "execute"),
-                *("-m", "assets.definitions", "-a", "defs", "-j", job, "-d", str(ROOT)),
-                *("--tags", json.dumps(tags)),
-            ],
-            cwd=host.work,
-            env=host.environment(deployment.shared),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            timeout=RUN_SECONDS,
-        )
-    assert done.returncode == 0, log.read_text()[-5000:] + deployment.tails()
+    """A run of `job` through the deployment's launcher (`Deployment.start_job`), waited for."""
+    process, log = deployment.start_job(job, "--tags", json.dumps(tags))
+    assert process.wait(timeout=RUN_SECONDS) == 0, log.read_text()[-5000:] + deployment.tails()
 
 
 def assert_lake_equals_truth(sandbox, lake: Lake, warehouse: str, first, last) -> None:
