@@ -90,7 +90,7 @@ def run_push_command(dry_run: bool, record_types: list[str], resend_in_doubt: bo
 
 
 def run_check_command() -> int:
-    """A table of every connection, ok or what to do; exit 1 if any is not."""
+    """A table of every connection, ok, WARN or what to do; exit 1 if any failed."""
     from assets.resources import build_resources
     from pipelines.check import check_connections, check_webhook_secret
 
@@ -102,10 +102,13 @@ def run_check_command() -> int:
     for c in checked:
         cells = (c.service, c.connection, c.url)
         line = "  ".join(f"{cell:<{w}}" for cell, w in zip(cells, widths, strict=True))
-        print(f"{line}  {'ok' if c.ok else 'FAILED'}")
+        print(f"{line}  {c.result}")
     for c in checked:
-        if not c.ok:
-            print(f"\nFAILED {c.service} {c.connection}: {c.problem}", file=sys.stderr)
+        if c.result != "ok":
+            print(
+                f"\n{c.result} {c.service} {c.connection}: {c.problem or c.warning}",
+                file=sys.stderr,
+            )
     if not any(settings.connections.values()):
         print(
             "\nno connection is set: set COMMENT_AUTOMATION_URL, CONVERSATION_URL, DATAHUB_URL "
@@ -169,8 +172,6 @@ def run_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> in
         return run_check_command()
     if args.command == "push":
         return run_push_command(args.dry_run, args.types or [], args.resend_in_doubt)
-    if args.start and args.end and args.start > args.end:
-        parser.error("--start is after --end")
     if args.command == "warehouse":
         try:
             outcome = refresh_warehouse(
@@ -182,6 +183,8 @@ def run_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> in
         print(f"warehouse: {outcome}")
         print_counts(str(settings.warehouse_path), lake)
         return 0
+    if args.start and args.end and args.start > args.end:
+        parser.error("--start is after --end")
     report = run_sync(args.streams, args.start, args.end, settings)
     for relation, (first, last) in report.ranges.items():
         print(f"{relation}: {first} .. {last}")

@@ -35,7 +35,7 @@ def check_every_connection(
                     "service": c.service,
                     "connection": c.connection,
                     "url": c.url,
-                    "result": c.problem or "ok",
+                    "result": c.problem or (f"warning: {c.warning}" if c.warning else "ok"),
                 }
             )
             for c in checked
@@ -48,6 +48,9 @@ def check_every_connection(
             description="\n".join(c.problem for c in failed),
             metadata={"connections": table},
         )
+    for c in checked:
+        if c.warning:
+            context.log.warning(f"{c.service} {c.connection}: {c.warning}")
     context.log.info(f"all {len(checked)} connections are right")
     return dg.Output(None, metadata={"connections": table})
 

@@ -28,10 +28,17 @@ class Checked:
     connection: str
     url: str
     problem: str = ""
+    #: Something to know that stops nothing here.
+    warning: str = ""
 
     @property
     def ok(self) -> bool:
         return not self.problem
+
+    @property
+    def result(self) -> str:
+        """`ok`, `WARN` or `FAILED`, as the check's table shows it."""
+        return "FAILED" if self.problem else "WARN" if self.warning else "ok"
 
 
 def check_connections(services: dict[str, Service]) -> list[Checked]:
@@ -54,13 +61,16 @@ def check_connections(services: dict[str, Service]) -> list[Checked]:
 
 
 def check_webhook_secret() -> Checked:
+    """A warning, not a failure, where the secret is missing: only the receiver needs it,
+    and it refuses to start without it (`pipelines/webhooks/__main__.py`), so a host that
+    pulls and pushes is right without it."""
     present = bool(os.environ.get(SECRET_VARIABLE, "").strip())
-    problem = (
+    warning = (
         ""
         if present
         else (
-            f"{SECRET_VARIABLE} is not set: the receiver needs the data hub's signing secret; "
-            "set it where the receiver runs (not needed for pulls and pushes)"
+            f"{SECRET_VARIABLE} is not set: the webhook receiver needs the data hub's signing "
+            "secret; set it where the receiver runs (pulls and pushes do not need it)"
         )
     )
-    return Checked("datahub", "webhooks", f"${SECRET_VARIABLE}", problem)
+    return Checked("datahub", "webhooks", f"${SECRET_VARIABLE}", warning=warning)

@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from pipelines.problems import SetupError
+from pipelines.problems import SetupError, refuse_keys
 
 SCHEMES = ("s3",)
 ENDPOINT_VARIABLES = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
@@ -63,6 +63,7 @@ def checked_root(root: str | os.PathLike[str]) -> str:
     """A `LAKE_ROOT` as written, or refused saying why: a local folder, or an object store's
     URI `s3://bucket/prefix` (whether its bucket answers is `verify`'s to tell)."""
     text = os.fspath(root).strip()
+    refuse_keys({"LAKE_ROOT": text})
     if "://" not in text:
         return text
     parts = urlsplit(text)

@@ -51,7 +51,7 @@ from pipelines.clients.comment import CommentAutomation
 from pipelines.clients.conversation import ConversationService
 from pipelines.clients.datahub import DataHub
 from pipelines.object_store import checked_root
-from pipelines.problems import VARIABLE_NAME, SetupError, closest
+from pipelines.problems import VARIABLE_NAME, SetupError, closest, refuse_keys
 from pipelines.streams.comment import STREAMS as COMMENT_STREAMS
 from pipelines.streams.conversation import STREAMS as CONVERSATION_STREAMS
 from pipelines.streams.datahub import STREAMS as DATAHUB_STREAMS
@@ -253,6 +253,7 @@ def _check_variable_name(name: str, where: str) -> str:
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     """The settings, checked whole; a mistake is a `SetupError` that says what to fix."""
     env = os.environ if env is None else env
+    refuse_keys(env)
     connections: dict[str, list[ConnectionSetting]] = {service: [] for service in SERVICES}
     for service, entries in ENVIRONMENT_CONNECTIONS.items():
         for name, url_var, key_var in entries:

@@ -43,6 +43,7 @@ import duckdb
 import pyarrow as pa
 
 from pipelines.lake import Lake, Stream
+from pipelines.problems import SetupError
 
 SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
 #: The schemas built after all others, in this order: `sync` (the push's ledger), `outbound`
@@ -109,10 +110,11 @@ class Warehouse:
         stream = Stream(service, name, pa.schema([]))
         files = self.lake.files(stream)
         if not files:
-            raise ValueError(
-                f"{{{{ source('{service}', '{name}') }}}}: the product has no such stream and "
-                f"{self.lake.uri(self.lake.stream_dir(stream))} holds no Parquet file; write "
-                "one (even empty) before the warehouse is built"
+            raise SetupError(
+                f"{{{{ source('{service}', '{name}') }}}} in a view of WAREHOUSE_SQL: the "
+                f"product has no such stream and {self.lake.uri(self.lake.stream_dir(stream))} "
+                "holds no Parquet file; write one (even empty) before the warehouse is built, "
+                "or correct the view"
             )
         daily = any(PurePosixPath(f).parent.name.startswith("date=") for f in files)
         return Stream(service, name, stream.schema, daily=daily)

@@ -307,6 +307,34 @@ def test_check_lists_every_connection_with_what_to_fix(
     assert "sa_live_wrong" not in captured.out + captured.err
 
 
+def test_a_missing_webhook_secret_is_a_warning_where_every_connection_is_right(
+    frozen_sandbox, sync_env, monkeypatch, capsys
+):
+    """Only the receiver needs the secret (it refuses to start without it). Regression: in
+    `make dev`, where no receiver runs, check_setup failed with all six connections ok."""
+    sync_env(frozen_sandbox)
+    monkeypatch.delenv("WEBHOOK_SECRET", raising=False)
+
+    assert main(["check"]) == 0
+    captured = capsys.readouterr()
+    rows = {tuple(line.split()[:2]): line.split()[-1] for line in captured.out.splitlines()}
+    assert rows.pop(("datahub", "webhooks")) == "WARN"
+    assert set(rows.values()) == {"ok"} and len(rows) == 5
+    assert "WARN datahub webhooks: WEBHOOK_SECRET is not set" in captured.err
+
+    result = check_setup.execute_in_process(resources=resources_or_problem())
+    assert result.success
+    [table] = [
+        m.value
+        for e in result.all_events
+        if e.is_successful_output
+        for m in [e.event_specific_data.metadata["connections"]]
+    ]
+    found = {(r.data["service"], r.data["connection"]): r.data["result"] for r in table.records}
+    assert found.pop(("datahub", "webhooks")).startswith("warning: WEBHOOK_SECRET is not set")
+    assert set(found.values()) == {"ok"}
+
+
 def test_the_log_total_check_compares_the_connections_it_can_ask_and_names_the_other(
     frozen_sandbox, sync_env, monkeypatch
 ):
@@ -362,3 +390,41 @@ def test_debug_shows_the_trace_of_a_failed_connection_without_its_key(
     assert code == 1 and "COMMENT_AUTOMATION_API_KEY was refused" in err
     assert "Traceback (most recent call last)" in err and "ServiceError" in err
     assert canary not in err and canary.removeprefix("sa_live_") not in err
+
+
+@pytest.mark.parametrize("command", [["sync", "--streams", "workspace"], ["warehouse"]])
+def test_a_view_naming_a_source_with_no_file_is_one_error_line_and_exit_2(
+    frozen_sandbox, sync_env, monkeypatch, capsys, tmp_path, command
+):
+    """A settings mistake found during a run, told as the README promises. Regression: an
+    uncaught ValueError and exit 1."""
+    sync_env(frozen_sandbox)
+    views = tmp_path / "mine"
+    (views / "erp").mkdir(parents=True)
+    (views / "erp" / "late_orders.sql").write_text("SELECT * FROM {{ source('erp', 'orders') }}")
+    monkeypatch.setenv("WAREHOUSE_SQL", str(views))
+
+    assert main(command) == 2
+    err = capsys.readouterr().err
+    [line] = [line for line in err.splitlines() if line.startswith("error:")]
+    assert "source('erp', 'orders')" in line and "WAREHOUSE_SQL" in line
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "variable", ["LAKE_ROOT", "WAREHOUSE_PATH", "COMMENT_AUTOMATION_URL", "SYNC_STORE"]
+)
+def test_a_key_put_where_a_path_or_an_address_belongs_is_refused_unseen(
+    frozen_sandbox, sync_env, monkeypatch, capsys, tmp_path, variable
+):
+    """Regression: a key pasted into LAKE_ROOT became a folder, named in the views' SQL."""
+    sync_env(frozen_sandbox)
+    canary = f"sa_live_CANARY_{uuid.uuid4().hex}"
+    monkeypatch.setenv(variable, canary)
+
+    assert main(["sync", "--streams", "workspace"]) == 2
+    captured = capsys.readouterr()
+    [line] = [line for line in captured.err.splitlines() if line.startswith("error:")]
+    assert variable in line and "looks like a comment automation key" in line
+    assert canary.removeprefix("sa_live_") not in captured.out + captured.err
+    assert not [path for path in tmp_path.rglob("*") if "CANARY" in path.name]

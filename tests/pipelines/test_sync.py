@@ -15,6 +15,7 @@ from assets import definitions
 from pipelines.lake import Lake
 from pipelines.reconcile import reconcile
 from pipelines.settings import load_settings
+from tests.pipelines.test_comment import workspace_id
 from tests.pipelines.test_warehouse import held_session
 
 
@@ -71,6 +72,45 @@ def test_a_sync_killed_half_way_and_run_again_is_exact(frozen_sandbox, sync_env,
     assert "FAILED" not in output
     assert not list(lake.rglob("*.tmp")), "a killed run's temporary files were left"
     assert_equals_truth(frozen_sandbox)
+
+
+def test_two_syncs_of_one_lake_at_once_are_exact(frozen_sandbox, sync_env):
+    """A schedule's sync beside one started by hand, 1.5 s apart: each writes whole files
+    under new names and renames them into place, so both end well and every relation holds
+    each row once, equal to the truth."""
+    sync_env(frozen_sandbox)
+    first = sync()
+    time.sleep(1.5)
+    second = sync()
+    for output in (finished(first), finished(second)):
+        assert "FAILED" not in output
+    assert_equals_truth(frozen_sandbox)
+
+
+def test_the_warehouse_command_rebuilds_the_views_of_an_empty_lake_and_a_synced_one(
+    frozen_sandbox, sync_env
+):
+    """`python -m pipelines warehouse`, as the README gives it. Regression: it always ended
+    in an AttributeError (the sync's `--start` was read for every command)."""
+    sync_env(frozen_sandbox)
+
+    def warehouse() -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "pipelines", "warehouse"],
+            capture_output=True,
+            text=True,
+            env=os.environ.copy(),
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr
+        assert "Traceback" not in done.stderr
+        return done.stdout
+
+    assert "warehouse: " in warehouse()
+    finished(sync("--streams", "comment.accounts"))
+    accounts = frozen_sandbox.truth()["comment"][workspace_id(frozen_sandbox)]["accounts"]
+    counts = dict(line.split() for line in warehouse().splitlines() if len(line.split()) == 2)
+    assert int(counts["comment.accounts"].replace(",", "")) == accounts > 0
 
 
 @pytest.mark.parametrize("read_only", [True, False], ids=["read-only", "read-write"])

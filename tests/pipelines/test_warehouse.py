@@ -150,7 +150,7 @@ def test_a_source_nobody_defines_or_landed_is_named(tmp_path):
     )
     with (
         duckdb.connect() as con,
-        pytest.raises(ValueError, match=r"source\('erp', 'orders'\).*no Parquet file"),
+        pytest.raises(SetupError, match=r"source\('erp', 'orders'\).*no Parquet file"),
     ):
         warehouse.statements(con)
 
