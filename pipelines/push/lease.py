@@ -12,9 +12,8 @@ Where the lease lives:
 
 - `SYNC_STORE` set (`pipelines/shared_store.py`): a table of that Postgres, timed by the
   server's clock, so pushes on every host that share the lake exclude each other;
-- else `push/lease.sqlite3` beside the lake (`pipelines/local_data.py`): the processes of
-  this host, timed by its wall clock. A stored expiry further ahead than one `TTL_SECONDS` is
-  another clock's (the wall clock was set back): taken as expired, never waited on.
+- else a file in `push/` beside the lake (`pipelines/local_data.py`), locked with `flock`
+  by the processes of this host: a holder that dies frees it at once, with no lapse.
 
 A holder that cannot renew (the store went away) counts its lease as lost once `TTL_SECONDS`
 have passed since its last renewal, when another push may hold it: its sends stop.
@@ -23,9 +22,10 @@ have passed since its last renewal, when another push may hold it: its sends sto
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import hashlib
 import os
 import socket
-import sqlite3
 import threading
 import time
 import uuid
@@ -85,40 +85,54 @@ def _statements(now: str, p: Callable[[str], str]) -> dict[str, str]:
     }
 
 
-class SQLiteLeases:
-    """Leases in a SQLite file of this host."""
+class FileLeases:
+    """The leases of this host: an exclusive `flock` on a file beside the lake, one per
+    lake. The kernel releases it the moment its holder dies, so a push killed here frees
+    its lake at once; the file holds the holder's name for a waiting push to print."""
 
-    _CREATE = (
-        f"CREATE TABLE IF NOT EXISTS {TABLE} (scope TEXT PRIMARY KEY, holder TEXT NOT NULL, "
-        "token TEXT NOT NULL, expires_at REAL NOT NULL)"
-    )
-    _SQL = _statements(":now", lambda name: f":{name}")
+    def __init__(self, folder: Path) -> None:
+        self.location = str(folder)
+        self._folder = folder
+        self._fd: int | None = None
 
-    def __init__(self, path: Path) -> None:
-        self.location = str(path)
-        self._lock = threading.Lock()
-        self._db: sqlite3.Connection | None = None
+    def _path(self, scope: str) -> Path:
+        return self._folder / f"lease-{hashlib.sha256(scope.encode()).hexdigest()[:16]}"
 
     def run(self, statement: str, values: dict) -> list[tuple]:
-        with self._lock:
-            try:
-                if self._db is None:
-                    Path(self.location).parent.mkdir(parents=True, exist_ok=True)
-                    self._db = sqlite3.connect(
-                        self.location, timeout=30, isolation_level=None, check_same_thread=False
-                    )
-                    self._db.execute(self._CREATE)
-                return self._db.execute(
-                    self._SQL[statement], values | {"now": time.time()}
-                ).fetchall()
-            except (OSError, sqlite3.Error) as exc:
-                raise unavailable("the push lease", self.location, "LAKE_ROOT", exc) from None
+        path = self._path(values["scope"])
+        try:
+            if statement == "take":
+                return self._take(path, values["holder"], values["token"])
+            if statement == "renew":  # held while this process lives
+                return [(values["token"],)] if self._fd is not None else []
+            if statement == "release":
+                self.close()
+                return []
+            held_by = path.read_text().strip() if path.exists() else ""
+            return [(held_by,)] if held_by else []
+        except OSError as exc:
+            raise unavailable("the push lease", str(path), "LAKE_ROOT", exc) from None
+
+    def _take(self, path: Path, holder: str, token: str) -> list[tuple]:
+        if self._fd is not None:
+            return [(token,)]
+        self._folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return []
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, holder.encode(), 0)
+        self._fd = fd
+        return [(token,)]
 
     def close(self) -> None:
-        with self._lock:
-            if self._db is not None:
-                self._db.close()
-                self._db = None
+        if self._fd is not None:
+            os.ftruncate(self._fd, 0)
+            os.close(self._fd)  # releases the lock
+            self._fd = None
 
 
 class PostgresLeases:
@@ -175,7 +189,7 @@ def open_leases(lake_root: str, env: Mapping[str, str] | None = None):
     url = store_url(env)
     if url is not None:
         return PostgresLeases(url)
-    return SQLiteLeases(data_dir(lake_root, env) / "push" / "lease.sqlite3")
+    return FileLeases(data_dir(lake_root, env) / "push")
 
 
 class Lease:
@@ -206,7 +220,7 @@ class Lease:
             if self._store.run("take", self._values | {"holder": self.holder}):
                 break
             other = self._store.run("holder", self._values)
-            held_by = other[0][0] if other else "a push that just ended"
+            held_by = other[0][0] if other else "a push starting or ending"
             if time.monotonic() >= deadline:
                 raise PushBusy(
                     f"another push holds the lake {self.scope}: {held_by}. Waited {wait:.0f} s "

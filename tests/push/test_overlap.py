@@ -115,7 +115,7 @@ def test_a_push_that_finds_the_lake_held_ends_with_its_exit_code_naming_the_hold
     assert submissions(sandbox) == 0
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=["file", "postgres"])
 def lease_env(request, tmp_path) -> dict:
     env = {"LAKE_ROOT": str(tmp_path / "lake")}
     if request.param == "postgres":
