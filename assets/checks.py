@@ -4,6 +4,7 @@ the warehouse file, so a check never waits on its lock)."""
 import dagster as dg
 
 from assets.resources import LakeResource
+from pipelines.damaged import FOLDER, damaged_of, unreadable
 from pipelines.drift import drift_in_lake
 from pipelines.lake import Stream
 
@@ -91,5 +92,46 @@ def schema_matches_check(stream: Stream, asset_key: dg.AssetKey) -> dg.AssetChec
     return schema_matches
 
 
+def files_readable_check(stream: Stream, asset_key: dg.AssetKey) -> dg.AssetChecksDefinition:
+    """Every file of the stream has a readable footer, and none found damaged lies set aside
+    for a person to look at (`pipelines/damaged.py`: the next landing moves a damaged one
+    aside and lands its day again); warns otherwise, naming the files."""
+
+    @dg.asset_check(
+        asset=asset_key,
+        name="files_readable",
+        blocking=False,
+        description=(
+            f"Every file of {stream.relation} reads as Parquet, and none was found damaged: "
+            f"one that was is moved to `{FOLDER}/` in the lake with its reason, and landed "
+            "again."
+        ),
+    )
+    def files_readable(lake: LakeResource) -> dg.AssetCheckResult:
+        store = lake.lake()
+        files = store.files(stream)
+        set_aside = damaged_of(store, stream)
+        if not files and not set_aside:
+            return nothing_compared(f"{stream.relation} not landed")
+        damaged = {store.uri(path): why for path in files if (why := unreadable(store, path))}
+        problems = [
+            f"{path}: {why} (the next landing sets it aside)" for path, why in damaged.items()
+        ]
+        problems += [f"{path}: set aside, its day landed again" for path in set_aside]
+        return dg.AssetCheckResult(
+            passed=not problems,
+            severity=dg.AssetCheckSeverity.WARN,
+            description=(
+                f"{len(problems)} damaged file(s); look at those set aside and their "
+                f".reason.txt, then delete them: {'; '.join(problems)}"
+                if problems
+                else None
+            ),
+            metadata={"files": len(files), "damaged": damaged, "set_aside": set_aside},
+        )
+
+    return files_readable
+
+
 #: The checks every stream gets, each made from (stream, asset key).
-STREAM_CHECKS = (unique_ids_check, schema_matches_check)
+STREAM_CHECKS = (unique_ids_check, schema_matches_check, files_readable_check)

@@ -21,6 +21,7 @@ import dagster as dg
 
 from assets.catalog import row_count, stream_metadata
 from assets.partitions import daily, single_run
+from pipelines.damaged import set_aside_damaged
 from pipelines.lake import Lake, Stream
 from pipelines.landing import Land, Landed, Pull, Refused, served_days, today
 
@@ -83,6 +84,9 @@ def stream_asset(declared: StreamAsset) -> dg.AssetsDefinition:
     )
     def land(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         lake = context.resources.lake.lake()
+        damaged = set_aside_damaged(lake, stream)
+        for found in damaged:
+            context.log.warning(f"{stream.relation}: damaged file set aside, landed again: {found}")
         days = partition_days(context) if partitioned else None
         served, not_served = served_days(stream, days or [], today())
         if not_served:
@@ -103,6 +107,8 @@ def stream_asset(declared: StreamAsset) -> dg.AssetsDefinition:
             landed = declared.land(pull) if served or not partitioned else Landed()
         except Refused as refusal:
             raise dg.Failure(description=str(refusal), metadata=refusal.figures) from None
+        if damaged:
+            landed.figures["damaged_set_aside"] = [str(found) for found in damaged]
         if landed.drift:
             context.log.warning(
                 f"{stream.relation}: the service sent what its declared schema does not hold "

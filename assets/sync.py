@@ -25,6 +25,7 @@ from assets.console import LOGGERS, console_config
 from assets.partitions import daily
 from assets.resources import build_resources
 from pipelines.catalog import PULLED, refresh_warehouse
+from pipelines.damaged import set_aside_damaged
 from pipelines.lake import Lake, Stream
 from pipelines.landing import today
 from pipelines.settings import Settings, load_settings
@@ -218,6 +219,10 @@ def run_sync(
             tags = None
             if _partitioned(run[0]):
                 (stream,) = run
+                # Set aside before the range is chosen: a damaged day is then missing, and
+                # this sync lands it again.
+                for found in set_aside_damaged(lake, stream):
+                    report.notes.append(f"{stream.relation}: damaged file set aside: {found}")
                 names = [c.name for c in settings.connections[stream.service]]
                 first, last = default_range(stream, lake, names)
                 first, last = start or first, end or last

@@ -3,6 +3,9 @@
 from collections.abc import Sequence
 from pathlib import Path
 
+import duckdb
+
+from pipelines.damaged import set_aside_damaged
 from pipelines.lake import Lake
 from pipelines.push import ledger
 from pipelines.streams import comment, conversation, datahub
@@ -38,5 +41,15 @@ def refresh_warehouse(
     stop it (pipelines/warehouse.py); when it truly cannot be done (a session's unsaved
     changes), `WarehouseBusy` says what to do, and callers fail with it rather than leave
     views behind the lake unnoticed."""
-    done = warehouse_of(lake_root, warehouse_path, extra_sql).refresh()
+    warehouse = warehouse_of(lake_root, warehouse_path, extra_sql)
+    try:
+        done = warehouse.refresh()
+    except duckdb.Error:
+        # A view reads its files' footers when it is defined: a damaged file fails the
+        # build. Set aside, the views are built over the rest, and its day lands again.
+        damaged = [f for s in WAREHOUSE_STREAMS for f in set_aside_damaged(warehouse.lake, s)]
+        if not damaged:
+            raise
+        done = warehouse.refresh() or "views up to date"
+        done += "; damaged file(s) set aside: " + "; ".join(str(f) for f in damaged)
     return f"{warehouse_path} ({done or 'views up to date'})"

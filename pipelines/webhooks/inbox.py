@@ -164,8 +164,14 @@ class Inbox:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self.location = str(self.path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
+        try:  # a full disk or a folder that cannot be written: said, naming the file
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._open()
+        except (OSError, sqlite3.Error) as exc:
+            raise unavailable("the webhook inbox", self.location, INBOX_VARIABLE, exc) from None
+
+    def _open(self) -> None:
         self._db = sqlite3.connect(
             self.path, isolation_level=None, check_same_thread=False, timeout=10.0
         )

@@ -6,6 +6,7 @@ import hashlib
 import hmac
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -236,20 +237,42 @@ def test_a_body_over_the_bound_gets_413_and_nothing_is_stored(receiver):
 # -- the process ----------------------------------------------------------------------------
 
 
-def test_the_receiver_refuses_to_start_without_a_secret(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k != "WEBHOOK_SECRET"}
-    env["WEBHOOK_INBOX"] = str(tmp_path / "inbox.sqlite3")
-    finished = subprocess.run(
+def start_receiver(env: dict, **options) -> subprocess.CompletedProcess:
+    """`python -m pipelines.webhooks` run to its end (these tests' receivers never serve)."""
+    return subprocess.run(
         [sys.executable, "-m", "pipelines.webhooks", "--port", "9"],
         cwd=ROOT,
         env=env,
         capture_output=True,
         text=True,
         timeout=60,
+        **options,
     )
+
+
+def test_the_receiver_refuses_to_start_without_a_secret(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "WEBHOOK_SECRET"}
+    env["WEBHOOK_INBOX"] = str(tmp_path / "inbox.sqlite3")
+    finished = start_receiver(env)
     assert finished.returncode == 2
     assert "WEBHOOK_SECRET is not set" in finished.stderr
     assert not (tmp_path / "inbox.sqlite3").exists()
+
+
+def no_room() -> None:
+    """A full disk for this process: no file it writes may grow past 0 bytes."""
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails instead of killing it
+    resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
+
+
+def test_a_receiver_started_on_a_full_disk_says_so_in_one_line(tmp_path):
+    """Regression: `sqlite3.OperationalError: database or disk is full` and a traceback."""
+    env = os.environ | {"WEBHOOK_SECRET": SECRET, "WEBHOOK_INBOX": str(tmp_path / "in.sqlite3")}
+    finished = start_receiver(env, preexec_fn=no_room)
+    assert finished.returncode == 1
+    [line] = finished.stderr.strip().splitlines()
+    assert f"the webhook inbox at {tmp_path / 'in.sqlite3'} (WEBHOOK_INBOX)" in line
+    assert "free space" in line and SECRET not in line
 
 
 def test_events_answered_200_survive_a_kill_and_reach_the_lake(

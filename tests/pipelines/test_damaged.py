@@ -1,0 +1,90 @@
+"""Damaged lake files (pipelines/damaged.py): found when read, moved aside with their reason,
+said so, and landed again; the warehouse keeps opening meanwhile."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+from assets.checks import files_readable_check
+from assets.cli import main
+from assets.factory import asset_key
+from assets.resources import resources_or_problem
+from pipelines.damaged import FOLDER, REASON_SUFFIX, damaged_of
+from pipelines.lake import Lake
+from pipelines.streams.comment import ACCOUNTS, TRIGGER_LOGS
+from tests.pipelines.test_comment import workspace_id
+
+STREAMS = ["trigger_logs", "accounts"]
+
+
+def damage(path: Path, how: str) -> None:
+    data = path.read_bytes()
+    if how == "truncated":
+        path.write_bytes(data[: len(data) // 2])
+    elif how == "empty":
+        path.write_bytes(b"")
+    else:  # not Parquet at all
+        path.write_text("this is not a parquet file\n" * 40)
+
+
+def landed_days(lake: Lake) -> dict[str, int]:
+    with lake.connect() as con:
+        rows = con.execute(
+            f"SELECT date::VARCHAR, count(*) FROM {lake.relation(TRIGGER_LOGS)} GROUP BY ALL"
+        ).fetchall()
+    return {day: count for day, count in rows if count}
+
+
+@pytest.mark.parametrize("how", ["truncated", "empty", "not_parquet"])
+def test_a_damaged_day_and_snapshot_are_set_aside_and_landed_again_by_the_same_sync(
+    frozen_sandbox, sync_env, capsys, how
+):
+    """Regression: every later sync exited 1 naming the file until someone deleted it."""
+    sync_env(frozen_sandbox)
+    assert main(["sync", "--streams", *STREAMS]) == 0
+    lake = Lake(os.environ["LAKE_ROOT"])
+    day_files = [p for p in lake.files(TRIGGER_LOGS) if lake.footer(p).num_rows]
+    day_file, snapshot = Path(day_files[len(day_files) // 2]), Path(lake.files(ACCOUNTS)[0])
+    damage(day_file, how)
+    damage(snapshot, how)
+    check = files_readable_check(TRIGGER_LOGS, asset_key(TRIGGER_LOGS))
+    found = check(lake=resources_or_problem()["lake"])  # before any landing moves it
+    assert not found.passed and str(day_file) in found.description
+    capsys.readouterr()
+
+    assert main(["sync", "--streams", *STREAMS]) == 0
+    out = capsys.readouterr().out
+    assert f"damaged file set aside: {day_file}" in out  # the run's own words, naming it
+    truth = frozen_sandbox.truth_days("comment", workspace_id(frozen_sandbox), "trigger_logs")
+    assert landed_days(lake) == {day: count for day, count in truth.items() if count}
+    assert lake.footer(str(snapshot)).num_rows > 0  # the snapshot landed again too
+
+    for stream, path in ((TRIGGER_LOGS, day_file), (ACCOUNTS, snapshot)):
+        [kept] = damaged_of(lake, stream)
+        relative = path.relative_to(lake.root)
+        assert kept.startswith(f"{lake.root}/{FOLDER}/{relative}.")
+        reason = Path(kept + REASON_SUFFIX).read_text()
+        assert str(path) in reason and len(reason.splitlines()) == 3
+        check = files_readable_check(stream, asset_key(stream))
+        result = check(lake=resources_or_problem()["lake"])
+        assert not result.passed and kept in result.description
+
+
+def test_the_warehouse_keeps_opening_with_a_damaged_file_and_sets_it_aside(
+    frozen_sandbox, sync_env, capsys
+):
+    """A rebuild of the views reads every footer; a damaged file no longer stops it."""
+    sync_env(frozen_sandbox)
+    assert main(["sync", "--streams", *STREAMS]) == 0
+    lake = Lake(os.environ["LAKE_ROOT"])
+    damaged = Path(lake.files(TRIGGER_LOGS)[-1])
+    damage(damaged, "truncated")
+    Path(os.environ["WAREHOUSE_PATH"]).unlink()  # a rebuild is due
+    capsys.readouterr()
+
+    assert main(["warehouse"]) == 0
+    out = capsys.readouterr().out
+    assert "damaged file(s) set aside" in out and str(damaged) in out
+    assert damaged_of(lake, TRIGGER_LOGS)
+    assert "comment.trigger_logs" in out and "row counts not shown" not in out
