@@ -15,12 +15,11 @@ from datetime import date
 
 import duckdb
 
-from assets.sync import dagster_instance, failure_class, failure_reason, run_sync
-from pipelines.catalog import PULLED, refresh_warehouse
+from assets.sync import dagster_instance, failure_class, failure_reason, refreshed, run_sync
+from pipelines.catalog import PULLED
 from pipelines.lake import Lake, verified_lake
 from pipelines.problems import SetupError
 from pipelines.settings import load_settings
-from pipelines.warehouse import WarehouseBusy
 
 
 def row_counts(warehouse_path: str, lake: Lake) -> list[tuple[str, int]]:
@@ -173,12 +172,9 @@ def run_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> in
     if args.command == "push":
         return run_push_command(args.dry_run, args.types or [], args.resend_in_doubt)
     if args.command == "warehouse":
-        try:
-            outcome = refresh_warehouse(
-                settings.lake_root, settings.warehouse_path, settings.warehouse_sql
-            )
-        except WarehouseBusy as busy:
-            print(f"FAILED warehouse: {busy}", file=sys.stderr)
+        outcome, failed = refreshed(settings)
+        if failed:
+            print(f"FAILED warehouse: {failed}", file=sys.stderr)
             return 1
         print(f"warehouse: {outcome}")
         print_counts(str(settings.warehouse_path), lake)

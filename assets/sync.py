@@ -15,6 +15,7 @@ from datetime import date, timedelta
 from types import ModuleType
 
 import dagster as dg
+import duckdb
 from dagster._core.storage.tags import (
     ASSET_PARTITION_RANGE_END_TAG,
     ASSET_PARTITION_RANGE_START_TAG,
@@ -28,6 +29,7 @@ from pipelines.catalog import PULLED, refresh_warehouse
 from pipelines.damaged import set_aside_damaged
 from pipelines.lake import Lake, Stream
 from pipelines.landing import today
+from pipelines.object_store import lake_fault
 from pipelines.settings import Settings, load_settings
 from pipelines.warehouse import WarehouseBusy
 
@@ -247,11 +249,26 @@ def run_sync(
                 report,
                 "datahub.webhook_events",
             )
+    report.warehouse, failed = refreshed(settings)
+    if failed:
+        # The streams have landed; only the views are behind, and the report says why.
+        report.failed["warehouse"] = failed
+    return report
+
+
+def refreshed(settings: Settings) -> tuple[str, str]:
+    """The views brought up to date: what was done, or why they could not be (a session's
+    unsaved changes, the lake's disk or store failing), said for a person."""
     try:
-        report.warehouse = refresh_warehouse(
+        done = refresh_warehouse(
             settings.lake_root, settings.warehouse_path, settings.warehouse_sql
         )
     except WarehouseBusy as busy:
-        # The streams have landed; only the views are behind, and the report says why.
-        report.failed["warehouse"] = str(busy)
-    return report
+        return "", str(busy)
+    except (OSError, duckdb.IOException) as error:
+        fault = lake_fault(error, settings.lake_root)
+        if fault is None:
+            cause = str(error).strip().splitlines()[0]
+            fault = f"LAKE_ROOT={settings.lake_root}: the views could not read the lake ({cause})"
+        return "", f"{fault}; the views are built again by the next sync or `warehouse`"
+    return done, ""

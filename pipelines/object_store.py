@@ -17,7 +17,9 @@ it (docs/deployment.md).
 
 from __future__ import annotations
 
+import errno
 import os
+import tempfile
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -135,6 +137,38 @@ def explain(error: BaseException, uri: str) -> LakeUnavailable:
         f"LAKE_ROOT={uri}: the object store at {where} refused it ({type(error).__name__}); "
         "check LAKE_ROOT and the AWS_* variables"
     )
+
+
+#: What a disk says when it refuses a write (by errno, and by pyarrow's words for them).
+DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG, errno.EIO})
+DISK_WORDS = ("No space left", "Read-only file system", "Disk quota", "File too large")
+
+
+def lake_fault(error: BaseException, root: str) -> LakeUnavailable | None:
+    """The lake's own failure during a run, told with its setting; None where `error` is
+    not the lake's. A disk that refused a write (a local lake's, or for a lake on a store
+    the temporary folder files are written to before their upload), or a store that
+    stopped answering or refused a request."""
+    if not isinstance(error, OSError):
+        return None
+    text = str(error)
+    if error.errno in DISK_ERRNOS or any(word in text for word in DISK_WORDS):
+        cause = os.strerror(error.errno) if error.errno in DISK_ERRNOS else text.splitlines()[0]
+        where = (
+            f"LAKE_ROOT={root}: its disk"
+            if "://" not in root
+            else f"the temporary folder {tempfile.gettempdir()} (TMPDIR), where files of "
+            f"LAKE_ROOT={root} are written before their upload,"
+        )
+        return LakeUnavailable(
+            f"{where} refused a write ({cause}): free space there or point it at a disk with "
+            "room; the next sync lands what this one could not"
+        )
+    if "://" in root and ("AWS Error" in text or "When " in text):
+        return LakeUnavailable(
+            f"{explain(error, root)}; the next sync lands what this one could not"
+        )
+    return None
 
 
 def verify(place: Place) -> None:

@@ -9,6 +9,7 @@ to do; the key itself is taken out of any text that might carry it."""
 from __future__ import annotations
 
 import logging
+import os
 import ssl
 import traceback
 from collections.abc import Callable, Iterator
@@ -18,6 +19,7 @@ from contextlib import contextmanager
 import httpx
 
 from pipelines.clients.base import Connection, Service
+from pipelines.object_store import lake_fault
 from pipelines.problems import SetupError
 from pipelines.transport import ServiceError
 
@@ -79,7 +81,10 @@ def explain(service: Service, connection: Connection, exc: BaseException) -> str
             f"service is slow or unreachable; check {url_setting}, or raise "
             f"timeout_seconds under [service.{service.service}] in sync.toml."
         )
-    # Anything else (a cut body, a fault of ours or of the disk): the type says where to look.
+    fault = lake_fault(exc, os.environ.get("LAKE_ROOT", "data/lake"))
+    if fault is not None:  # the lake's, not the service's
+        return f"{where}: pulled, but the lake could not take it: {fault}"
+    # Anything else (a cut body, a fault of ours): the type says where to look.
     return _redacted(f"{where}: {type(exc).__name__}: {exc}", connection, service)
 
 
