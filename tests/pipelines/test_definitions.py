@@ -333,3 +333,32 @@ def _assert_the_catalog_shows_columns_services_and_the_push(nodes: list[dict]) -
             assert columns[f"{service}/{name}"]["connection"]["description"], name
     for key, parents in PUSH_LINEAGE.items():
         assert {"/".join(d["path"]) for d in by_key[key]["dependencyKeys"]} == parents, key
+
+
+def test_the_repositorys_instance_settings_keep_the_runs_own_lines_and_the_cores_warnings(
+    tmp_path, monkeypatch
+):
+    """`make dev`'s instance (dagster.yaml): the UI shows what a step said at INFO (a push
+    waiting for another, the figures it landed) and the core's warnings. Regression: with
+    `python_log_level: WARNING` every `context.log.info` was dropped from the event log."""
+    import logging
+    import shutil
+
+    shutil.copy(Path(__file__).resolve().parents[2] / "dagster.yaml", tmp_path / "dagster.yaml")
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
+
+    @dg.op
+    def talk(context: dg.OpExecutionContext) -> None:
+        context.log.info("the step's own line")
+        logging.getLogger("pipelines").warning("the core's warning")
+        logging.getLogger("pipelines").debug("the core's trace")
+
+    @dg.job
+    def talking() -> None:
+        talk()
+
+    with dg.DagsterInstance.get() as instance:
+        run = talking.execute_in_process(instance=instance)
+        said = {entry.user_message for entry in instance.all_logs(run.run_id)}
+    assert {"the step's own line", "the core's warning"} <= said
+    assert "the core's trace" not in said
