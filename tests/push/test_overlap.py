@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from assets.cli import main
 from assets.sync import failure_reason
 from pipelines.problems import SetupError
 from pipelines.push import journal as journal_module
@@ -290,3 +291,21 @@ def test_lease_settings_are_seconds(tmp_path):
     for wrong in ("soon", "-1", "inf"):
         with pytest.raises(SetupError, match="PUSH_WAIT_SECONDS"):
             wait_seconds({"PUSH_WAIT_SECONDS": wrong})
+
+
+def test_the_push_commands_options_as_the_readme_gives_them(start_sandbox, sync_env, capsys):
+    """`push --dry-run` plans and sends nothing; `push --types … --resend-in-doubt` sends
+    those types only (with nothing in doubt, as a plain push)."""
+    sandbox = start_sandbox()
+    resources = pushable(sandbox, sync_env)
+    assert main(["push", "--dry-run", "--types", "coupon", "behavior_event"]) == 0
+    table = capsys.readouterr().out
+    coupons = next(line.split() for line in table.splitlines() if line.startswith("coupon "))
+    assert int(coupons[1].replace(",", "")) > 0  # new
+    assert submissions(sandbox) == 0
+
+    assert main(["push", "--types", "behavior_event", "--resend-in-doubt"]) == 0
+    planned = run_push(resources, dry_run=True, record_types=["coupon", "behavior_event"])
+    assert planned["behavior_event"]["new"] == 0 and planned["coupon"]["new"] > 0
+    stored = httpx.get(f"{sandbox.url}/_sandbox/datahub/default/behavior-events/all").json()
+    assert stored and submissions(sandbox) == len(stored)

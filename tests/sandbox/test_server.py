@@ -141,3 +141,19 @@ def test_ground_truth_covers_every_service_and_region(server):
     assert truth["comment"] and all(
         scope["trigger_logs"] > 0 for scope in truth["comment"].values()
     )
+
+
+@pytest.mark.parametrize("limits", [[], ["--no-rate-limits"]], ids=["limited", "unlimited"])
+def test_the_comment_limit_binds_unless_rate_limits_are_off(limits):
+    """`--rate-window 5` applies the 120-per-minute limit to 5 s; `--no-rate-limits` lifts
+    it (the benchmarks' setting). A burst of 130 calls meets 429s only in the first."""
+    args = ["--frozen", "--rate-window", "5", *limits]
+    with running_sandbox(_free_port(), *args) as base, httpx.Client(timeout=30) as client:
+        answers = [
+            client.get(
+                f"{base}/comment/api/v1/me",
+                headers={"Authorization": "Bearer sa_live_demo_readonly"},
+            ).status_code
+            for _ in range(130)
+        ]
+    assert set(answers) == ({200} if limits else {200, 429})
