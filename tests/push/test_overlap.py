@@ -134,7 +134,7 @@ def test_a_lease_is_held_by_one_and_freed_by_a_holder_that_died(lease_env, tmp_p
             "-c",
             "import sys, time\n"
             "from pipelines.push.lease import Lease\n"
-            f"lease = Lease({lake!r}, 'the killed one', ttl=2.0)\n"
+            f"lease = Lease({lake!r}, 'the killed one', ttl=6.0)\n"
             "lease.acquire(wait=0)\n"
             "print('held', flush=True)\n"
             "time.sleep(600)\n",
@@ -147,9 +147,9 @@ def test_a_lease_is_held_by_one_and_freed_by_a_holder_that_died(lease_env, tmp_p
     try:
         assert holder.stdout.readline().strip() == "held"
         said = []
-        other = Lease(lake, "the waiting one", env=lease_env, ttl=2.0)
+        other = Lease(lake, "the waiting one", env=lease_env, ttl=6.0)
         with pytest.raises(Exception, match="the killed one"):
-            other.acquire(wait=3.0, log=said.append)  # renewed meanwhile: still held
+            other.acquire(wait=8.0, log=said.append)  # renewed meanwhile: still held
         assert said and "the killed one" in said[0]
         holder.kill()
         holder.wait()
