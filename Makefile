@@ -42,7 +42,7 @@ dev: install
 	mkdir -p data/dagster && cp dagster.yaml data/dagster/dagster.yaml
 	DAGSTER_HOME=$(CURDIR)/data/dagster $(BIN)/python -m demo.dev --port $(SANDBOX_PORT)
 
-# Benchmarks on large sandboxes (README, "Benchmarks"): not part of `make test`. Each prints
+# Benchmarks on large sandboxes (bench/README.md): not part of `make test`. Each prints
 # its table and writes bench/results/<figure>.json; one at a time, so they do not share cores.
 # The `bench` dependency group (dlt, the peer in bench.peer) is installed here only: `install`
 # syncs the default groups, so `make test` never pulls it.

@@ -1,5 +1,5 @@
 """What the Dagster UI's catalog shows of a table: its columns, their types and what they hold
-(README.md, "Dagster"). A stream's columns are its Arrow schema; a column's description is
+(docs/dagster.md). A stream's columns are its Arrow schema; a column's description is
 the one its declaration carries (`DESCRIPTION`, `pipelines/lake.py`), which for a column
 copied from a response model is the model field's docstring (`pipelines/schemas.py`)."""
 

@@ -1,7 +1,7 @@
 """`python -m pipelines check` (is the setup right?), `sync [--streams …] [--start D --end D]`,
-`push` and `warehouse` (rebuild the views). Settings come from the environment (README,
-"Settings"). A mistake in them is told in one message, without a traceback (`--debug` shows
-it, and every step's stack trace).
+`push` and `warehouse` (rebuild the views). Settings come from the environment
+(docs/settings.md). A mistake in them is told in one message, without a traceback (`--debug`
+shows it, and every step's stack trace).
 
 Each command imports what it runs when it runs (the push's jobs and validation models, the
 check's calls): a sync started every hour does not load the push."""
@@ -111,7 +111,7 @@ def run_check_command() -> int:
     if not any(settings.connections.values()):
         print(
             "\nno connection is set: set COMMENT_AUTOMATION_URL, CONVERSATION_URL, DATAHUB_URL "
-            '(README, "Settings")',
+            "(docs/settings.md)",
             file=sys.stderr,
         )
         return 1

@@ -1,5 +1,5 @@
 """The Dagster code location: every service's assets and checks merged, the warehouse views,
-jobs per service, hourly and daily schedules, freshness checks (README.md, "Dagster")."""
+jobs per service, hourly and daily schedules, freshness checks (docs/dagster.md)."""
 
 from datetime import UTC, timedelta
 

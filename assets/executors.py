@@ -77,7 +77,7 @@ def executor() -> dg.ExecutorDefinition:
     - `multiprocess` (the default): each step of a run in a process of its own (Dagster's
       default, so steps of different keys run side by side), forked from a server that has
       imported Dagster and the code location once per run, rather than spawned to import
-      them again: a step then starts in a fraction of a second (README, "Dagster");
+      them again: a step then starts in a fraction of a second (docs/dagster.md);
     - `dask`: each step a task of the Dask cluster at `DASK_SCHEDULER_ADDRESS`;
     - anything else fails every run at its start saying what to set, as wrong settings do
       (`assets/resources.py`)."""

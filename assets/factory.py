@@ -43,8 +43,7 @@ class StreamAsset:
 
 def pool(service: str) -> str:
     """The Dagster pool of a service's steps. It caps how many call the service at once;
-    the keys' budgets are kept by the shared budget store, not by the pool (README,
-    "Dagster")."""
+    the keys' budgets are kept by the shared budget store, not by the pool (docs/dagster.md)."""
     return f"{service}_api"
 
 

@@ -1,7 +1,7 @@
 """The data hub's webhook events in the lake: the asset that compacts the receiver's inbox
 into `datahub.webhook_events` (and the events it cannot represent into
 `datahub.webhook_quarantine`, `pipelines/webhooks/compaction.py`), and the sensor that runs
-it when the inbox holds events the lake lacks (README.md, "Receive the data hub's webhooks").
+it when the inbox holds events the lake lacks (docs/webhooks.md).
 `python -m pipelines sync` runs it too."""
 
 # No `from __future__ import annotations`: Dagster reads the context and resource annotations.

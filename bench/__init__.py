@@ -1,1 +1,1 @@
-"""Benchmarks on the sandbox (`make bench`; README, "Benchmarks"). Not part of `make test`."""
+"""Benchmarks on the sandbox (`make bench`; bench/README.md). Not part of `make test`."""

@@ -53,7 +53,7 @@ from sandbox.process import running_sandbox
 DATA = ROOT / "data" / "bench" / "incremental"
 SERVICES = ("comment", "conversation", "datahub")
 UNPACED = {service: {"pace": False} for service in SERVICES}
-#: Without a range, a sync re-pulls yesterday and today (README, "Run the sync").
+#: Without a range, a sync re-pulls yesterday and today (docs/running.md).
 CHANGING_DAYS = 2
 
 # -- where each request goes -------------------------------------------------------------------

@@ -56,7 +56,7 @@ from pipelines.paging import READ_AHEAD_PAGES
 DATA = ROOT / "data" / "bench" / "peer"
 SERVICES = ("comment", "conversation", "datahub")
 UNPACED = {service: {"pace": False} for service in SERVICES}
-#: The pipeline's full-sync history of messages (README, "Run the sync").
+#: The pipeline's full-sync history of messages (docs/running.md).
 MESSAGE_DAYS = 366
 
 # The floor fetches what the pipeline fetches.

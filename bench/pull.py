@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
         year = pipeline(base, "logs", "comment.trigger_logs", ("comment",))
         logs_floor.append(bare_logs(base, 1)[0])
 
-        message_days = 366  # the pipeline's full-sync history of messages (README)
+        message_days = 366  # the pipeline's full-sync history of messages (docs/running.md)
         messages_floor = bare_messages(base, message_days)[0]
         messages = pipeline(base, "messages", "conversation.messages", ("conversation",))
     rows = [

@@ -1,4 +1,4 @@
-"""Live soak: the product in live operation over simulated days (README, "Benchmarks").
+"""Live soak: the product in live operation over simulated days (bench/README.md).
 
 `python -m bench.soak [--days 30] [--scale small]`. A live sandbox (not frozen: trigger logs,
 messages, members, broadcasts and webhook events keep arriving as its clock moves) is moved
@@ -73,7 +73,7 @@ EXPLAINED = {
 #: Checks whose warning the sandbox's data makes true from the start: the first Instagram
 #: account's token expires within 7 days (sandbox/README.md, "token expiry").
 SEEDED = {"tokens_not_expiring"}
-#: Views that by design do not hold every landed row (README, relations table): the latest
+#: Views that by design do not hold every landed row (README.md, "Query the warehouse"): the latest
 #: snapshot per broadcast, the latest member export.
 NOT_ROW_FOR_ROW = {"datahub.broadcast_reports", "datahub.members"}
 #: Ids in request paths, so that requests group by operation.

@@ -1,6 +1,6 @@
 """The Parquet lake: one explicit Arrow schema per stream, files written whole or not at all.
 
-Layout (README.md, "How data flows"):
+Layout (docs/data-flows.md):
 
     <lake>/<service>/<stream>/<connection>.parquet                 snapshot streams
     <lake>/<service>/<stream>/date=YYYY-MM-DD/<connection>.parquet  daily streams

@@ -1,5 +1,5 @@
 """Where a host keeps its own stores by default: the push journal, the webhook inbox and the
-push lease beside the lake, the rate budget in the host's state folder (README, "Settings").
+push lease beside the lake, the rate budget in the host's state folder (docs/settings.md).
 Light on purpose: the webhook receiver imports it, and
 neither pyarrow nor DuckDB."""
 

@@ -1,5 +1,5 @@
-"""Where the lake's files live: a local folder or an object store (`LAKE_ROOT`, README
-"Settings"), as one `pyarrow.fs.FileSystem` and a root inside it.
+"""Where the lake's files live: a local folder or an object store (`LAKE_ROOT`,
+docs/settings.md), as one `pyarrow.fs.FileSystem` and a root inside it.
 
 pyarrow's filesystems (already a dependency, kept by the Arrow project) read, list and write
 both. `FileSystem.from_uri` reads an object store's settings the AWS SDK's way: credentials

@@ -1,7 +1,7 @@
 """`warehouse.duckdb`: views over the lake, defined by the SQL files in `sql/` and in the
 folders `WAREHOUSE_SQL` lists (pipelines/settings.py).
 
-Pipeline steps only write Parquet (README.md, "How data flows"). The views read the lake's
+Pipeline steps only write Parquet (docs/data-flows.md). The views read the lake's
 files when queried, so new partitions show up without touching the warehouse file; it is
 rebuilt only when a definition changes: a new SQL file, or a stream's first file (DuckDB
 refuses a view over a glob that matches nothing, so until then the view is a typed empty

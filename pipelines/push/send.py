@@ -19,7 +19,7 @@ from pipelines.transport import ServiceError
 
 #: Requests in flight at once: profile updates are paced per key (6,000/min) whatever this
 #: is; records have no documented limit, so this bounds what one run asks of the service. It
-#: is also what a killed run may send twice (README, "Push to the data hub").
+#: is also what a killed run may send twice (docs/push.md).
 WORKERS = 8
 #: Answers that refuse the row itself (not the moment): kept as rejected, never retried.
 REFUSED = frozenset({400, 403, 404, 409, 413, 422})

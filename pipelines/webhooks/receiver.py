@@ -1,7 +1,7 @@
 """The ASGI app that receives the data hub's webhooks at `/webhooks/datahub`.
 
 In order (signature and idempotency key as the hub documents them; the answers are the
-choices in README.md's "How data flows" table):
+choices in the table of docs/data-flows.md):
 1. a body over `max_body_bytes`: 413, nothing stored;
 2. `Service-Signature` missing or not the hex HMAC-SHA256 of the raw body keyed with the
    UTF-8 secret (compared in constant time): 401, nothing stored;

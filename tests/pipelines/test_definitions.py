@@ -49,7 +49,7 @@ SCHEDULES = {
     "datahub_daily_schedule",
     "all_dimensions_daily",
 }
-#: The push's record types and the outbound view each is read from (README, "Push").
+#: The push's record types and the outbound view each is read from (docs/push.md).
 PUSHED = {
     "member_import": "member_imports",
     "contact_profile": "contact_profiles",
