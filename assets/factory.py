@@ -83,10 +83,13 @@ def stream_asset(declared: StreamAsset) -> dg.AssetsDefinition:
     )
     def land(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         lake = context.resources.lake.lake()
-        damaged = set_aside_damaged(lake, stream)
+        days = partition_days(context) if partitioned else None
+        # The run's own days only: the sync sets aside the rest before choosing its range,
+        # and the check `files_readable` names them meanwhile.
+        own_days = set(days) if days is not None and stream.daily else None
+        damaged = set_aside_damaged(lake, stream, own_days)
         for found in damaged:
             context.log.warning(f"{stream.relation}: damaged file set aside, landed again: {found}")
-        days = partition_days(context) if partitioned else None
         served, not_served = served_days(stream, days or [], today())
         if not_served:
             context.log.warning(

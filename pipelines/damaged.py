@@ -2,8 +2,9 @@
 
 A file that is not readable Parquet (empty, cut short, not Parquet at all, an unreadable
 footer) stops every reader of its stream: each sync would fail on it until someone deleted
-it by hand. So before a stream is landed, and before the warehouse's views are built, each
-of its files' footers is read; a file whose footer cannot be is moved to
+it by hand. So before a run lands a stream (a daily one's run: its own days; a sync: every
+day, before it chooses its range), and when the warehouse's views fail to build, the files'
+footers are read; a file whose footer cannot be is moved to
 `<lake>/_damaged/<service>/<stream>/...` (its path in the stream kept), with a `.reason.txt`
 beside it saying why and when. Its day or snapshot is then missing from the lake, which is
 the state: the same run lands it again where it is among the run's days or a snapshot, the
@@ -15,13 +16,14 @@ not answer is the store's failure, raised as it is.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from pipelines.lake import Lake, Stream
+from pipelines.lake import Lake, Stream, file_day
 
 FOLDER = "_damaged"
 REASON_SUFFIX = ".reason.txt"
@@ -60,10 +62,15 @@ def set_aside(lake: Lake, path: str, reason: str) -> SetAside:
     return SetAside(lake.uri(path), lake.uri(target), reason)
 
 
-def set_aside_damaged(lake: Lake, stream: Stream) -> list[SetAside]:
-    """Every file of `stream` whose footer cannot be read, moved aside."""
+def set_aside_damaged(
+    lake: Lake, stream: Stream, days: Collection[date] | None = None
+) -> list[SetAside]:
+    """Every file of `stream` (of a daily stream, of `days` only where given) whose footer
+    cannot be read, moved aside."""
     found = []
     for path in lake.files(stream):
+        if days is not None and file_day(path) not in days:
+            continue
         reason = unreadable(lake, path)
         if reason is not None:
             found.append(set_aside(lake, path, reason))

@@ -15,6 +15,7 @@ write that fails removes its temporary file; one a killed process left is remove
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import re
 import tempfile
@@ -263,10 +264,12 @@ class Lake:
         the system's temporary folder, then uploaded, and an object is seen only once its
         upload completes (`object_store.upload`)."""
         name = f".{PurePosixPath(target).name}.{uuid.uuid4().hex}{TEMPORARY_SUFFIX}"
+        held = None
         if self.place.local:
             folder = PurePosixPath(target).parent
             self.fs.create_dir(str(folder))
             temporary = Path(folder, name)
+            held = _held_while_written(temporary)
         else:
             temporary = Path(tempfile.gettempdir(), name)
         try:
@@ -277,6 +280,8 @@ class Lake:
                 object_store.upload(self.fs, temporary, target)
         finally:
             temporary.unlink(missing_ok=True)
+            if held is not None:
+                os.close(held)  # releases the lock
 
     def write(
         self,
@@ -338,8 +343,9 @@ class Lake:
         object_store.verify(self.place)
 
     def sweep_temporary(self) -> int:
-        """Remove the temporary files a killed run left behind; none of them is data. On an
-        object store there are none (a file is uploaded only once whole), so its objects are
+        """Remove the temporary files a killed run left behind; none of them is data. One a
+        live run is writing (a sync beside this one) is locked, and kept. On an object store
+        there are none (a file is uploaded only once whole), so its objects are
         not listed for them."""
         if not self.place.local:
             return 0
@@ -347,10 +353,37 @@ class Lake:
         for info in self._listed(self.root):
             name = PurePosixPath(info.path).name
             if name.startswith(".") and name.endswith(TEMPORARY_SUFFIX):
-                with contextlib.suppress(FileNotFoundError):
-                    self.fs.delete_file(info.path)
-                swept += 1
+                swept += _sweep_unless_held(info.path)
         return swept
+
+
+def _held_while_written(temporary: Path) -> int:
+    """A descriptor holding an exclusive `flock` on `temporary`, created under another name
+    and locked before it gets the one `sweep_temporary` looks for: another process's sweep
+    (a sync started beside this one) must not remove a file being written."""
+    creating = temporary.with_name(temporary.name + ".new")
+    held = os.open(creating, os.O_WRONLY | os.O_CREAT, 0o644)
+    fcntl.flock(held, fcntl.LOCK_EX)
+    os.rename(creating, temporary)
+    return held
+
+
+def _sweep_unless_held(path: str) -> int:
+    """Remove a temporary file no live process is writing; 1 if it was removed."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return 0
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:  # a live run is writing it
+        return 0
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        return 1
+    finally:
+        os.close(fd)
 
 
 def file_day(path: str) -> date:

@@ -20,11 +20,9 @@ from pipelines.catalog import refresh_warehouse
 from pipelines.lake import Lake
 from pipelines.landing import today
 from pipelines.problems import SetupError
-from pipelines.reconcile import reconcile
 from pipelines.settings import load_settings
 from tests.distributed.conftest import Deployment
-from tests.pipelines.test_comment import workspace_id
-from tests.pipelines.test_object_store import TRUTH_BY_DAY, WINDOW_DAYS
+from tests.pipelines.test_object_store import WINDOW_DAYS, assert_lake_equals_truth
 
 #: Every pulled stream, each after the streams it reads, as `assets/sync.py` orders a sync
 #: (`run_order`): the day streams first, since members are looked up for the members of
@@ -38,40 +36,6 @@ def launch(deployment: Deployment, job: str, tags: dict[str, str]) -> None:
     """A run of `job` through the deployment's launcher (`Deployment.start_job`), waited for."""
     process, log = deployment.start_job(job, "--tags", json.dumps(tags))
     assert process.wait(timeout=RUN_SECONDS) == 0, log.read_text()[-5000:] + deployment.tails()
-
-
-def assert_lake_equals_truth(sandbox, lake: Lake, warehouse: str, first, last) -> None:
-    """As tests/pipelines/test_object_store.py compares a sync of every stream limited to the
-    days `first`..`last`: snapshot streams equal the truth's totals, day streams its rows per
-    day and connection, members and assignments the members of the landed messages."""
-    daily = {s for s in definitions.STREAMS if s.name in TRUTH_BY_DAY}
-    seen_in_messages = {s for s in definitions.STREAMS if s.key[:1] == ("channel_id",)}
-    whole = [s for s in definitions.STREAMS if s not in daily | seen_in_messages]
-    rows = reconcile(lake, warehouse, whole, sandbox.truth())
-    assert [r for r in rows if not r.equal] == [] and all(r.rows for r in rows)
-    scopes = {
-        "comment": {"default": workspace_id(sandbox)},
-        "conversation": {"default": "default", "jp": "jp"},
-    }
-    with lake.connect(warehouse, read_only=True) as con:
-        for stream in daily:
-            expected = {
-                (connection, day): count
-                for connection, scope in scopes[stream.service].items()
-                for day, count in sandbox.truth_days(stream.service, scope, stream.name).items()
-                if first.isoformat() <= day <= last.isoformat() and count
-            }
-            landed = con.execute(
-                f"SELECT connection, date::VARCHAR, count(*) FROM {stream.relation} GROUP BY ALL"
-            ).fetchall()
-            landed = {(connection, day): count for connection, day, count in landed}
-            assert sum(expected.values()) > 0 and landed == expected, stream.relation
-        for stream in seen_in_messages:
-            [(landed, seen)] = con.execute(
-                f"SELECT (SELECT count(*) FROM {stream.relation}), (SELECT count(*) FROM "
-                "(SELECT DISTINCT connection, channel_id, member_id FROM conversation.messages))"
-            ).fetchall()
-            assert landed == seen > 0, stream.relation
 
 
 def test_every_stream_synced_on_two_dask_workers_equals_the_truth(deployment, monkeypatch):

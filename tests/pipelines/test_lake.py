@@ -98,3 +98,18 @@ def test_a_lake_with_files_of_the_older_seconds_type_reads_and_rewrites_as_one(t
     rewritten = pq.read_table(old_file)
     assert rewritten.schema.field("moment").type == pa.timestamp("us", tz="UTC")
     assert rewritten.to_pylist() == [{"id": "old", "moment": AT}, {"id": "newer", "moment": AT}]
+
+
+def test_a_sweep_keeps_the_file_another_run_is_writing_and_removes_a_dead_ones(tmp_path):
+    """Regression: a sync started beside another swept the other's file being written, whose
+    rename then failed (found by tests/pipelines/test_sync.py's two syncs at once)."""
+    writing, sweeping = Lake(tmp_path / "lake"), Lake(tmp_path / "lake")
+    with writing.writer(EVENTS, "a", date(2026, 1, 2)) as out:
+        out.extend([{"id": "1", "moment": AT, "connection": "a"}])
+        [live] = list((tmp_path / "lake").rglob(f"*{TEMPORARY_SUFFIX}"))
+        left = live.with_name(f".default.parquet.dead{TEMPORARY_SUFFIX}")
+        left.write_bytes(b"a killed run's")  # nobody holds it
+        assert sweeping.sweep_temporary() == 1
+        assert live.exists() and not left.exists()
+    assert writing.days(EVENTS, "a") == [date(2026, 1, 2)]
+    assert not list((tmp_path / "lake").rglob(f"*{TEMPORARY_SUFFIX}"))

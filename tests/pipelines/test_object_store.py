@@ -69,6 +69,41 @@ def s3_root(s3_endpoint, monkeypatch) -> str:
     return f"s3://{bucket}/team/lake"
 
 
+def assert_lake_equals_truth(sandbox, lake: Lake, warehouse: str, first, last) -> None:
+    """A sync of every stream limited to the days `first`..`last` against the truth:
+    snapshot streams equal its totals, day streams its rows per day and connection (a day
+    without rows has no group in the landed count), members and assignments the members of
+    the landed messages."""
+    daily = {s for s in definitions.STREAMS if s.name in TRUTH_BY_DAY}
+    seen_in_messages = {s for s in definitions.STREAMS if s.key[:1] == ("channel_id",)}
+    whole = [s for s in definitions.STREAMS if s not in daily | seen_in_messages]
+    rows = reconcile(lake, warehouse, whole, sandbox.truth())
+    assert [r for r in rows if not r.equal] == [] and all(r.rows for r in rows)
+    scopes = {
+        "comment": {"default": workspace_id(sandbox)},
+        "conversation": {"default": "default", "jp": "jp"},
+    }
+    with lake.connect(warehouse, read_only=True) as con:
+        for stream in daily:
+            expected = {
+                (connection, day): count
+                for connection, scope in scopes[stream.service].items()
+                for day, count in sandbox.truth_days(stream.service, scope, stream.name).items()
+                if first.isoformat() <= day <= last.isoformat() and count
+            }
+            landed = con.execute(
+                f"SELECT connection, date::VARCHAR, count(*) FROM {stream.relation} GROUP BY ALL"
+            ).fetchall()
+            landed = {(connection, day): count for connection, day, count in landed}
+            assert sum(expected.values()) > 0 and landed == expected, stream.relation
+        for stream in seen_in_messages:
+            [(landed, seen)] = con.execute(
+                f"SELECT (SELECT count(*) FROM {stream.relation}), (SELECT count(*) FROM "
+                "(SELECT DISTINCT connection, channel_id, member_id FROM conversation.messages))"
+            ).fetchall()
+            assert landed == seen > 0, stream.relation
+
+
 def test_files_land_whole_and_the_lake_is_read_as_its_state(s3_root):
     lake = Lake(s3_root)
     assert lake.files(EVENTS) == [] and lake.relation(EVENTS) is None
@@ -136,38 +171,7 @@ def test_a_sync_of_every_stream_into_the_bucket_equals_the_truth(
     assert not (tmp_path / "lake").exists(), "a local lake was written"
     lake, warehouse = Lake(s3_root), os.environ["WAREHOUSE_PATH"]
 
-    daily = {s for s in definitions.STREAMS if s.name in TRUTH_BY_DAY}
-    seen_in_messages = {s for s in definitions.STREAMS if s.key[:1] == ("channel_id",)}
-    whole = [s for s in definitions.STREAMS if s not in daily | seen_in_messages]
-    rows = reconcile(lake, warehouse, whole, frozen_sandbox.truth())
-    assert [r for r in rows if not r.equal] == [] and all(r.rows for r in rows)
-    with lake.connect(warehouse, read_only=True) as con:
-        scopes = {
-            "comment": {"default": workspace_id(frozen_sandbox)},
-            "conversation": {"default": "default", "jp": "jp"},
-        }
-        for stream in daily:
-            expected = {
-                (connection, day): count
-                for connection, scope in scopes[stream.service].items()
-                for day, count in frozen_sandbox.truth_days(
-                    stream.service, scope, stream.name
-                ).items()
-                # A day without rows has no group in the landed count (just after a
-                # midnight, today may have none yet).
-                if first.isoformat() <= day <= last.isoformat() and count
-            }
-            landed = con.execute(
-                f"SELECT connection, date::VARCHAR, count(*) FROM {stream.relation} GROUP BY ALL"
-            ).fetchall()
-            landed = {(connection, day): count for connection, day, count in landed}
-            assert sum(expected.values()) > 0 and landed == expected, stream.relation
-        for stream in seen_in_messages:
-            [(landed, seen)] = con.execute(
-                f"SELECT (SELECT count(*) FROM {stream.relation}), (SELECT count(*) FROM "
-                "(SELECT DISTINCT connection, channel_id, member_id FROM conversation.messages))"
-            ).fetchall()
-            assert landed == seen > 0, stream.relation
+    assert_lake_equals_truth(frozen_sandbox, lake, warehouse, first, last)
 
 
 def test_a_push_from_the_bucket_then_another_sends_nothing(

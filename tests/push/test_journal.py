@@ -39,6 +39,33 @@ def ledger_keys(lake: Lake) -> list[str]:
     return [] if relation is None else [k for (k,) in lake.query(f"SELECT key FROM {relation}")]
 
 
+def compact_beside_a_writer(lake: Lake, writer, compactors, after_batch=None) -> None:
+    """50 batches of 10 recorded by `writer` while each of `compactors` compacts over and
+    over, then once more: every row reaches the ledger once."""
+    done = threading.Event()
+
+    def record() -> None:
+        for batch in range(50):
+            writer.record(entries(batch * 10, 10))
+            if after_batch is not None:
+                after_batch(batch)
+        done.set()
+
+    def compact(journal) -> None:
+        while not done.is_set():
+            journal.compact(lake, PUSHED)
+        journal.compact(lake, PUSHED)
+
+    threads = [threading.Thread(target=record)]
+    threads += [threading.Thread(target=compact, args=(j,)) for j in compactors]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    keys = ledger_keys(lake)
+    assert len(keys) == len(set(keys)) == 500
+
+
 @pytest.fixture
 def lake(tmp_path) -> Lake:
     return Lake(tmp_path / "lake")
@@ -85,28 +112,12 @@ def test_compactions_in_several_processes_at_once_write_each_row_once(lake):
     that starts, while two compactions run."""
     path = journal_path(lake.root)
     writer, compactors = Journal(path), [Journal(path), Journal(path)]
-    done = threading.Event()
 
-    def record() -> None:
-        for batch in range(50):
-            writer.record(entries(batch * 10, 10))
-            if batch % 5 == 4:
-                writer.close()  # the push ends; the next record opens a file of its own
-        done.set()
+    def push_ends_now_and_then(batch: int) -> None:
+        if batch % 5 == 4:
+            writer.close()  # the push ends; the next record opens a file of its own
 
-    def compact(journal: Journal) -> None:
-        while not done.is_set():
-            journal.compact(lake, PUSHED)
-        journal.compact(lake, PUSHED)
-
-    threads = [threading.Thread(target=record)]
-    threads += [threading.Thread(target=compact, args=(j,)) for j in compactors]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
-    keys = ledger_keys(lake)
-    assert len(keys) == len(set(keys)) == 500
+    compact_beside_a_writer(lake, writer, compactors, push_ends_now_and_then)
     assert list(path.iterdir()) == []
     for journal in (writer, *compactors):
         journal.close()
@@ -175,26 +186,7 @@ def test_shared_compactions_at_once_beside_a_writer_write_each_row_once(lake, sh
     the ledger once and the journal is left empty."""
     writer = PostgresJournal(shared_store, lake.place.uri)
     compactors = [PostgresJournal(shared_store, lake.place.uri) for _ in range(2)]
-    done = threading.Event()
-
-    def record() -> None:
-        for batch in range(50):
-            writer.record(entries(batch * 10, 10))
-        done.set()
-
-    def compact(journal: PostgresJournal) -> None:
-        while not done.is_set():
-            journal.compact(lake, PUSHED)
-        journal.compact(lake, PUSHED)
-
-    threads = [threading.Thread(target=record)]
-    threads += [threading.Thread(target=compact, args=(j,)) for j in compactors]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
-    keys = ledger_keys(lake)
-    assert len(keys) == len(set(keys)) == 500
+    compact_beside_a_writer(lake, writer, compactors)
     assert writer.compact(lake, PUSHED) == 0
 
 

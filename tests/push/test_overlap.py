@@ -64,6 +64,24 @@ def each_event_stored_once(sandbox, resources, planned: int) -> None:
     assert all(count <= keys_of[body] for body, count in bodies.items())
 
 
+def resent(sandbox, resources, record_types) -> int:
+    """Submissions beyond the first over every key of `record_types`, each key asserted to
+    hold its newest valid version."""
+    return sum(
+        entry["submissions"] - 1
+        for record_type in record_types
+        for entry in held_as_expected(sandbox, resources, record_type).values()
+    )
+
+
+def failed_push(resources, record_types: list[str]) -> str:
+    """The reason of a push that must fail."""
+    failed = run_push(resources, record_types=record_types, check=False)
+    assert not failed.success
+    [failure] = [e for e in failed.all_events if e.is_step_failure]
+    return failure_reason(failure)
+
+
 def test_pushes_started_together_and_apart_send_everything_once(start_sandbox, sync_env):
     """Three pushes of everything over one lake: two started together, a third 1.5 s
     later. One holds the lake's lease, the others wait for it and then find nothing left
@@ -182,10 +200,7 @@ def test_a_journal_that_fails_part_way_stops_the_sends_at_once(
         return real_write(fd, data)
 
     monkeypatch.setattr(journal_module.os, "write", filling)
-    failed = run_push(resources, record_types=types, check=False)
-    assert not failed.success
-    [failure] = [e for e in failed.all_events if e.is_step_failure]
-    message = failure_reason(failure)
+    message = failed_push(resources, types)
     assert "the push journal at" in message and "PUSH_JOURNAL" in message
     assert "No space left on device" in message
     sent_before = submissions(sandbox)
@@ -193,10 +208,7 @@ def test_a_journal_that_fails_part_way_stops_the_sends_at_once(
 
     monkeypatch.setattr(journal_module.os, "write", real_write)
     run_push(resources, record_types=types)
-    twice = 0
-    for record_type in types:
-        held = held_as_expected(sandbox, resources, record_type)
-        twice += sum(entry["submissions"] - 1 for entry in held.values())
+    twice = resent(sandbox, resources, types)
     assert twice <= send.WORKERS
 
 
@@ -222,10 +234,7 @@ def test_with_a_shared_store_a_push_killed_on_a_host_that_goes_away_resumes_on_a
     assert push_until(sandbox, env, types, None) == 0
     assert not list(host_folder.glob("journal/*.jsonl"))  # nothing of it on this host
 
-    twice = 0
-    for record_type in ("coupon", "order"):
-        held = held_as_expected(sandbox, resources, record_type)
-        twice += sum(entry["submissions"] - 1 for entry in held.values())
+    twice = resent(sandbox, resources, ("coupon", "order"))
     stored = httpx.get(f"{sandbox.url}/_sandbox/datahub/default/behavior-events/all").json()
     in_doubt = len(rejected_rows(resources, "in_doubt"))
     # Behavior events are sent at most once: a kill leaves its in-flight ones in doubt.
@@ -250,10 +259,7 @@ def test_a_shared_journal_that_refuses_part_way_stops_the_sends_at_once(
             db.execute(statement)
         db.execute(REFUSE_AFTER_40)
     types = ["coupon", "order"]
-    failed = run_push(resources, record_types=types, check=False)
-    assert not failed.success
-    [failure] = [e for e in failed.all_events if e.is_step_failure]
-    message = failure_reason(failure)
+    message = failed_push(resources, types)
     assert "the push journal at" in message and "SYNC_STORE" in message
     assert "No space left on device" in message
     assert 40 <= submissions(sandbox) <= 40 + send.WORKERS
@@ -261,10 +267,7 @@ def test_a_shared_journal_that_refuses_part_way_stops_the_sends_at_once(
     with psycopg.connect(shared_store, autocommit=True) as db:
         db.execute("DROP TRIGGER refuse ON warehouse_sync_push_journal")
     run_push(resources, record_types=types)
-    twice = 0
-    for record_type in types:
-        held = held_as_expected(sandbox, resources, record_type)
-        twice += sum(entry["submissions"] - 1 for entry in held.values())
+    twice = resent(sandbox, resources, types)
     assert twice <= send.WORKERS
 
 
