@@ -4,7 +4,7 @@ the warehouse file, so a check never waits on its lock)."""
 import dagster as dg
 
 from assets.resources import LakeResource
-from pipelines.damaged import FOLDER, damaged_of, unreadable
+from pipelines.damaged import FOLDER, REASON_SUFFIX, damaged_of, set_aside_damaged
 from pipelines.drift import drift_in_lake
 from pipelines.lake import Stream
 
@@ -93,41 +93,45 @@ def schema_matches_check(stream: Stream, asset_key: dg.AssetKey) -> dg.AssetChec
 
 
 def files_readable_check(stream: Stream, asset_key: dg.AssetKey) -> dg.AssetChecksDefinition:
-    """Every file of the stream has a readable footer, and none found damaged lies set aside
-    for a person to look at (`pipelines/damaged.py`: the next landing moves a damaged one
-    aside and lands its day again); warns otherwise, naming the files."""
+    """Every page of every file of the stream reads (checksums verified), and no damaged
+    file lies set aside for a person to look at. What it finds damaged it sets aside, as any
+    reader does (`pipelines/damaged.py`); the next sync lands those days again. Warns,
+    naming the files."""
 
     @dg.asset_check(
         asset=asset_key,
         name="files_readable",
         blocking=False,
         description=(
-            f"Every file of {stream.relation} reads as Parquet, and none was found damaged: "
-            f"one that was is moved to `{FOLDER}/` in the lake with its reason, and landed "
-            "again."
+            f"Every page of every file of {stream.relation} reads as Parquet, checksums "
+            f"verified, and no damaged file lies in `{FOLDER}/` in the lake. One found damaged "
+            "is moved there with its reason, and its day or snapshot lands again with the "
+            "next sync."
         ),
     )
     def files_readable(lake: LakeResource) -> dg.AssetCheckResult:
         store = lake.lake()
+        found = set_aside_damaged(store, stream, pages=True)
         files = store.files(stream)
         set_aside = damaged_of(store, stream)
         if not files and not set_aside:
             return nothing_compared(f"{stream.relation} not landed")
-        damaged = {store.uri(path): why for path in files if (why := unreadable(store, path))}
-        problems = [
-            f"{path}: {why} (the next landing sets it aside)" for path, why in damaged.items()
-        ]
-        problems += [f"{path}: set aside, its day landed again" for path in set_aside]
         return dg.AssetCheckResult(
-            passed=not problems,
+            passed=not set_aside,
             severity=dg.AssetCheckSeverity.WARN,
             description=(
-                f"{len(problems)} damaged file(s); look at those set aside and their "
-                f".reason.txt, then delete them: {'; '.join(problems)}"
-                if problems
+                "".join(f"found damaged: {f}. " for f in found)
+                + f"{len(set_aside)} damaged file(s) set aside; their days or snapshots land "
+                f"again with the next sync. Look at each and its {REASON_SUFFIX}, then delete "
+                f"them: {'; '.join(set_aside)}"
+                if set_aside
                 else None
             ),
-            metadata={"files": len(files), "damaged": damaged, "set_aside": set_aside},
+            metadata={
+                "files": len(files),
+                "found_now": {f.path: f.reason for f in found},
+                "set_aside": set_aside,
+            },
         )
 
     return files_readable

@@ -84,10 +84,11 @@ def stream_asset(declared: StreamAsset) -> dg.AssetsDefinition:
     def land(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         lake = context.resources.lake.lake()
         days = partition_days(context) if partitioned else None
-        # The run's own days only: the sync sets aside the rest before choosing its range,
-        # and the check `files_readable` names them meanwhile.
+        # The run's own days only, each page read (a day may be merged with what it holds):
+        # the sync sets aside the rest before choosing its range, and the check
+        # `files_readable` names them meanwhile.
         own_days = set(days) if days is not None and stream.daily else None
-        damaged = set_aside_damaged(lake, stream, own_days)
+        damaged = set_aside_damaged(lake, stream, own_days, pages=True)
         for found in damaged:
             context.log.warning(f"{stream.relation}: damaged file set aside, landed again: {found}")
         served, not_served = served_days(stream, days or [], today())

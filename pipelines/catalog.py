@@ -5,7 +5,7 @@ from pathlib import Path
 
 import duckdb
 
-from pipelines.damaged import set_aside_damaged
+from pipelines.damaged import SetAside, set_aside_damaged
 from pipelines.lake import Lake
 from pipelines.push import ledger
 from pipelines.streams import comment, conversation, datahub
@@ -47,9 +47,19 @@ def refresh_warehouse(
     except duckdb.Error:
         # A view reads its files' footers when it is defined: a damaged file fails the
         # build. Set aside, the views are built over the rest, and its day lands again.
-        damaged = [f for s in WAREHOUSE_STREAMS for f in set_aside_damaged(warehouse.lake, s)]
+        damaged = set_aside_damaged_files(warehouse.lake)
         if not damaged:
             raise
         done = warehouse.refresh() or "views up to date"
-        done += "; damaged file(s) set aside: " + "; ".join(str(f) for f in damaged)
+        done += "; " + said(damaged)
     return f"{warehouse_path} ({done or 'views up to date'})"
+
+
+def set_aside_damaged_files(lake: Lake) -> list[SetAside]:
+    """Every file of the warehouse's streams that cannot be read, each page read: where a
+    query of the warehouse failed, and DuckDB's words name no file."""
+    return [f for s in WAREHOUSE_STREAMS for f in set_aside_damaged(lake, s, pages=True)]
+
+
+def said(damaged: Sequence[SetAside]) -> str:
+    return "damaged file(s) set aside: " + "; ".join(str(f) for f in damaged)

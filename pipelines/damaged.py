@@ -1,17 +1,21 @@
 """Damaged lake files: found when read, moved aside with their reason, landed again.
 
 A file that is not readable Parquet (empty, cut short, not Parquet at all, an unreadable
-footer) stops every reader of its stream: each sync would fail on it until someone deleted
-it by hand. So before a run lands a stream (a daily one's run: its own days; a sync: every
-day, before it chooses its range), and when the warehouse's views fail to build, the files'
-footers are read; a file whose footer cannot be is moved to
-`<lake>/_damaged/<service>/<stream>/...` (its path in the stream kept), with a `.reason.txt`
-beside it saying why and when. Its day or snapshot is then missing from the lake, which is
-the state: the same run lands it again where it is among the run's days or a snapshot, the
-next sync otherwise.
+footer, a damaged page) stops every reader of its stream: each sync would fail on it until
+someone deleted it by hand, and a query over it fails naming no file. A damaged file is
+moved to `<lake>/_damaged/<service>/<stream>/...` (its path in the stream kept), with a
+`.reason.txt` beside it saying why and when. Its day or snapshot is then missing from the
+lake, which is the state: the same run lands it again where it is among the run's days or a
+snapshot, the next sync otherwise.
 
-Only a file's own content is taken for damage (pyarrow's `ArrowInvalid`); a store that does
-not answer is the store's failure, raised as it is.
+How deep a file is read depends on the reader:
+- footers only, of every file, before a sync chooses its range (cheap: one small read each);
+- every page, checksums verified (pipelines/lake.py writes them), of the files a run is
+  about to land or merge, of every file when a query of the warehouse fails, and of every
+  file in the check `files_readable`, which sets aside what it finds like any reader.
+
+Only a file's own content is taken for damage: the file is fetched whole first, so a store
+or disk that fails to give it is that failure, raised as it is, and never moves a file.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from datetime import UTC, date, datetime
 
 import pyarrow as pa
 import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 
 from pipelines.lake import Lake, Stream, file_day
 
@@ -41,13 +46,29 @@ class SetAside:
         return f"{self.path}: {self.reason}; moved to {self.moved_to}"
 
 
-def unreadable(lake: Lake, path: str) -> str | None:
-    """Why the file's footer cannot be read, or None where it can."""
+def unreadable(lake: Lake, path: str, pages: bool = False) -> str | None:
+    """Why the file cannot be read, or None where it can: its footer, or with `pages` every
+    page too, each against its checksum."""
+    if not pages:
+        try:
+            lake.footer(path)
+        except pa.ArrowInvalid as problem:
+            return _reason(problem)
+        return None
+    with lake.fs.open_input_file(path) as stored:
+        content = stored.read_buffer()
     try:
-        lake.footer(path)
-    except pa.ArrowInvalid as problem:
-        return str(problem).strip().splitlines()[0] if str(problem).strip() else "unreadable"
+        parquet = pq.ParquetFile(pa.BufferReader(content), page_checksum_verification=True)
+        for _ in parquet.iter_batches():
+            pass
+    except (pa.ArrowException, OSError) as problem:
+        return _reason(problem)
     return None
+
+
+def _reason(problem: Exception) -> str:
+    text = str(problem).strip()
+    return text.splitlines()[0] if text else type(problem).__name__
 
 
 def set_aside(lake: Lake, path: str, reason: str) -> SetAside:
@@ -63,16 +84,17 @@ def set_aside(lake: Lake, path: str, reason: str) -> SetAside:
 
 
 def set_aside_damaged(
-    lake: Lake, stream: Stream, days: Collection[date] | None = None
+    lake: Lake, stream: Stream, days: Collection[date] | None = None, pages: bool = False
 ) -> list[SetAside]:
-    """Every file of `stream` (of a daily stream, of `days` only where given) whose footer
-    cannot be read, moved aside."""
+    """Every file of `stream` (of a daily stream, of `days` only where given) that cannot be
+    read (its footer, or with `pages` every page), moved aside."""
     found = []
-    for path in lake.files(stream):
+    for path, written in sorted(lake.written(stream).items()):
         if days is not None and file_day(path) not in days:
             continue
-        reason = unreadable(lake, path)
-        if reason is not None:
+        reason = unreadable(lake, path, pages)
+        # A landing beside this one may have just replaced the file whole: that one is new.
+        if reason is not None and lake.modified_ns(path) == written:
             found.append(set_aside(lake, path, reason))
     return found
 

@@ -208,7 +208,8 @@ class Lake:
         return self.fs.get_file_info(path).mtime_ns
 
     def parquet_file(self, path: str) -> pq.ParquetFile:
-        return pq.ParquetFile(self.fs.open_input_file(path))
+        # Pages carry checksums (`writer`): a damaged one fails here, not as wrong rows.
+        return pq.ParquetFile(self.fs.open_input_file(path), page_checksum_verification=True)
 
     def footer(self, path: str) -> pq.FileMetaData:
         return pq.read_metadata(self.fs.open_input_file(path))
@@ -246,7 +247,8 @@ class Lake:
         )
         with self._placed(self.path(stream, connection, day)) as temporary:
             writer = PartitionWriter(
-                pq.ParquetWriter(temporary, schema, compression="zstd"), schema
+                pq.ParquetWriter(temporary, schema, compression="zstd", write_page_checksum=True),
+                schema,
             )
             try:
                 yield writer
