@@ -100,14 +100,14 @@ def run_push_command(dry_run: bool, record_types: list[str], resend_in_doubt: bo
 
 
 def run_check_command() -> int:
-    """A table of every connection, ok, WARN or what to do; exit 1 if any failed."""
+    """A table of every connection, the lake and the shared store, ok, WARN or what to do;
+    exit 1 if any failed."""
     from assets.resources import build_resources
-    from pipelines.check import check_connections, check_webhook_secret
+    from pipelines.check import check_everything
 
     settings = load_settings()
     resources = build_resources(settings)
-    checked = check_connections({s: resources[s] for s in settings.connections})
-    checked.append(check_webhook_secret())
+    checked = check_everything({s: resources[s] for s in settings.connections}, settings.lake_root)
     widths = [max(len(getattr(c, f)) for c in checked) for f in ("service", "connection", "url")]
     for c in checked:
         cells = (c.service, c.connection, c.url)
@@ -176,10 +176,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    if args.command == "check":  # it checks the lake among the rest
+        return run_check_command()
     settings = load_settings()
     lake = verified_lake(settings.lake_root)
-    if args.command == "check":
-        return run_check_command()
     if args.command == "push":
         return run_push_command(args.dry_run, args.types or [], args.resend_in_doubt)
     if args.command == "warehouse":

@@ -1,11 +1,17 @@
 """`python -m pipelines check` for the UI: the job `check_setup` makes the same cheap
-authenticated call per connection (`pipelines/check.py`), shows every connection's result
-as a table, and fails naming each connection that is not right and what to do."""
+authenticated call per connection and checks the lake and the shared store
+(`pipelines/check.py`), shows every result as a table, and fails naming each that is not
+right and what to do."""
 
 import dagster as dg
 
-from assets.resources import CommentAutomationResource, ConversationResource, DataHubResource
-from pipelines.check import check_connections, check_webhook_secret
+from assets.resources import (
+    CommentAutomationResource,
+    ConversationResource,
+    DataHubResource,
+    LakeResource,
+)
+from pipelines.check import check_everything
 
 _COLUMNS = dg.TableSchema(
     columns=[
@@ -17,17 +23,21 @@ _COLUMNS = dg.TableSchema(
 )
 
 
-@dg.op(description="One cheap authenticated call per connection, and the webhook secret.")
+@dg.op(
+    description=(
+        "One cheap authenticated call per connection; the lake written to, the shared store "
+        "reached, the webhook secret present."
+    )
+)
 def check_every_connection(
     context: dg.OpExecutionContext,
     comment: CommentAutomationResource,
     conversation: ConversationResource,
     datahub: DataHubResource,
+    lake: LakeResource,
 ) -> dg.Output:
-    checked = check_connections(
-        {"comment": comment, "conversation": conversation, "datahub": datahub}
-    )
-    checked.append(check_webhook_secret())
+    services = {"comment": comment, "conversation": conversation, "datahub": datahub}
+    checked = check_everything(services, lake.lake_root)
     table = dg.MetadataValue.table(
         records=[
             dg.TableRecord(
@@ -51,11 +61,14 @@ def check_every_connection(
     for c in checked:
         if c.warning:
             context.log.warning(f"{c.service} {c.connection}: {c.warning}")
-    context.log.info(f"all {len(checked)} connections are right")
+    context.log.info(f"all {len(checked)} rows are right")
     return dg.Output(None, metadata={"connections": table})
 
 
-@dg.job(description="Is the setup right? One call per connection; fails naming what to fix.")
+@dg.job(
+    description="Is the setup right? One call per connection, the lake, the shared store; "
+    "fails naming what to fix."
+)
 def check_setup():
     check_every_connection()
 

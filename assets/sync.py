@@ -15,7 +15,6 @@ from datetime import date, timedelta
 from types import ModuleType
 
 import dagster as dg
-import duckdb
 from dagster._core.storage.tags import (
     ASSET_PARTITION_RANGE_END_TAG,
     ASSET_PARTITION_RANGE_START_TAG,
@@ -29,9 +28,8 @@ from pipelines.catalog import PULLED, refresh_warehouse
 from pipelines.damaged import set_aside_damaged
 from pipelines.lake import Lake, Stream
 from pipelines.landing import today
-from pipelines.object_store import lake_fault
 from pipelines.settings import Settings, load_settings
-from pipelines.warehouse import WarehouseBusy
+from pipelines.warehouse import WarehouseBusy, WarehouseUnavailable
 
 FIRST_PARTITION = daily.start.date()
 
@@ -263,12 +261,6 @@ def refreshed(settings: Settings) -> tuple[str, str]:
         done = refresh_warehouse(
             settings.lake_root, settings.warehouse_path, settings.warehouse_sql
         )
-    except WarehouseBusy as busy:
-        return "", str(busy)
-    except (OSError, duckdb.IOException) as error:
-        fault = lake_fault(error, settings.lake_root)
-        if fault is None:
-            cause = str(error).strip().splitlines()[0]
-            fault = f"LAKE_ROOT={settings.lake_root}: the views could not read the lake ({cause})"
-        return "", f"{fault}; the views are built again by the next sync or `warehouse`"
+    except (WarehouseBusy, WarehouseUnavailable) as failed:
+        return "", str(failed)
     return done, ""

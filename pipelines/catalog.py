@@ -7,9 +7,10 @@ import duckdb
 
 from pipelines.damaged import SetAside, set_aside_damaged
 from pipelines.lake import Lake
+from pipelines.object_store import disk_refusal, lake_fault
 from pipelines.push import ledger
 from pipelines.streams import comment, conversation, datahub
-from pipelines.warehouse import Warehouse
+from pipelines.warehouse import Warehouse, WarehouseUnavailable
 from pipelines.webhooks.compaction import WEBHOOK_EVENTS, WEBHOOK_QUARANTINE
 
 #: The streams the pull lands, service by service.
@@ -38,21 +39,43 @@ def refresh_warehouse(
     lake_root: str | Path, warehouse_path: str | Path, extra_sql: Sequence[str | Path]
 ) -> str:
     """Bring the views up to date and say what happened. Sessions open on the file do not
-    stop it (pipelines/warehouse.py); when it truly cannot be done (a session's unsaved
-    changes), `WarehouseBusy` says what to do, and callers fail with it rather than leave
-    views behind the lake unnoticed."""
+    stop it (pipelines/warehouse.py); when it truly cannot be done, `WarehouseBusy` (a
+    session's unsaved changes) or `WarehouseUnavailable` (the lake or the disk failing) says
+    what to do, and callers fail with it rather than leave views behind the lake unnoticed."""
     warehouse = warehouse_of(lake_root, warehouse_path, extra_sql)
     try:
-        done = warehouse.refresh()
-    except duckdb.Error:
-        # A view reads its files' footers when it is defined: a damaged file fails the
-        # build. Set aside, the views are built over the rest, and its day lands again.
-        damaged = set_aside_damaged_files(warehouse.lake)
-        if not damaged:
-            raise
-        done = warehouse.refresh() or "views up to date"
-        done += "; " + said(damaged)
+        try:
+            done = warehouse.refresh()
+        except duckdb.Error as error:
+            # A view reads its files' footers when it is defined: a damaged file fails the
+            # build. Set aside, the views are built over the rest, and its day lands again.
+            damaged = [] if disk_refusal(error) else set_aside_damaged_files(warehouse.lake)
+            if not damaged:
+                raise
+            done = (warehouse.refresh() or "views up to date") + "; " + said(damaged)
+    except (OSError, duckdb.IOException) as error:
+        raise WarehouseUnavailable(
+            environment_fault(error, str(lake_root), Path(warehouse_path))
+        ) from None
     return f"{warehouse_path} ({done or 'views up to date'})"
+
+
+def environment_fault(error: BaseException, lake_root: str, warehouse_path: Path) -> str:
+    """What failed while the views were built, named by its setting: the warehouse file's
+    disk, or the lake's disk or store."""
+    then = "the views are built again by the next sync or `warehouse`"
+    cause = disk_refusal(error)
+    if cause is not None and str(warehouse_path.parent) in str(error):
+        return (
+            f"WAREHOUSE_PATH={warehouse_path}: its disk refused a write ({cause}): free space "
+            f"there or point WAREHOUSE_PATH at a disk with room; {then}"
+        )
+    fault = lake_fault(error, lake_root, then)
+    if fault is not None:
+        return str(fault)
+    text = str(error).strip()
+    first = text.splitlines()[0] if text else type(error).__name__
+    return f"LAKE_ROOT={lake_root}: the views could not read the lake ({first}); {then}"
 
 
 def set_aside_damaged_files(lake: Lake) -> list[SetAside]:

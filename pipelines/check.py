@@ -1,16 +1,25 @@
 """`python -m pipelines check`: is the setup right? One cheap authenticated call per
-connection (the cheapest read each service documents), and the webhook receiver's secret
-present, each with ok or the reason and what to do (`pipelines/clients/failures.py`)."""
+connection (the cheapest read each service documents), the lake written to, the shared
+store reached, and the webhook receiver's secret present, each with ok or the reason and
+what to do (`pipelines/clients/failures.py`, `pipelines/object_store.py`)."""
 
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass
+
+import pyarrow.fs as pafs
 
 from pipelines.clients.base import Service
 from pipelines.clients.comment import CommentClient
 from pipelines.clients.failures import isolated
+from pipelines.damaged import FOLDER, REASON_SUFFIX
+from pipelines.lake import Lake
+from pipelines.object_store import lake_fault
+from pipelines.problems import SetupError
+from pipelines.shared_store import STORE_VARIABLE, Postgres, first_line, shown, store_url
 from pipelines.transport import CallStats, Transport
 from pipelines.webhooks.receiver import SECRET_VARIABLE
 
@@ -39,6 +48,17 @@ class Checked:
     def result(self) -> str:
         """`ok`, `WARN` or `FAILED`, as the check's table shows it."""
         return "FAILED" if self.problem else "WARN" if self.warning else "ok"
+
+
+def check_everything(services: dict[str, Service], lake_root: str) -> list[Checked]:
+    """Every row of the check, in the order it is shown: the connections, then the lake,
+    the shared store and the webhook secret."""
+    return [
+        *check_connections(services),
+        check_lake(lake_root),
+        check_shared_store(),
+        check_webhook_secret(),
+    ]
 
 
 def check_connections(services: dict[str, Service]) -> list[Checked]:
@@ -74,3 +94,45 @@ def check_webhook_secret() -> Checked:
         )
     )
     return Checked("datahub", "webhooks", f"${SECRET_VARIABLE}", warning=warning)
+
+
+def check_lake(root: str) -> Checked:
+    """The lake: its store answers, a small file can be written there and removed (a full
+    disk, a store that refuses writes, a key that may only read fail here), and no damaged
+    file lies set aside (`pipelines/damaged.py`), which is a warning."""
+    try:
+        lake = Lake(root)
+        lake.verify()
+        probe = f"{lake.root}/.check-{socket.gethostname()}-{os.getpid()}"
+        lake.fs.create_dir(lake.root, recursive=True)
+        with lake.fs.open_output_stream(probe) as out:
+            out.write(b"\0" * 4096)
+        lake.fs.delete_file(probe)
+        selector = pafs.FileSelector(f"{lake.root}/{FOLDER}", allow_not_found=True, recursive=True)
+        listed = lake.fs.get_file_info(selector)
+    except SetupError as problem:
+        return Checked("lake", "LAKE_ROOT", root, str(problem))
+    except OSError as error:
+        fault = lake_fault(error, root)
+        problem = str(fault) if fault else f"LAKE_ROOT={root}: {first_line(error, root)}"
+        return Checked("lake", "LAKE_ROOT", root, problem)
+    damaged = [i for i in listed if i.is_file and not i.path.endswith(REASON_SUFFIX)]
+    warning = (
+        f"{len(damaged)} damaged file(s) set aside in {lake.uri(f'{lake.root}/{FOLDER}')}; "
+        f"their days landed again. Look at each and its {REASON_SUFFIX}, then delete them"
+        if damaged
+        else ""
+    )
+    return Checked("lake", "LAKE_ROOT", root, warning=warning)
+
+
+def check_shared_store() -> Checked:
+    """The deployment's shared store answers, where `SYNC_STORE` names one."""
+    try:
+        url = store_url()
+        if url is None:
+            return Checked("store", STORE_VARIABLE, "unset: state in files of this host")
+        Postgres(url, "the shared store", STORE_VARIABLE).run("SELECT 1")
+    except SetupError as problem:
+        return Checked("store", STORE_VARIABLE, shown(os.environ[STORE_VARIABLE]), str(problem))
+    return Checked("store", STORE_VARIABLE, shown(url))

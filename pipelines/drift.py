@@ -39,7 +39,7 @@ from typing import Any
 import pyarrow as pa
 import pydantic
 
-from pipelines.lake import EXTRA, QUERY_SETTINGS, Lake, Stream
+from pipelines.lake import EXTRA, Lake, Stream
 from pipelines.problems import SetupError
 
 #: The sections of an `_extra` object, in the order they are reported.
@@ -292,7 +292,7 @@ def drift_in_lake(lake: Lake, stream: Stream) -> tuple[int, dict[str, dict[str, 
         return 0, {}
     found: dict[str, dict[str, int]] = {}
     # Both in one DuckDB: opening one costs more than counting (~20 ms).
-    with lake.connect(config=QUERY_SETTINGS) as con:
+    with lake.connect(spill=True) as con:
         [(rows,)] = con.execute(f"SELECT count(*) FROM {relation}").fetchall()
         for kind, path, count in con.execute(DRIFT_IN_LAKE.format(relation=relation)).fetchall():
             found.setdefault(kind, {})[path] = count

@@ -15,10 +15,8 @@ write that fails removes its temporary file; one a killed process left is remove
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import re
-import tempfile
 import threading
 import uuid
 from collections.abc import Iterable, Iterator
@@ -34,6 +32,7 @@ import pyarrow.parquet as pq
 import pydantic
 
 from pipelines import object_store
+from pipelines.held_files import held_while_written, remove_unless_held
 
 # Arrow's buffers from malloc, not its default mimalloc pool, which keeps freed pages: a
 # year of trigger logs peaks 20 MB lower (bench: pull, peak memory), no slower.
@@ -54,11 +53,10 @@ ROW_GROUP_ROWS = 10_000
 #: seen in messages): beyond it DuckDB spills to the system's temporary folder, so a check
 #: over a year of rows stays within the sync's memory (bench: pull, peak memory) and takes
 #: no longer. Not for queries whose answer is rows (the push's): those need their size.
-QUERY_SETTINGS = {
+SPILL_SETTINGS = {
     "memory_limit": "16MB",
     "threads": 1,  # each thread needs buffers of its own
     "preserve_insertion_order": False,
-    "temp_directory": tempfile.gettempdir(),
 }
 
 
@@ -271,9 +269,9 @@ class Lake:
             folder = PurePosixPath(target).parent
             self.fs.create_dir(str(folder))
             temporary = Path(folder, name)
-            held = _held_while_written(temporary)
+            held = held_while_written(temporary)
         else:
-            temporary = Path(tempfile.gettempdir(), name)
+            temporary = Path(object_store.temporary_folder(), name)
         try:
             yield str(temporary)
             if self.place.local:
@@ -319,11 +317,15 @@ class Lake:
         )
 
     def connect(
-        self, database: str = ":memory:", *, read_only: bool = False, config: dict | None = None
+        self, database: str = ":memory:", *, read_only: bool = False, spill: bool = False
     ) -> duckdb.DuckDBPyConnection:
         """A DuckDB connection that reads the lake's `relation()`s and the warehouse's views
-        over them: on an object store, through the lake's filesystem (`pipelines/lake_files.py`)."""
-        con = duckdb.connect(database, read_only=read_only, config=config or {})
+        over them: on an object store, through the lake's filesystem (`pipelines/lake_files.py`).
+        `spill`: keep to `SPILL_SETTINGS`' memory, for a query that aggregates the history."""
+        config = (
+            {**SPILL_SETTINGS, "temp_directory": object_store.temporary_folder()} if spill else {}
+        )
+        con = duckdb.connect(database, read_only=read_only, config=config)
         if not self.place.local:
             from pipelines.lake_files import LakeFiles  # fsspec: for a lake on a store only
 
@@ -335,8 +337,8 @@ class Lake:
     ) -> list[tuple]:
         """Run SQL over `relation()`s in a DuckDB of its own: the module-level default
         connection is shared by every thread of the process, and checks run side by side.
-        `spill`: keep to `QUERY_SETTINGS`' memory, for a query that aggregates the history."""
-        with self.connect(config=QUERY_SETTINGS if spill else None) as con:
+        `spill`: as for `connect`."""
+        with self.connect(spill=spill) as con:
             return con.execute(sql, parameters).fetchall()
 
     def verify(self) -> None:
@@ -355,37 +357,8 @@ class Lake:
         for info in self._listed(self.root):
             name = PurePosixPath(info.path).name
             if name.startswith(".") and name.endswith(TEMPORARY_SUFFIX):
-                swept += _sweep_unless_held(info.path)
+                swept += remove_unless_held(info.path)
         return swept
-
-
-def _held_while_written(temporary: Path) -> int:
-    """A descriptor holding an exclusive `flock` on `temporary`, created under another name
-    and locked before it gets the one `sweep_temporary` looks for: another process's sweep
-    (a sync started beside this one) must not remove a file being written."""
-    creating = temporary.with_name(temporary.name + ".new")
-    held = os.open(creating, os.O_WRONLY | os.O_CREAT, 0o644)
-    fcntl.flock(held, fcntl.LOCK_EX)
-    os.rename(creating, temporary)
-    return held
-
-
-def _sweep_unless_held(path: str) -> int:
-    """Remove a temporary file no live process is writing; 1 if it was removed."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return 0
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:  # a live run is writing it
-        return 0
-    else:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
-        return 1
-    finally:
-        os.close(fd)
 
 
 def file_day(path: str) -> date:

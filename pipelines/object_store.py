@@ -144,30 +144,55 @@ DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG, e
 DISK_WORDS = ("No space left", "Read-only file system", "Disk quota", "File too large")
 
 
-def lake_fault(error: BaseException, root: str) -> LakeUnavailable | None:
-    """The lake's own failure during a run, told with its setting; None where `error` is
-    not the lake's. A disk that refused a write (a local lake's, or for a lake on a store
-    the temporary folder files are written to before their upload), or a store that
+def temporary_folder() -> str:
+    """The system's temporary folder (`TMPDIR`), where DuckDB spills and a lake on a store
+    stages its files; asked when needed, since finding it writes a file there."""
+    try:
+        return tempfile.gettempdir()
+    except FileNotFoundError:
+        tried = os.environ.get("TMPDIR") or "/tmp"
+        raise LakeUnavailable(
+            f"no temporary folder can be written (TMPDIR, then {tried} and the system's "
+            "others): free space there, or point TMPDIR at a folder with room"
+        ) from None
+
+
+def disk_refusal(error: BaseException) -> str | None:
+    """Why a disk refused a write (full, read-only, over quota), where `error` is that (an
+    `OSError`, or DuckDB's `IOException` in its words); None otherwise."""
+    number = getattr(error, "errno", None)
+    if number in DISK_ERRNOS:
+        return os.strerror(number)
+    text = str(error)
+    return next((word for word in DISK_WORDS if word in text), None)
+
+
+#: What the next run does about what a failing lake kept this one from doing.
+NEXT_SYNC = "the next sync lands what this one could not"
+
+
+def lake_fault(error: BaseException, root: str, then: str = NEXT_SYNC) -> LakeUnavailable | None:
+    """The lake's own failure during a run, told with its setting and `then`; None where
+    `error` is not the lake's. A disk that refused a write (a local lake's, or for a lake on a
+    store the temporary folder files are written to before their upload), or a store that
     stopped answering or refused a request."""
     if not isinstance(error, OSError):
         return None
     text = str(error)
-    if error.errno in DISK_ERRNOS or any(word in text for word in DISK_WORDS):
-        cause = os.strerror(error.errno) if error.errno in DISK_ERRNOS else text.splitlines()[0]
+    cause = disk_refusal(error)
+    if cause is not None:
         where = (
             f"LAKE_ROOT={root}: its disk"
             if "://" not in root
-            else f"the temporary folder {tempfile.gettempdir()} (TMPDIR), where files of "
+            else f"the temporary folder {tempfile.tempdir or '/tmp'} (TMPDIR), where files of "
             f"LAKE_ROOT={root} are written before their upload,"
         )
         return LakeUnavailable(
             f"{where} refused a write ({cause}): free space there or point it at a disk with "
-            "room; the next sync lands what this one could not"
+            f"room; {then}"
         )
     if "://" in root and ("AWS Error" in text or "When " in text):
-        return LakeUnavailable(
-            f"{explain(error, root)}; the next sync lands what this one could not"
-        )
+        return LakeUnavailable(f"{explain(error, root)}; {then}")
     return None
 
 

@@ -42,6 +42,7 @@ from pathlib import Path, PurePosixPath
 import duckdb
 import pyarrow as pa
 
+from pipelines.held_files import held_while_written, remove_unless_held
 from pipelines.lake import Lake, Stream
 from pipelines.problems import SetupError
 
@@ -54,6 +55,8 @@ SOURCE = re.compile(r"\{\{\s*source\('(\w+)',\s*'(\w+)'\)\s*\}\}")
 #: Appended to the warehouse file's name for the file a rebuild replaced while a read-write
 #: session held it (`Warehouse.refresh`).
 PREVIOUS_SUFFIX = ".previous"
+#: A build's mark, held while it lives: what a killed build left is removed by the next.
+HELD_SUFFIX = ".held"
 
 
 def schema_order(schemas: Iterable[str]) -> list[str]:
@@ -77,6 +80,11 @@ def schemas_of(sql_dirs: Iterable[Path]) -> list[str]:
 class WarehouseBusy(Exception):
     """The warehouse file cannot be replaced without losing a session's unsaved changes; the
     lake is unaffected."""
+
+
+class WarehouseUnavailable(Exception):
+    """The views could not be built: the lake or the warehouse's disk failed. Said naming
+    the setting, and that the next build makes them."""
 
 
 def _literal(text: str) -> str:
@@ -175,14 +183,17 @@ class Warehouse:
 
         Raises `WarehouseBusy` if the old file has changes a read-write session has not
         saved (its `.wal`): replacing the file now would orphan them."""
-        temporary = self.path.with_name(f".{self.path.name}.{uuid.uuid4().hex}.tmp")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._sweep_killed_builds()
+        build = self.path.with_name(f".{self.path.name}.{uuid.uuid4().hex}")
+        held = held_while_written(build.with_name(build.name + HELD_SUFFIX))
+        temporary = build.with_name(build.name + ".tmp")
         try:
             with self.lake.connect() as builder:
                 statements = self.statements(builder)
                 fingerprint = _fingerprint(statements)
                 if self._current_fingerprint() == fingerprint:
                     return None
-                self.path.parent.mkdir(parents=True, exist_ok=True)
                 readable = self.path.exists() and _attach_old(builder, self.path)
                 builder.execute(f"ATTACH {_literal(str(temporary))} AS built")
                 builder.execute("USE built")
@@ -195,6 +206,25 @@ class Warehouse:
                 return self._replace(temporary, readable)
         finally:
             for leftover in (temporary, _wal(temporary), _link(temporary)):
+                leftover.unlink(missing_ok=True)
+            build.with_name(build.name + HELD_SUFFIX).unlink(missing_ok=True)
+            os.close(held)
+
+    def _sweep_killed_builds(self) -> None:
+        """Remove what builds killed half way left beside the file. A build holds its
+        `.held` file while it lives (`pipelines/held_files.py`), and makes it before any
+        other, so files of a build whose `.held` is gone, or no longer held, are leftovers."""
+        builds: dict[str, list[Path]] = {}
+        for found in self.path.parent.glob(f".{self.path.name}.*"):
+            build = found.name.removeprefix(f".{self.path.name}.").split(".")[0]
+            builds.setdefault(build, []).append(found)
+        for build, files in builds.items():
+            held = self.path.with_name(f".{self.path.name}.{build}{HELD_SUFFIX}")
+            if any(f.name.endswith(HELD_SUFFIX + ".new") for f in files):
+                continue  # a build being born
+            if held.exists() and not remove_unless_held(held):
+                continue  # a live build beside this one
+            for leftover in files:
                 leftover.unlink(missing_ok=True)
 
     def _replace(self, built: Path, readable: bool) -> str:

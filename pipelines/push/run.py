@@ -27,7 +27,7 @@ from pipelines.push.plan import OUTBOUND, OUTCOMES, Sending, make_plan
 from pipelines.push.send import send_plan
 from pipelines.streams.datahub import CUSTOM_FIELDS
 from pipelines.transport import CallStats
-from pipelines.warehouse import WarehouseBusy
+from pipelines.warehouse import WarehouseBusy, WarehouseUnavailable
 
 #: Record types in the order they are pushed (`OUTBOUND` is written in that order).
 ORDER = tuple(OUTBOUND)
@@ -85,8 +85,8 @@ def refresh(lake: LakeLocation) -> str:
     views, so that is reported, not a reason to send nothing."""
     try:
         return refresh_warehouse(lake.lake_root, lake.warehouse_path, lake.warehouse_sql)
-    except WarehouseBusy as busy:
-        return str(busy)
+    except (WarehouseBusy, WarehouseUnavailable) as failed:
+        return str(failed)
 
 
 @contextmanager

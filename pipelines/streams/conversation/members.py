@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from pipelines.clients.base import Connection
 from pipelines.clients.conversation import ConversationClient, ConversationService
-from pipelines.lake import QUERY_SETTINGS, Lake, Stream
+from pipelines.lake import Lake, Stream
 from pipelines.landing import Land, Landed, Pull
 from pipelines.schemas import model_row
 from pipelines.streams.conversation import ASSIGNMENTS, MEMBERS, MESSAGES
@@ -49,7 +49,7 @@ def count_members_seen(lake: Lake, connection: str) -> int:
     files = list(_message_file_times(lake, connection))
     if not files:
         return 0
-    with lake.connect(config=QUERY_SETTINGS) as con:
+    with lake.connect(spill=True) as con:
         query = f"SELECT count(*) FROM ({MEMBERS_SEEN})"
         [(count,)] = con.execute(query, {"files": files}).fetchall()
     return count
@@ -86,7 +86,7 @@ def plan_members(
     snapshot, or were not in it; everyone else keeps their row. So a sync with no new
     messages makes no lookups, and one with new messages looks up only their members.
     `everyone` (or a snapshot without the marker) looks up every member seen."""
-    with lake.connect(config=QUERY_SETTINGS) as con:
+    with lake.connect(spill=True) as con:
         files = _message_file_times(lake, connection)
         _distinct_members(con, "seen", list(files))
         snapshot = lake.path(stream, connection)
