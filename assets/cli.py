@@ -17,8 +17,8 @@ import duckdb
 
 from assets.sync import dagster_instance, failure_class, failure_reason, refreshed, run_sync
 from pipelines.catalog import PULLED, said, set_aside_damaged_files
+from pipelines.errors import SetupError
 from pipelines.lake import Lake, verified_lake
-from pipelines.problems import SetupError
 from pipelines.settings import Settings, load_settings
 
 

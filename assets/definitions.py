@@ -15,6 +15,7 @@ from assets.catalog import column_schema
 from assets.console import LOGGERS
 from assets.executors import executor
 from assets.resources import LakeResource, resources_or_problem
+from assets.told import told
 from pipelines.catalog import PULLED, refresh_warehouse
 from pipelines.lake import described
 
@@ -52,6 +53,7 @@ VIEWS_SCHEMA = pa.schema(
         "read-write session has unsaved changes in the file."
     ),
 )
+@told
 def warehouse_views(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
     outcome = refresh_warehouse(lake.lake_root, lake.warehouse_path, lake.warehouse_sql)
     context.log.info(f"warehouse: {outcome}")

@@ -6,7 +6,7 @@ import os
 
 import dagster as dg
 
-from pipelines.problems import SetupError
+from pipelines.errors import SetupError
 
 
 def _dask_executor() -> dg.ExecutorDefinition:

@@ -21,6 +21,7 @@ import dagster as dg
 
 from assets.catalog import row_count, stream_metadata
 from assets.partitions import daily, single_run
+from assets.told import told
 from pipelines.damaged import set_aside_damaged
 from pipelines.lake import Lake, Stream
 from pipelines.landing import Land, Landed, Pull, Refused, served_days, today
@@ -81,6 +82,7 @@ def stream_asset(declared: StreamAsset) -> dg.AssetsDefinition:
         backfill_policy=single_run if partitioned else None,
         required_resource_keys={"lake", stream.service},
     )
+    @told
     def land(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         lake = context.resources.lake.lake()
         days = partition_days(context) if partitioned else None

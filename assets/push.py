@@ -13,6 +13,7 @@ import dagster as dg
 from assets.catalog import column_schema_of
 from assets.factory import pool, service_tag
 from assets.resources import DataHubResource, LakeResource
+from assets.told import told
 from pipelines.push.plan import OUTBOUND
 from pipelines.push.run import ORDER, run_push
 from pipelines.push.validation import view_columns
@@ -68,6 +69,7 @@ class PushConfig(dg.Config):
 
 
 @dg.op(pool=pool("datahub"), description="Plan, and unless a dry run, send the outbound rows.")
+@told
 def push_to_datahub(
     context: dg.OpExecutionContext, config: PushConfig, lake: LakeResource, datahub: DataHubResource
 ) -> dg.Output:

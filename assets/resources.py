@@ -12,8 +12,8 @@ from pipelines.clients.base import Connection
 from pipelines.clients.comment import CommentAutomation
 from pipelines.clients.conversation import ConversationService
 from pipelines.clients.datahub import DataHub
+from pipelines.errors import SetupError
 from pipelines.lake import Lake, LakeLocation
-from pipelines.problems import SetupError
 from pipelines.settings import Settings, load_settings
 
 

@@ -24,6 +24,7 @@ from assets import webhooks
 from assets.console import LOGGERS, console_config
 from assets.partitions import daily
 from assets.resources import build_resources
+from assets.told import ERROR_CLASS
 from pipelines.catalog import PULLED, refresh_warehouse
 from pipelines.damaged import set_aside_damaged
 from pipelines.lake import Lake, Stream
@@ -121,7 +122,11 @@ def _innermost(event: dg.DagsterEvent):
 
 
 def failure_class(event: dg.DagsterEvent) -> str:
-    """The class name of a step failure's innermost cause."""
+    """The class name of a step failure's error: the product's, where the step told it
+    (`assets/told.py`), else its innermost cause's."""
+    told = event.step_failure_data.user_failure_data
+    if told is not None and ERROR_CLASS in told.metadata:
+        return told.metadata[ERROR_CLASS].value
     return _innermost(event).cls_name
 
 

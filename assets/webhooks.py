@@ -10,6 +10,7 @@ import dagster as dg
 from assets.catalog import stream_metadata
 from assets.factory import service_tag
 from assets.resources import LakeResource
+from assets.told import told
 from pipelines.catalog import refresh_warehouse
 from pipelines.webhooks.compaction import (
     WEBHOOK_EVENTS,
@@ -35,6 +36,7 @@ from pipelines.webhooks.inbox import inbox_path, open_inbox
         "day instead, with the reason and its raw body."
     ),
 )
+@told
 def webhook_events(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
     inbox = open_inbox(lake.lake_root, create=False)
     if inbox is None:

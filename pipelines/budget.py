@@ -42,8 +42,8 @@ from pathlib import Path
 from typing import Protocol
 from urllib.parse import urlsplit
 
+from pipelines.errors import SetupError
 from pipelines.local_data import host_dir
-from pipelines.problems import SetupError
 from pipelines.shared_store import (
     STORE_VARIABLE as SHARED_VARIABLE,
 )

@@ -80,8 +80,11 @@ def environment_fault(error: BaseException, lake_root: str, warehouse_path: Path
 
 def set_aside_damaged_files(lake: Lake) -> list[SetAside]:
     """Every file of the warehouse's streams that cannot be read, each page read: where a
-    query of the warehouse failed, and DuckDB's words name no file."""
-    return [f for s in WAREHOUSE_STREAMS for f in set_aside_damaged(lake, s, pages=True)]
+    query of the warehouse failed, and DuckDB's words name no file. The push ledger's are
+    not set aside but refused (`ledger.refuse_if_damaged`): no run can make them again."""
+    ledger.refuse_if_damaged(lake)
+    remade = [s for s in WAREHOUSE_STREAMS if s is not ledger.PUSHED]
+    return [f for s in remade for f in set_aside_damaged(lake, s, pages=True)]
 
 
 def said(damaged: Sequence[SetAside]) -> str:

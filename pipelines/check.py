@@ -16,9 +16,9 @@ from pipelines.clients.base import Service
 from pipelines.clients.comment import CommentClient
 from pipelines.clients.failures import isolated
 from pipelines.damaged import FOLDER, REASON_SUFFIX
+from pipelines.errors import SetupError
 from pipelines.lake import Lake
 from pipelines.object_store import lake_fault
-from pipelines.problems import SetupError
 from pipelines.shared_store import STORE_VARIABLE, Postgres, first_line, shown, store_url
 from pipelines.transport import CallStats, Transport
 from pipelines.webhooks.receiver import SECRET_VARIABLE

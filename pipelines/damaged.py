@@ -83,6 +83,12 @@ def set_aside(lake: Lake, path: str, reason: str) -> SetAside:
     return SetAside(lake.uri(path), lake.uri(target), reason)
 
 
+def damaged_files(lake: Lake, stream: Stream) -> dict[str, str]:
+    """Each file of `stream` that cannot be read, every page read, and why."""
+    found = {path: unreadable(lake, path, pages=True) for path in lake.files(stream)}
+    return {lake.uri(path): reason for path, reason in found.items() if reason is not None}
+
+
 def set_aside_damaged(
     lake: Lake, stream: Stream, days: Collection[date] | None = None, pages: bool = False
 ) -> list[SetAside]:

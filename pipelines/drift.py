@@ -39,8 +39,8 @@ from typing import Any
 import pyarrow as pa
 import pydantic
 
+from pipelines.errors import SetupError
 from pipelines.lake import EXTRA, Lake, Stream
-from pipelines.problems import SetupError
 
 #: The sections of an `_extra` object, in the order they are reported.
 KINDS = ("new", "retyped", "missing")

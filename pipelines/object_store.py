@@ -30,7 +30,8 @@ from urllib.parse import urlsplit
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from pipelines.problems import SetupError, refuse_keys
+from pipelines.errors import SetupError
+from pipelines.problems import refuse_keys
 
 SCHEMES = ("s3",)
 ENDPOINT_VARIABLES = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")

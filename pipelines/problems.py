@@ -8,6 +8,8 @@ import difflib
 import re
 from collections.abc import Mapping
 
+from pipelines.errors import SetupError
+
 #: What a variable that holds a key may be called: a value outside this (a key pasted where
 #: its variable's name belongs) is refused without being shown.
 VARIABLE_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
@@ -34,10 +36,6 @@ PLACES = (
     "AWS_ENDPOINT_URL",
     "AWS_ENDPOINT_URL_S3",
 )
-
-
-class SetupError(Exception):
-    """A setting that cannot work, with all there is to say in its message."""
 
 
 def refuse_keys(env: Mapping[str, str]) -> None:

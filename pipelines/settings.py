@@ -50,8 +50,9 @@ from pipelines.clients.base import Service
 from pipelines.clients.comment import CommentAutomation
 from pipelines.clients.conversation import ConversationService
 from pipelines.clients.datahub import DataHub
+from pipelines.errors import SetupError
 from pipelines.object_store import checked_root
-from pipelines.problems import VARIABLE_NAME, SetupError, closest, refuse_keys
+from pipelines.problems import VARIABLE_NAME, closest, refuse_keys
 from pipelines.streams.comment import STREAMS as COMMENT_STREAMS
 from pipelines.streams.conversation import STREAMS as CONVERSATION_STREAMS
 from pipelines.streams.datahub import STREAMS as DATAHUB_STREAMS

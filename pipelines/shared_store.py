@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from pipelines.problems import SetupError
+from pipelines.errors import SetupError
 
 STORE_VARIABLE = "SYNC_STORE"
 POSTGRES_SCHEMES = ("postgresql", "postgres")

@@ -42,9 +42,9 @@ from pathlib import Path, PurePosixPath
 import duckdb
 import pyarrow as pa
 
+from pipelines.errors import Busy, SetupError, Unavailable
 from pipelines.held_files import held_while_written, remove_unless_held
 from pipelines.lake import Lake, Stream
-from pipelines.problems import SetupError
 
 SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
 #: The schemas built after all others, in this order: `sync` (the push's ledger), `outbound`
@@ -55,6 +55,15 @@ SOURCE = re.compile(r"\{\{\s*source\('(\w+)',\s*'(\w+)'\)\s*\}\}")
 #: Appended to the warehouse file's name for the file a rebuild replaced while a read-write
 #: session held it (`Warehouse.refresh`).
 PREVIOUS_SUFFIX = ".previous"
+#: The first line of a statement from a file: the file, for a message about it.
+ORIGIN = "-- "
+#: What DuckDB raises for a view it cannot make from its SQL (not for a file it cannot read).
+VIEW_MISTAKES = (
+    duckdb.ParserException,
+    duckdb.BinderException,
+    duckdb.CatalogException,
+    duckdb.NotImplementedException,
+)
 #: A build's mark, held while it lives: what a killed build left is removed by the next.
 HELD_SUFFIX = ".held"
 
@@ -77,12 +86,12 @@ def schemas_of(sql_dirs: Iterable[Path]) -> list[str]:
     return schema_order(found)
 
 
-class WarehouseBusy(Exception):
+class WarehouseBusy(Busy):
     """The warehouse file cannot be replaced without losing a session's unsaved changes; the
     lake is unaffected."""
 
 
-class WarehouseUnavailable(Exception):
+class WarehouseUnavailable(Unavailable):
     """The views could not be built: the lake or the warehouse's disk failed. Said naming
     the setting, and that the next build makes them."""
 
@@ -148,7 +157,7 @@ class Warehouse:
         for schema in schemas:
             for sql_dir in self.sql_dirs:
                 for file in sorted((sql_dir / schema).glob("*.sql")):
-                    statements.append(SOURCE.sub(source, file.read_text()))
+                    statements.append(f"{ORIGIN}{file}\n{SOURCE.sub(source, file.read_text())}")
         return statements
 
     def _current_fingerprint(self) -> str | None:
@@ -299,9 +308,19 @@ def _carry_tables(builder: duckdb.DuckDBPyConnection) -> None:
 
 
 def _define(con: duckdb.DuckDBPyConnection, statements: list[str], fingerprint: str) -> None:
-    """Create the views in `con`'s default database, which holds no view yet."""
+    """Create the views in `con`'s default database, which holds no view yet. A view that
+    DuckDB cannot make (a mistake in its SQL, a column or relation it does not find) is a
+    `SetupError` naming its file."""
     for statement in statements:
-        con.execute(statement)
+        try:
+            con.execute(statement)
+        except VIEW_MISTAKES as mistake:
+            origin = statement.partition("\n")[0].removeprefix(ORIGIN)
+            cause = str(mistake).strip().splitlines()[0].rstrip("!.")
+            raise SetupError(
+                f"{origin}: {cause}. Correct the view (`sql/` and the folders WAREHOUSE_SQL "
+                "lists); until then the warehouse keeps its views as they were"
+            ) from None
     con.execute("CREATE SCHEMA IF NOT EXISTS sync")  # also where no folder defines it
     con.execute(
         "CREATE OR REPLACE VIEW sync.warehouse_version AS "

@@ -17,8 +17,9 @@ import pydantic
 
 from pipelines.budget import shared_budget
 from pipelines.drift import Contract
+from pipelines.errors import SetupError
 from pipelines.lake import check_connection_name
-from pipelines.problems import SetupError, closest
+from pipelines.problems import closest
 from pipelines.transport import CallStats, Rate, RetryPolicy, Transport
 
 #: A date-time the service writes as ISO 8601 text. The model keeps the text (a time without

@@ -19,8 +19,8 @@ from contextlib import contextmanager
 import httpx
 
 from pipelines.clients.base import Connection, Service
+from pipelines.errors import SetupError
 from pipelines.object_store import lake_fault
-from pipelines.problems import SetupError
 from pipelines.transport import ServiceError
 
 

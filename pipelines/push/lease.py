@@ -33,8 +33,8 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 
+from pipelines.errors import Busy, SetupError, Unavailable
 from pipelines.local_data import data_dir
-from pipelines.problems import SetupError
 from pipelines.shared_store import (
     STORE_VARIABLE,
     Postgres,
@@ -57,11 +57,11 @@ TABLE = "warehouse_sync_push_lease"
 BUSY_EXIT_CODE = 3
 
 
-class PushBusy(StoreUnavailable):
+class PushBusy(Busy):
     """Another push held the lake's lease for the whole wait."""
 
 
-class LeaseLost(StoreUnavailable):
+class LeaseLost(Unavailable):
     """This push's lease lapsed (it could not be renewed): another push may hold it now."""
 
 

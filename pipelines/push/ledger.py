@@ -14,8 +14,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+import duckdb
 import pyarrow as pa
 
+from pipelines.damaged import damaged_files
+from pipelines.errors import Damaged
 from pipelines.lake import TIMESTAMP, Lake, Stream
 from pipelines.push.journal import Journal, journal_path
 from pipelines.push.shared_journal import PostgresJournal
@@ -115,17 +118,21 @@ class Ledger:
         relation = self.lake.relation(PUSHED)
         if relation is None:
             return {}
-        rows = self.lake.query(
-            f"""
-            SELECT key, arg_max(
-                (timestamp, content_hash, content, state, task_id, connection), pushed_at
+        try:
+            rows = self.lake.query(
+                f"""
+                SELECT key, arg_max(
+                    (timestamp, content_hash, content, state, task_id, connection), pushed_at
+                )
+                FROM {relation}
+                WHERE record_type = ?
+                GROUP BY key
+                """,
+                [record_type],
             )
-            FROM {relation}
-            WHERE record_type = ?
-            GROUP BY key
-            """,
-            [record_type],
-        )
+        except duckdb.Error:
+            refuse_if_damaged(self.lake)
+            raise
         return {key: Entry(*latest) for key, latest in rows}
 
     def record(self, record_type: str, entries: Iterable[dict], fsync: bool = False) -> int:
@@ -150,6 +157,26 @@ class Ledger:
             for r in rejections
         ]
         self.lake.write(REJECTED, record_type, rows)
+
+
+class LedgerDamaged(Damaged):
+    """A file of the push ledger cannot be read: it alone says what the hub accepted."""
+
+
+def refuse_if_damaged(lake: Lake) -> None:
+    """Raise `LedgerDamaged` naming each file of `sync.pushed` that cannot be read. Unlike
+    a pulled stream's, such a file is not set aside by itself: it is the only record of
+    what was sent, and without it the next push would send its rows again (behavior
+    events among them stored twice)."""
+    damaged = damaged_files(lake, PUSHED)
+    if damaged:
+        files = "; ".join(f"{path} ({reason})" for path, reason in damaged.items())
+        raise LedgerDamaged(
+            f"the push ledger cannot be read, so nothing was sent: {files}. Restore the "
+            "file(s) from a backup of the lake; or move them out of the lake and push "
+            "again, which sends their rows again (a behavior event among them may then be "
+            "stored twice)"
+        )
 
 
 def _identity(row: dict) -> tuple:

@@ -17,9 +17,10 @@ from dataclasses import dataclass, field
 
 import duckdb
 
-from pipelines.catalog import refresh_warehouse, warehouse_of
+from pipelines.catalog import refresh_warehouse, said, set_aside_damaged_files, warehouse_of
 from pipelines.clients.datahub import DataHub, DataHubClient
 from pipelines.lake import LakeLocation
+from pipelines.object_store import lake_fault
 from pipelines.push import imports
 from pipelines.push.lease import Lease, holder_name, wait_seconds
 from pipelines.push.ledger import Ledger
@@ -98,6 +99,13 @@ def clients_of(datahub: DataHub, stats: CallStats) -> Iterator[dict[str, DataHub
         }
 
 
+#: What the next push does after the lake failed this one.
+LAKE_THEN = (
+    "what this push sent is kept in its journal, and the next push moves it into the lake "
+    "before it plans"
+)
+
+
 def run_push(
     lake: LakeLocation,
     datahub: DataHub,
@@ -116,7 +124,24 @@ def run_push(
             lease = Lease(lake.lake().place.uri, holder_name(run_id))
             lease.acquire(wait_seconds(), log)
             held.callback(lease.release)
-        return _push(lake, datahub, dry_run, record_types, resend_in_doubt, log, lease)
+        try:
+            try:
+                return _push(lake, datahub, dry_run, record_types, resend_in_doubt, log, lease)
+            except duckdb.Error:
+                # A damaged file fails the views before anything is sent: a pulled one is
+                # set aside and the push planned again; a ledger file's is refused.
+                damaged = set_aside_damaged_files(lake.lake())
+                if not damaged:
+                    raise
+                log(f"{said(damaged)}; their days land again with the next sync")
+                return _push(lake, datahub, dry_run, record_types, resend_in_doubt, log, lease)
+        except OSError as error:
+            # The lake's disk or store failed: what was sent is journaled, and the next push
+            # moves it into the lake before it plans.
+            fault = lake_fault(error, lake.lake_root, LAKE_THEN)
+            if fault is None:
+                raise
+            raise fault from None
 
 
 def _push(

@@ -14,8 +14,8 @@ import sys
 
 import uvicorn
 
+from pipelines.errors import SetupError
 from pipelines.object_store import checked_root
-from pipelines.problems import SetupError
 from pipelines.webhooks.inbox import open_inbox
 from pipelines.webhooks.receiver import SECRET_VARIABLE, WEBHOOK_PATH, build_app
 

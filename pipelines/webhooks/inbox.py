@@ -157,6 +157,16 @@ class WebhookInbox(Protocol):
     def close(self) -> None: ...
 
 
+#: What SQLite says of a file that is not, or no longer, a whole database.
+DAMAGED_WORDS = ("file is not a database", "malformed")
+DAMAGED_ADVICE = (
+    "The file is damaged: move it aside (the events it holds that the lake lacks stay in it, "
+    "for a person to recover) and start again, which makes a new inbox; then move the "
+    "lake's webhook_events and webhook_quarantine folders aside too, since they were "
+    "compacted from the old one."
+)
+
+
 class Inbox:
     """Thread-safe: one connection, writes serialized by a lock (SQLite has one writer
     anyway, and a Python lock queues fairly where SQLite's busy handler would sleep)."""
@@ -169,7 +179,13 @@ class Inbox:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._open()
         except (OSError, sqlite3.Error) as exc:
-            raise unavailable("the webhook inbox", self.location, INBOX_VARIABLE, exc) from None
+            damaged = isinstance(exc, sqlite3.DatabaseError) and any(
+                words in str(exc) for words in DAMAGED_WORDS
+            )
+            advice = DAMAGED_ADVICE if damaged else ""
+            raise unavailable(
+                "the webhook inbox", self.location, INBOX_VARIABLE, exc, advice
+            ) from None
 
     def _open(self) -> None:
         self._db = sqlite3.connect(

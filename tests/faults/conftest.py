@@ -1,13 +1,17 @@
 """The fault pass runs the commands as a user does, against the same sandbox fixtures as
-the pull and push tests, with an object store a test can stop and start again."""
+the pull and push tests, with an object store a test can take away and bring back."""
 
+import contextlib
 import logging
 import os
 import resource
 import signal
+import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import pyarrow.fs as pafs
@@ -20,6 +24,7 @@ from tests.pipelines.conftest import (  # noqa: F401
     start_sandbox,
     sync_env,
 )
+from tests.webhooks.conftest import spawn_receiver  # noqa: F401
 
 
 def no_room() -> None:
@@ -42,6 +47,33 @@ def command(*args: str, room: bool = True, timeout: float = 600) -> tuple[int, s
     return finished.returncode, finished.stdout
 
 
+def meanwhile(
+    args: tuple[str, ...], ready: Callable[[], bool], fault: Callable[[subprocess.Popen], None]
+) -> tuple[int, str]:
+    """`python -m pipelines <args>`, with `fault` done to it or its environment once
+    `ready()` holds while it runs; its exit code (negative: the signal that ended it) and
+    what it printed."""
+    running = subprocess.Popen(
+        [sys.executable, "-m", "pipelines", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while not ready():
+            assert running.poll() is None, f"it ended first:\n{running.communicate()[0]}"
+            assert time.monotonic() < deadline, "never ready"
+            time.sleep(0.002)
+        fault(running)
+        output, _ = running.communicate(timeout=600)
+    finally:
+        if running.poll() is None:
+            running.kill()
+            running.wait()
+    return running.returncode, output
+
+
 def told(output: str, *words: str) -> str:
     """The one line of `output` that names every one of `words`; no traceback anywhere."""
     assert "Traceback" not in output, output
@@ -50,28 +82,80 @@ def told(output: str, *words: str) -> str:
     return lines[-1]
 
 
+class Cut:
+    """A TCP proxy to `target` on a port of its own, that a test can cut: every connection
+    through it closed and none accepted until it is restored, as when a store goes away
+    (stopping the store itself would leave its open connections serving)."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.target = target
+        self.port = 0
+        self._sockets: set[socket.socket] = set()
+        self._lock = threading.Lock()
+        self._listener: socket.socket | None = None
+        self.restore()
+
+    def restore(self) -> None:
+        listener = socket.create_server(("127.0.0.1", self.port), reuse_port=False)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.port = listener.getsockname()[1]
+        self._listener = listener
+        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+
+    def cut(self) -> None:
+        with self._lock:
+            listener, self._listener = self._listener, None
+            sockets, self._sockets = self._sockets, set()
+        if listener is not None:
+            listener.close()
+        for sock in sockets:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+
+    def _accept(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return  # cut
+            server = socket.create_connection(self.target)
+            with self._lock:
+                if self._listener is not listener:
+                    client.close()
+                    server.close()
+                    return
+                self._sockets |= {client, server}
+            for source, sink in ((client, server), (server, client)):
+                threading.Thread(target=self._pipe, args=(source, sink), daemon=True).start()
+
+    @staticmethod
+    def _pipe(source: socket.socket, sink: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                sink.sendall(data)
+        with contextlib.suppress(OSError):
+            sink.shutdown(socket.SHUT_WR)
+
+
 @dataclass
 class Store:
-    """An S3-compatible store (moto) on a fixed address, that a test can stop and start."""
+    """An S3-compatible store (moto) behind a proxy a test can cut and restore."""
 
-    host: str
-    port: int
     server: ThreadedMotoServer
-    running: bool = True
+    proxy: Cut
 
     @property
     def endpoint(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"http://127.0.0.1:{self.proxy.port}"
 
     def stop(self) -> None:
-        self.server.stop()
-        self.running = False
+        """The store goes away: nothing answers at its address."""
+        self.proxy.cut()
 
     def start(self) -> None:
-        """Back, with what it held (moto keeps it in this process)."""
-        self.server = ThreadedMotoServer(ip_address=self.host, port=self.port, verbose=False)
-        self.server.start()
-        self.running = True
+        """Back, with what it held."""
+        self.proxy.restore()
 
     def files(self, bucket: str) -> list[str]:
         fs = pafs.S3FileSystem(endpoint_override=self.endpoint, region="us-east-1")
@@ -86,8 +170,7 @@ def object_store(monkeypatch) -> Iterator[Store]:
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
-    host, port = server.get_host_and_port()
-    store = Store(host, port, server)
+    store = Store(server, Cut(server.get_host_and_port()))
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test-key-id")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "fault-test-secret")
     monkeypatch.setenv("AWS_ENDPOINT_URL", store.endpoint)
@@ -98,5 +181,5 @@ def object_store(monkeypatch) -> Iterator[Store]:
     )
     fs.create_dir("faults")
     yield store
-    if store.running:
-        store.stop()
+    store.proxy.cut()
+    server.stop()

@@ -3,12 +3,17 @@
 store gone, a damaged file, a killed process) ends with one line naming the cause, with no
 traceback, and the next run converges to the truth.
 
-Cells whose fault needs a set-up of its own are tested beside their subject:
-- sync, damaged file: tests/pipelines/test_damaged.py;
-- sync, killed: tests/pipelines/test_sync.py (a sync killed half way and run again);
-- push, killed: tests/push/test_push.py (ten kills at random points);
-- receiver, full disk, killed, its shared store gone: tests/webhooks/test_receiver.py and
-  tests/webhooks/test_shared_inbox.py.
+| command   | full disk     | store gone mid-run     | damaged file     | killed        |
+|-----------|---------------|------------------------|------------------|---------------|
+| sync      | here          | here                   | test_damaged.py  | test_sync.py  |
+| warehouse | here          | here (before)          | test_damaged.py  | here          |
+| check     | here          | here (before)          | here (set aside) | here          |
+| push      | here          | here                   | here (ledger)    | test_push.py  |
+| receiver  | test_receiver | test_shared_inbox (pg) | here (inbox)     | test_receiver |
+
+The warehouse and the check take a second: the store is gone before they start. The
+receiver's store is the shared store (`SYNC_STORE`), never the object store. Elsewhere:
+tests/pipelines/, tests/push/ and tests/webhooks/.
 """
 
 import os
@@ -19,12 +24,20 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
+import httpx
+
+import demo
 from pipelines.lake import Lake
 from pipelines.landing import today
+from pipelines.push.ledger import PUSHED
 from pipelines.streams.comment import TRIGGER_LOGS
-from tests.faults.conftest import command, told
+from pipelines.webhooks.compaction import compact
+from pipelines.webhooks.inbox import Inbox
+from tests.faults.conftest import command, meanwhile, told
 from tests.pipelines.test_comment import workspace_id
 from tests.pipelines.test_damaged import damage, landed_days
+from tests.push.test_push import RECORDS, held_as_expected, pushable, submissions
+from tests.webhooks.conftest import SECRET, envelope, signed
 
 STREAMS = ("--streams", "accounts", "trigger_logs")
 
@@ -64,30 +77,17 @@ def test_sync_with_the_store_gone_mid_run_names_the_store_then_converges(
 ):
     """Regression: `comment connection 'default' (http://…): OSError: When uploading object …
     AWS Error NETWORK_CONNECTION`, then an uncaught traceback from the warehouse's refresh."""
-    sync_env(frozen_sandbox)
-    monkeypatch.setenv("LAKE_ROOT", "s3://faults/lake")
+    sync_env(frozen_sandbox, lake_root="s3://faults/lake")
     # Long enough that the store is stopped while the sync still lands.
     first = (today() - timedelta(days=20)).isoformat()
     args = ("--streams", "trigger_logs", "--start", first, "--end", today().isoformat())
 
-    running = subprocess.Popen(
-        [sys.executable, "-m", "pipelines", "sync", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
+    code, output = meanwhile(
+        ("sync", *args),
+        lambda: any(f.endswith(".parquet") for f in object_store.files("faults")),
+        lambda _: object_store.stop(),  # the store goes away while the sync lands
     )
-    try:
-        deadline = time.monotonic() + 300
-        while not [f for f in object_store.files("faults") if f.endswith(".parquet")]:
-            assert running.poll() is None, running.communicate()[0]
-            assert time.monotonic() < deadline, "nothing landed"
-            time.sleep(0.05)
-        object_store.stop()  # the store goes away while the sync lands
-        output, _ = running.communicate(timeout=600)
-    finally:
-        if running.poll() is None:
-            running.kill()
-    assert running.returncode == 1, output
+    assert code == 1, output
     assert "fault-test-secret" not in output
     told(output, "FAILED comment__trigger_logs: comment.trigger_logs: 1 connection(s) failed")
     for cause in ("- comment connection 'default'", "FAILED warehouse: "):
@@ -120,8 +120,7 @@ def test_warehouse_on_a_full_disk_names_its_path_then_converges(frozen_sandbox, 
 def test_warehouse_with_the_store_gone_names_the_store_then_converges(
     frozen_sandbox, sync_env, object_store, monkeypatch
 ):
-    sync_env(frozen_sandbox)
-    monkeypatch.setenv("LAKE_ROOT", "s3://faults/lake")
+    sync_env(frozen_sandbox, lake_root="s3://faults/lake")
     assert command("sync", *STREAMS)[0] == 0
     Path(os.environ["WAREHOUSE_PATH"]).unlink()
     object_store.stop()
@@ -144,22 +143,13 @@ def test_warehouse_killed_while_it_builds_leaves_nothing_and_the_next_converges(
     assert command("sync", *STREAMS)[0] == 0
     warehouse = Path(os.environ["WAREHOUSE_PATH"])
     warehouse.unlink()  # a rebuild is due
-    building = subprocess.Popen(
-        [sys.executable, "-m", "pipelines", "warehouse"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+    temporary = f".{warehouse.name}.*.tmp"
+    code, _ = meanwhile(
+        ("warehouse",),
+        lambda: bool(list(warehouse.parent.glob(temporary))),
+        lambda building: building.send_signal(signal.SIGKILL),
     )
-    try:
-        deadline = time.monotonic() + 120
-        while not list(warehouse.parent.glob(f".{warehouse.name}.*.tmp")):
-            assert building.poll() is None, "the build ended before its kill"
-            assert time.monotonic() < deadline
-            time.sleep(0.002)
-    finally:
-        building.send_signal(signal.SIGKILL)
-        building.wait(timeout=30)
-    assert list(warehouse.parent.glob(f".{warehouse.name}.*.tmp"))  # killed while it built
-
+    assert code == -signal.SIGKILL and list(warehouse.parent.glob(temporary))
     code, output = command("warehouse")
     assert code == 0, output
     assert counted(output, "comment.trigger_logs") == sum(truth_days(frozen_sandbox).values())
@@ -191,8 +181,7 @@ def test_check_on_a_full_disk_fails_the_lake_row_and_checks_the_rest(frozen_sand
 def test_check_with_the_store_gone_names_it_and_checks_the_rest(
     frozen_sandbox, sync_env, object_store, monkeypatch
 ):
-    sync_env(frozen_sandbox)
-    monkeypatch.setenv("LAKE_ROOT", "s3://faults/lake")
+    sync_env(frozen_sandbox, lake_root="s3://faults/lake")
     object_store.stop()
 
     code, output = command("check")
@@ -236,3 +225,103 @@ def test_check_killed_leaves_nothing_in_the_lake(frozen_sandbox, sync_env):
         checking.wait(timeout=30)
     assert command("check")[0] == 0
     assert [p.name for p in lake_root.glob(".check*")] == []
+
+
+def shop(sandbox, sync_env, monkeypatch, lake_root: str = "") -> dict:
+    """A lake the push can send from: the demo shop's records and views (as `make demo`)."""
+    for name, value in demo.environment().items():
+        monkeypatch.setenv(name, value)
+    return pushable(sandbox, sync_env, customers=100, lake_root=lake_root)
+
+
+def each_record_held_once(sandbox, resources) -> None:
+    for record_type in RECORDS:
+        held = held_as_expected(sandbox, resources, record_type)
+        assert all(entry["submissions"] == 1 for entry in held.values()), record_type
+
+
+def test_push_on_a_full_disk_names_it_then_converges(start_sandbox, sync_env, monkeypatch):
+    sandbox = start_sandbox()
+    resources = shop(sandbox, sync_env, monkeypatch)
+
+    code, output = command("push", "--types", *RECORDS, room=False)
+    assert code == 1
+    line = told(output, "FAILED push_to_datahub: ", "LAKE_ROOT", "Errno 27")
+    assert "StoreUnavailable" not in line and submissions(sandbox) == 0
+
+    code, output = command("push", "--types", *RECORDS)
+    assert code == 0, output
+    each_record_held_once(sandbox, resources)
+
+
+def test_push_with_the_store_gone_mid_run_names_it_then_converges(
+    start_sandbox, sync_env, object_store, monkeypatch
+):
+    sandbox = start_sandbox()
+    resources = shop(sandbox, sync_env, monkeypatch, lake_root="s3://faults/lake")
+    code, output = meanwhile(
+        ("push", "--types", *RECORDS),
+        lambda: submissions(sandbox) >= 50,
+        lambda _: object_store.stop(),  # the store goes away while the push sends
+    )
+    assert code == 1, output
+    told(output, "FAILED push_to_datahub: ", "s3://faults/lake", "AWS_ENDPOINT_URL")
+    assert "fault-test-secret" not in output
+
+    object_store.start()
+    code, output = command("push", "--types", *RECORDS)
+    assert code == 0, output
+    each_record_held_once(sandbox, resources)
+
+
+def test_push_with_a_damaged_ledger_file_names_it_and_sends_nothing_until_a_person_decides(
+    start_sandbox, sync_env, monkeypatch
+):
+    sandbox = start_sandbox()
+    resources = shop(sandbox, sync_env, monkeypatch)
+    assert command("push", "--types", *RECORDS)[0] == 0
+    lake = Lake(os.environ["LAKE_ROOT"])
+    ledger_file = lake.files(PUSHED)[0]
+    damage(Path(ledger_file), "truncated")
+    sent = submissions(sandbox)
+
+    code, output = command("push", "--types", *RECORDS)
+    assert code == 1 and submissions(sandbox) == sent
+    line = told(output, "FAILED push_to_datahub: the push ledger cannot be read", ledger_file)
+    assert "LedgerDamaged" not in line and "Restore the file(s)" in line
+
+    Path(ledger_file).rename(Path(os.environ["LAKE_ROOT"]).parent / "kept-aside.parquet")
+    code, output = command("push", "--types", *RECORDS)
+    assert code == 0, output
+    for record_type in RECORDS:  # the hub holds the truth; the rows aside were sent again
+        held_as_expected(sandbox, resources, record_type)
+
+
+def test_a_receiver_on_a_damaged_inbox_says_so_in_one_line_and_a_new_one_serves(
+    spawn_receiver, tmp_path
+):
+    inbox = tmp_path / "inbox.sqlite3"
+    inbox.write_bytes(os.urandom(20_000))
+    lake = Lake(tmp_path / "lake")
+    env = {"WEBHOOK_SECRET": SECRET, "WEBHOOK_INBOX": str(inbox), "LAKE_ROOT": lake.root}
+    refused = subprocess.run(
+        [sys.executable, "-m", "pipelines.webhooks", "--port", "9"],
+        env=os.environ | env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    [line] = refused.stderr.strip().splitlines()
+    assert f"the webhook inbox at {inbox} (WEBHOOK_INBOX)" in line
+    assert "The file is damaged: move it aside" in line and SECRET not in line
+
+    inbox.rename(tmp_path / "inbox.damaged")  # as the line says
+    serving = spawn_receiver(env)
+    body = envelope(data={"line_uid": "U1"})
+    answer = httpx.post(serving.url, content=body, headers=signed(body, "after-the-damage"))
+    assert answer.status_code == 200
+    serving.process.terminate()
+    serving.process.wait(timeout=10)
+    with Inbox(inbox) as fresh:
+        assert compact(fresh, lake).rows == 1

@@ -130,11 +130,16 @@ def frozen_sandbox(start_sandbox, _frozen_by_day) -> LiveSandbox:
 @pytest.fixture
 def sync_env(tmp_path, monkeypatch) -> Callable[[LiveSandbox], dict]:
     """Point the environment at a sandbox, as a user would; returns the Dagster resources.
-    Pacing is off unless a test turns it on: these sandboxes run without rate limits."""
+    Pacing is off unless a test turns it on: these sandboxes run without rate limits. The
+    lake is a folder of the test's unless `lake_root` says otherwise."""
 
-    def point(sandbox: LiveSandbox, pace: bool = False, sync_toml: str = "") -> dict:
+    def point(
+        sandbox: LiveSandbox, pace: bool = False, sync_toml: str = "", lake_root: str = ""
+    ) -> dict:
         for name, value in sandbox.environment(tmp_path).items():
             monkeypatch.setenv(name, value)
+        if lake_root:
+            monkeypatch.setenv("LAKE_ROOT", lake_root)
         if not pace:
             for service in ("comment", "conversation", "datahub"):
                 header = f"[service.{service}]\n"

@@ -17,7 +17,7 @@ import time_machine
 
 from pipelines.budget import OFF, STORE_VARIABLE, BudgetUnavailable, open_budget
 from pipelines.clients.comment import REQUESTS_PER_MINUTE
-from pipelines.problems import SetupError
+from pipelines.errors import SetupError
 from pipelines.settings import load_settings
 from pipelines.shared_store import shown
 from pipelines.transport import CallStats, ServiceError, key_id

@@ -20,9 +20,9 @@ from assets.checks import schema_matches_check
 from assets.factory import asset_key
 from assets.resources import build_resources
 from pipelines.catalog import refresh_warehouse
+from pipelines.errors import SetupError
 from pipelines.lake import Lake
 from pipelines.landing import today
-from pipelines.problems import SetupError
 from pipelines.settings import load_settings
 from pipelines.streams.comment import ACTIVITIES, TRIGGER_LOGS
 from pipelines.streams.conversation import CHANNELS, MESSAGES

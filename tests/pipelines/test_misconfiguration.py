@@ -4,11 +4,13 @@ mistake in the settings is one message naming the file and the setting (no trace
 key is never echoed, and `python -m pipelines check` tells each connection's state."""
 
 import logging
+import os
 import shutil
 import uuid
 from pathlib import Path
 
 import dagster as dg
+import duckdb
 import httpx
 import pytest
 
@@ -411,6 +413,36 @@ def test_a_view_naming_a_source_with_no_file_is_one_error_line_and_exit_2(
     [line] = [line for line in err.splitlines() if line.startswith("error:")]
     assert "source('erp', 'orders')" in line and "WAREHOUSE_SQL" in line
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "CREATE VIEW mine.broken AS SELECT nosuchcolumn FROM {{ source('comment', 'accounts') }}",
+        "CREATE VIEW mine.broken AS SELEC 1",
+        "CREATE VIEW mine.broken AS SELECT * FROM mine.nosuchview",
+    ],
+)
+def test_a_view_duckdb_cannot_make_is_one_error_line_naming_its_file(
+    frozen_sandbox, sync_env, monkeypatch, capsys, tmp_path, sql
+):
+    """Regression: a BinderException and its traceback, exit 1. The views already built
+    stay as they were."""
+    sync_env(frozen_sandbox)
+    assert main(["sync", "--streams", "accounts"]) == 0
+    views = tmp_path / "mine"
+    (views / "mine").mkdir(parents=True)
+    (views / "mine" / "broken.sql").write_text(sql)
+    monkeypatch.setenv("WAREHOUSE_SQL", str(views))
+    capsys.readouterr()
+
+    assert main(["warehouse"]) == 2
+    err = capsys.readouterr().err
+    [line] = [line for line in err.splitlines() if line.startswith("error:")]
+    assert f"error: {views / 'mine' / 'broken.sql'}: " in line and "Correct the view" in line
+    assert "Traceback" not in err
+    with duckdb.connect(os.environ["WAREHOUSE_PATH"], read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM comment.accounts").fetchone()[0] > 0
 
 
 @pytest.mark.parametrize(

@@ -14,8 +14,8 @@ import pyarrow as pa
 import pytest
 
 from pipelines.catalog import WAREHOUSE_STREAMS, refresh_warehouse
+from pipelines.errors import SetupError
 from pipelines.lake import Lake, Stream
-from pipelines.problems import SetupError
 from pipelines.settings import load_settings
 from pipelines.streams.conversation import CHANNELS
 from pipelines.warehouse import SQL_DIR, Warehouse, WarehouseBusy, schema_order

@@ -16,7 +16,7 @@ import pytest
 
 from assets.cli import main
 from assets.sync import failure_reason
-from pipelines.problems import SetupError
+from pipelines.errors import SetupError
 from pipelines.push import journal as journal_module
 from pipelines.push import send
 from pipelines.push.lease import BUSY_EXIT_CODE, Lease, holder_name, wait_seconds

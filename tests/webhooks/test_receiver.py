@@ -6,7 +6,6 @@ import hashlib
 import hmac
 import json
 import os
-import resource
 import signal
 import subprocess
 import sys
@@ -21,6 +20,7 @@ from pipelines.webhooks.compaction import WEBHOOK_EVENTS, compact
 from pipelines.webhooks.envelope import REQUIRED
 from pipelines.webhooks.inbox import Inbox
 from pipelines.webhooks.receiver import MAX_BODY_BYTES, WEBHOOK_PATH, build_app, signature_matches
+from tests.faults.conftest import no_room
 from tests.webhooks.conftest import ROOT, SECRET, envelope, signed
 
 #: `openssl dgst -sha256 -hmac known-answer-secret` of KNOWN_BODY, computed outside Python.
@@ -257,12 +257,6 @@ def test_the_receiver_refuses_to_start_without_a_secret(tmp_path):
     assert finished.returncode == 2
     assert "WEBHOOK_SECRET is not set" in finished.stderr
     assert not (tmp_path / "inbox.sqlite3").exists()
-
-
-def no_room() -> None:
-    """A full disk for this process: no file it writes may grow past 0 bytes."""
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails instead of killing it
-    resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
 
 
 def test_a_receiver_started_on_a_full_disk_says_so_in_one_line(tmp_path):
