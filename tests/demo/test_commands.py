@@ -1,0 +1,101 @@
+"""`make demo` and `make dev` as the README gives them, run as the Makefile runs them
+(`python -m demo`, `python -m demo.dev` with the instance settings of `dagster.yaml`)."""
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from assets import definitions
+
+ROOT = Path(__file__).resolve().parents[2]
+SECRET = "demo-test-signing-secret"
+
+
+def free_ports(count: int) -> int:
+    """The first of `count` free ports in a row (the demo's receiver takes the next one)."""
+    for _ in range(100):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            first = probe.getsockname()[1]
+        try:
+            for port in range(first, first + count):
+                with socket.socket() as taken:
+                    taken.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        return first
+    raise RuntimeError("no free ports in a row")
+
+
+def test_make_demo_lands_every_relation_equal_to_the_truth_and_pushes_once(tmp_path):
+    finished = subprocess.run(
+        [sys.executable, "-m", "demo", "--port", str(free_ports(2)), "--data", str(tmp_path)],
+        cwd=tmp_path,  # the demo names every path it writes; nothing lands in the checkout
+        env=os.environ | {"WEBHOOK_SECRET": SECRET, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    output = finished.stdout + finished.stderr
+    assert finished.returncode == 0, output
+    equal = {line.split()[0] for line in finished.stdout.splitlines() if line.endswith(" ok")}
+    assert equal == {stream.relation for stream in definitions.STREAMS}, output
+    assert "webhook events in datahub.webhook_events: {" in finished.stdout
+    assert "Traceback" not in output and SECRET not in output
+
+
+def test_make_dev_serves_the_code_location_in_the_dagster_ui(tmp_path):
+    home = tmp_path / "dagster"
+    home.mkdir()
+    shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")  # as `make dev` does
+    sandbox_port, ui_port = free_ports(1), free_ports(1)
+    dev = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "demo.dev",
+            "--port",
+            str(sandbox_port),
+            "--ui-port",
+            str(ui_port),
+            "--data",
+            str(tmp_path / "dev"),
+        ],
+        cwd=ROOT,
+        env=os.environ | {"DAGSTER_HOME": str(home)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,  # the UI's webserver, daemon and code server stop with it
+    )
+    query = "{ repositoriesOrError { ... on RepositoryConnection { nodes { jobs { name } } } } }"
+    try:
+        deadline = time.monotonic() + 240
+        jobs: list[str] = []
+        while not jobs:
+            assert dev.poll() is None, dev.communicate()[0]
+            assert time.monotonic() < deadline, "the UI never served the code location"
+            try:
+                answer = httpx.post(
+                    f"http://127.0.0.1:{ui_port}/graphql", json={"query": query}, timeout=10
+                ).json()
+                nodes = answer["data"]["repositoriesOrError"]["nodes"]
+                jobs = [job["name"] for node in nodes for job in node["jobs"]]
+            except (httpx.HTTPError, KeyError, TypeError, ValueError):
+                time.sleep(1)
+    finally:
+        os.killpg(dev.pid, signal.SIGTERM)
+        try:
+            dev.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(dev.pid, signal.SIGKILL)
+            dev.wait()
+    assert {"push", "check_setup", "comment_dimensions"} <= set(jobs)
+    assert (tmp_path / "dev" / "lake").is_dir()  # the demo's setup, not the checkout's
