@@ -57,7 +57,23 @@ def refresh_warehouse(
         raise WarehouseUnavailable(
             environment_fault(error, str(lake_root), Path(warehouse_path))
         ) from None
+    except duckdb.Error as error:
+        raise views_failed(error) from None
     return f"{warehouse_path} ({done or 'views up to date'})"
+
+
+def views_failed(error: duckdb.Error) -> WarehouseUnavailable:
+    """The views failed over what none of the product's streams holds: a file a
+    `WAREHOUSE_SQL` source reads, written by others (DuckDB's words name it), or a row a
+    view cannot convert."""
+    text = str(error).strip()
+    cause = text.splitlines()[0] if text else type(error).__name__
+    advice = (
+        "A file it names that another system writes is damaged or unfinished: have it written again"
+        if "file" in cause.lower()
+        else "Correct the view or the data it reads (`sql/` and the folders WAREHOUSE_SQL lists)"
+    )
+    return WarehouseUnavailable(f"the warehouse's views failed: {cause}. {advice}")
 
 
 def environment_fault(error: BaseException, lake_root: str, warehouse_path: Path) -> str:

@@ -17,7 +17,13 @@ from dataclasses import dataclass, field
 
 import duckdb
 
-from pipelines.catalog import refresh_warehouse, said, set_aside_damaged_files, warehouse_of
+from pipelines.catalog import (
+    refresh_warehouse,
+    said,
+    set_aside_damaged_files,
+    views_failed,
+    warehouse_of,
+)
 from pipelines.clients.datahub import DataHub, DataHubClient
 from pipelines.lake import LakeLocation
 from pipelines.object_store import lake_fault
@@ -127,12 +133,12 @@ def run_push(
         try:
             try:
                 return _push(lake, datahub, dry_run, record_types, resend_in_doubt, log, lease)
-            except duckdb.Error:
+            except duckdb.Error as error:
                 # A damaged file fails the views before anything is sent: a pulled one is
                 # set aside and the push planned again; a ledger file's is refused.
                 damaged = set_aside_damaged_files(lake.lake())
                 if not damaged:
-                    raise
+                    raise views_failed(error) from None
                 log(f"{said(damaged)}; their days land again with the next sync")
                 return _push(lake, datahub, dry_run, record_types, resend_in_doubt, log, lease)
         except OSError as error:

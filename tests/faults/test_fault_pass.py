@@ -329,3 +329,17 @@ def test_a_receiver_on_a_damaged_inbox_says_so_in_one_line_and_a_new_one_serves(
     serving.process.wait(timeout=10)
     with Inbox(inbox) as fresh:
         assert compact(fresh, lake).rows == 1
+
+
+def test_push_with_a_damaged_file_another_system_writes_names_it(
+    start_sandbox, sync_env, monkeypatch
+):
+    sandbox = start_sandbox()
+    shop(sandbox, sync_env, monkeypatch)
+    orders = next(Path(os.environ["LAKE_ROOT"], "shop").glob("orders/*.parquet"))
+    damage(orders, "truncated")
+
+    code, output = command("push", "--types", *RECORDS)
+    assert code == 1 and submissions(sandbox) == 0
+    line = told(output, "FAILED push_to_datahub: the warehouse's views failed: ", str(orders))
+    assert "have it written again" in line
