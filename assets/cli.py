@@ -17,7 +17,7 @@ import duckdb
 
 from assets.sync import dagster_instance, failure_class, failure_reason, refreshed, run_sync
 from pipelines.catalog import PULLED, said, set_aside_damaged_files
-from pipelines.errors import SetupError
+from pipelines.errors import SetupError, SyncError
 from pipelines.lake import Lake, verified_lake
 from pipelines.settings import Settings, load_settings
 
@@ -165,11 +165,11 @@ def main(argv: list[str] | None = None) -> int:
         core.addHandler(handler)
     try:
         return run_command(parser, args)
-    except SetupError as mistake:
+    except SyncError as error:  # told in full (pipelines/errors.py); a setting's: exit 2
         if args.debug:
             traceback.print_exc()
-        print(f"error: {mistake}", file=sys.stderr)
-        return 2
+        print(f"error: {error}", file=sys.stderr)
+        return 2 if isinstance(error, SetupError) else 1
     finally:
         core.removeHandler(handler)
         core.setLevel(logging.NOTSET)

@@ -19,8 +19,10 @@ from collections.abc import Iterable, Iterator, Mapping
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
+from pipelines.errors import DataRefused
 
-class RecordTooLong(Exception):
+
+class RecordTooLong(DataRefused):
     """A record of the file is longer than the block it must fit in; the caller says which
     setting bounds it."""
 

@@ -7,10 +7,16 @@ what a caller does with it:
   next run repairs what this one could not;
 - `Busy`: another run holds what this one needs; it is waited for, then told (the push:
   exit 3);
-- `Damaged`: a file no run can make again is damaged; a person decides, as the message says.
+- `Damaged`: a file no run can make again is damaged; a person decides, as the message says;
+- `ServiceRefused`: a service said no, or sent what cannot be right (a job that failed, a
+  file short of its rows); retrying now changes nothing, the next run asks again;
+- `Retriable`: a failure the next attempt may not meet (a 429 or 5xx, a cut body, a
+  deadline); retried within the run, then told as the service's;
+- `DataRefused`: a row or body not taken, kept with its reason where a person can look.
 
 The command line prints the message alone; a Dagster step fails with it as its
-description (`assets/told.py`).
+description (`assets/told.py`); a connection's failure is told naming the connection
+(`pipelines/clients/failures.py`).
 """
 
 
@@ -32,3 +38,15 @@ class Busy(SyncError):
 
 class Damaged(SyncError):
     """A file no run can make again is damaged; nothing that needs it runs."""
+
+
+class ServiceRefused(SyncError):
+    """A service's answer that retrying cannot change."""
+
+
+class Retriable(SyncError):
+    """A failure the next attempt may not meet."""
+
+
+class DataRefused(SyncError):
+    """A row or body not taken, with the reason it is kept with."""

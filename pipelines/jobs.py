@@ -5,6 +5,8 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
+from pipelines.errors import Retriable, ServiceRefused
+
 State = TypeVar("State")
 
 #: Between two looks: 0.2 s, doubling, at most 5 s.
@@ -12,11 +14,11 @@ FIRST_POLL_SECONDS = 0.2
 MAX_POLL_SECONDS = 5.0
 
 
-class JobFailed(Exception):
+class JobFailed(ServiceRefused):
     """The service says the job failed."""
 
 
-class JobDeadlineExceeded(TimeoutError):
+class JobDeadlineExceeded(Retriable, TimeoutError):
     """The job did not finish before its deadline."""
 
 

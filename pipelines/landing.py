@@ -18,6 +18,7 @@ import pyarrow as pa
 from pipelines.clients.base import Connection, Service
 from pipelines.clients.failures import each_connection
 from pipelines.drift import Drift, place, watched_rows
+from pipelines.errors import ServiceRefused
 from pipelines.lake import Lake, Stream, file_day, file_stem
 from pipelines.transport import CallStats, Transport
 
@@ -140,7 +141,7 @@ def served_days(stream: Stream, days: list[date], today: date) -> tuple[list[dat
     return [d for d in days if d >= oldest], [d for d in days if d < oldest]
 
 
-class Refused(Exception):
+class Refused(ServiceRefused):
     """A landing that must not go on, with all there is to say in its message (no traceback
     helps a reader) and the figures gathered so far."""
 

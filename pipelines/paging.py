@@ -13,6 +13,8 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from pipelines.errors import ServiceRefused
+
 Row = TypeVar("Row")
 
 
@@ -22,8 +24,8 @@ class Page(Generic[Row]):
     total: int
 
 
-class PagingError(Exception):
-    pass
+class PagingError(ServiceRefused):
+    """Pages that cannot be right: a cursor seen twice, rows shifting faster than read."""
 
 
 class _RecentIds:

@@ -35,6 +35,7 @@ import pydantic_core
 import tenacity
 
 from pipelines.budget import BudgetStore
+from pipelines.errors import Retriable, ServiceRefused
 
 T = TypeVar("T", bound=pydantic.BaseModel)
 
@@ -213,7 +214,7 @@ def pacer_for(
         return _pacers.setdefault((name, bucket), Pacer(rate))
 
 
-class ServiceError(Exception):
+class ServiceError(ServiceRefused):
     """An answer the service gave that retrying cannot change (or retries ran out)."""
 
     def __init__(self, method: str, path: str, status: int, body: Any) -> None:
@@ -226,14 +227,14 @@ class ServiceError(Exception):
         super().__init__(f"{method} {path} answered {status} {self.code or ''}{where}: {detail}")
 
 
-class RetryableStatus(Exception):
+class RetryableStatus(Retriable):
     def __init__(self, error: ServiceError, retry_after: float | None) -> None:
         super().__init__(str(error))
         self.error = error
         self.retry_after = retry_after
 
 
-class TruncatedBody(Exception):
+class TruncatedBody(Retriable):
     """The body ended before the document did (cut connection, short read)."""
 
 

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 import httpx
 
 from pipelines.clients.base import Connection, Service
-from pipelines.errors import SetupError
+from pipelines.errors import Retriable, SetupError, SyncError
 from pipelines.object_store import lake_fault
 from pipelines.transport import ServiceError
 
@@ -84,7 +84,11 @@ def explain(service: Service, connection: Connection, exc: BaseException) -> str
     fault = lake_fault(exc, os.environ.get("LAKE_ROOT", "data/lake"))
     if fault is not None:  # the lake's, not the service's
         return f"{where}: pulled, but the lake could not take it: {fault}"
-    # Anything else (a cut body, a fault of ours): the type says where to look.
+    if isinstance(exc, Retriable):
+        return _redacted(f"{where}: {exc}; the next run tries again", connection, service)
+    if isinstance(exc, SyncError):  # its message is complete (pipelines/errors.py)
+        return _redacted(f"{where}: {exc}", connection, service)
+    # Anything else is a fault of ours: the type says where to look.
     return _redacted(f"{where}: {type(exc).__name__}: {exc}", connection, service)
 
 

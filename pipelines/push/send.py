@@ -12,6 +12,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from pipelines.clients.datahub import DataHubClient
+from pipelines.errors import Retriable
 from pipelines.push.lease import Lease
 from pipelines.push.ledger import Ledger
 from pipelines.push.plan import OUTBOUND, SENDING, Plan, Planned, Sending
@@ -44,7 +45,7 @@ def _send_one(record_type: str, client: DataHubClient, planned: Planned) -> str 
     return client.submit(record_type, planned.body, idempotent=not outbound.at_most_once)
 
 
-class NotSent(Exception):
+class NotSent(Retriable):
     """A row left unsent because the run had stopped before its turn."""
 
 

@@ -33,6 +33,7 @@ from itertools import islice
 import duckdb
 import pyarrow as pa
 
+from pipelines.errors import SetupError
 from pipelines.lake import TIMESTAMP, Lake, Stream, described
 from pipelines.webhooks.inbox import StoredEvent, WebhookInbox
 
@@ -84,7 +85,7 @@ CHUNK_EVENTS = 1000
 REASON_CHARS = 300
 
 
-class ForeignInbox(Exception):
+class ForeignInbox(SetupError):
     """The lake's files were compacted from another inbox: its ids mean nothing here."""
 
 

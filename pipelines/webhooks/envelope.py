@@ -18,12 +18,14 @@ import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from pipelines.errors import DataRefused
+
 REQUIRED = ("event", "timestamp", "source", "data")
 #: The envelope's text fields, checked in this order.
 TEXT_FIELDS = ("event", "timestamp", "source")
 
 
-class EnvelopeError(ValueError):
+class EnvelopeError(DataRefused, ValueError):
     """Why a signed body is not an event; kept with the body in the inbox's `rejected`."""
 
 

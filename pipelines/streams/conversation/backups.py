@@ -15,6 +15,7 @@ from pipelines.clients.conversation import ConversationService
 from pipelines.clients.failures import each_connection
 from pipelines.csv_blocks import CsvFile, RecordTooLong, read_block, read_texts
 from pipelines.drift import Drift, cast_texts, extra_column, place, watched_table
+from pipelines.errors import DataRefused
 from pipelines.lake import EXTRA, Lake
 from pipelines.landing import Landed, Pull, Refused, pulled_at
 from pipelines.streams.conversation import MESSAGES
@@ -32,7 +33,7 @@ BACKUP_TYPES = {f.name: f.type for f in BACKUP_FIELDS}
 IMAGE_COLUMNS = ("url", "mime_type")
 
 
-class BackupRecordTooLong(Exception):
+class BackupRecordTooLong(DataRefused):
     """A record of the backup file is longer than CSV_BLOCK_BYTES."""
 
 

@@ -15,6 +15,7 @@ from pipelines.clients.datahub import DataHub, ExportResult
 from pipelines.clients.failures import each_connection
 from pipelines.csv_blocks import CsvFile, RecordTooLong, read_texts
 from pipelines.drift import cast_texts, extra_column
+from pipelines.errors import ServiceRefused
 from pipelines.lake import EXTRA, Lake
 from pipelines.landing import Landed, Pull, pulled_at, today
 from pipelines.streams.datahub import MEMBER_TEXT_COLUMNS, MEMBERS
@@ -34,7 +35,7 @@ EXPORT_ROW_COUNT = "export_row_count"
 FIELDS_GOT = re.compile(r"Expected \d+ columns, got (\d+)")
 
 
-class ExportMismatch(Exception):
+class ExportMismatch(ServiceRefused):
     """The export file does not hold the rows its task announced, or holds a record longer
     than a block."""
 
