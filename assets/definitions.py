@@ -16,8 +16,13 @@ from assets.console import LOGGERS
 from assets.executors import executor
 from assets.resources import LakeResource, resources_or_problem
 from assets.told import told
+from pipelines import process
 from pipelines.catalog import PULLED, refresh_warehouse
 from pipelines.lake import described
+
+# Loading the code location is where each Dagster process starts (webserver, daemon, run
+# and step workers).
+process.prepare()
 
 SERVICES = {"comment": comment, "conversation": conversation, "datahub": datahub}
 STREAMS = PULLED

@@ -29,7 +29,7 @@ import gc
 import os
 import sys
 
-from pipelines import refused
+from pipelines import process, refused
 
 #: The command's exit status once it has returned one.
 returned: int | None = None
@@ -51,6 +51,7 @@ def _end_without_teardown() -> None:
 
 atexit.register(_end_without_teardown)
 gc.disable()
+process.prepare()
 with refused("anyio", "httpx._main"):
     import httpcore  # noqa: F401
     import httpx  # noqa: F401

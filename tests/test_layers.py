@@ -3,6 +3,8 @@ Dagster layer (`assets/`), and the sandbox, the services' stand-in, knows nothin
 product. Read from the source, so a lazy import inside a function counts too."""
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -47,3 +49,30 @@ def test_the_check_sees_a_forbidden_import(tmp_path):
     module = tmp_path / "module.py"
     module.write_text("def later():\n    from assets.cli import main\n    import dagster as dg\n")
     assert imported_roots(module) == {"assets", "dagster"}
+
+
+def test_importing_the_core_changes_nothing_beyond_it():
+    """Every module of `pipelines/` imported, in a process of its own: Arrow's memory pool,
+    the import system and pyarrow's view of pandas are as they were. The process settings
+    are made where a process starts (`pipelines/process.py`)."""
+    modules = sorted(
+        ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        for path in (ROOT / "pipelines").rglob("*.py")
+        if path.name not in {"__main__.py", "__init__.py"}
+    )
+    probe = (
+        "import sys, importlib, pyarrow as pa\n"
+        "pool, finders = pa.default_memory_pool().backend_name, list(sys.meta_path)\n"
+        f"for name in {modules!r}:\n"
+        "    importlib.import_module(name)\n"
+        "assert pa.default_memory_pool().backend_name == pool, pa.default_memory_pool()\n"
+        "assert sys.meta_path == finders, sys.meta_path\n"
+        "from pipelines import process\n"
+        "process.prepare()\n"
+        "assert pa.default_memory_pool().backend_name == 'system'\n"
+        "pa.array([1]); assert 'pandas' not in sys.modules\n"
+    )
+    finished = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert finished.returncode == 0, finished.stderr

@@ -95,12 +95,14 @@ def test_a_module_refused_for_one_import_is_there_for_the_next():
 
 
 def test_pyarrow_never_imports_pandas_to_convert_values_but_still_can_for_pandas():
-    """Every kind of conversion the landing does (a value whose type Arrow infers, a Python
-    value given to a compute function, rows as dicts) leaves pandas out of the process;
-    asking for a pandas object still imports it."""
+    """Once a process is prepared (`pipelines/process.py`), every kind of conversion the
+    landing does (a value whose type Arrow infers, a Python value given to a compute
+    function, rows as dicts) leaves pandas out of the process; asking for a pandas object
+    still imports it."""
     command = (
         "import sys\n"
-        "import pipelines\n"
+        "from pipelines import process\n"
+        "process.prepare()\n"
         "import pyarrow as pa, pyarrow.compute as pc\n"
         "texts = pa.array(['a', ''], pa.string())\n"
         "pa.scalar('connection')\n"

@@ -1,0 +1,37 @@
+"""What a process of the product sets for itself, once, where it starts: the command line
+(`pipelines/__main__.py`), the Dagster code location (`assets/definitions.py`), the webhook
+receiver and the demo. Not on import: importing a module of the product changes nothing
+beyond it."""
+
+import sys
+
+import pyarrow as pa
+
+from pipelines import refused
+
+
+def prepare() -> None:
+    """Arrow's memory from malloc, and pyarrow told that pandas is absent. Calling it again
+    changes nothing."""
+    _arrow_from_malloc()
+    _pyarrow_without_pandas()
+
+
+def _arrow_from_malloc() -> None:
+    """Arrow's buffers from malloc, not its default mimalloc pool, which keeps freed pages
+    (bench: pull, peak memory), and no slower."""
+    pa.set_memory_pool(pa.system_memory_pool())
+
+
+def _pyarrow_without_pandas() -> None:
+    """Tell pyarrow that pandas is not there. On its first conversion of Python values
+    (`pa.array`, `Table.from_pylist`, `pa.scalar`, a Python value given to a compute
+    function) it imports pandas only to ask whether the values are pandas objects, a large
+    import in every process for a question whose answer is no here. It asks on two
+    paths, for values of a given type and for values whose type it infers; one conversion
+    of the second kind, refused, answers both. What needs pandas for real (`to_pandas`,
+    `from_pandas`) still imports it."""
+    if "pandas" in sys.modules:
+        return
+    with refused("pandas"):
+        pa.array([0])
