@@ -43,7 +43,7 @@ DATA = ROOT / "data" / "bench" / "budget"
 WINDOW_S = 10
 MOUNT = "/comment/api/v1"
 TARGET_SHARE = 0.95
-HEADROOM = 0.02  # the pacer's (pipelines/transport.py)
+HEADROOM = 0.02  # the pacer's (pipelines/transport/)
 #: Seconds from launching the processes to their first request: all start together.
 STARTUP_S = 8.0
 

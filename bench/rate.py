@@ -8,7 +8,7 @@ about 1,000 requests (30-60 s): `python -m pipelines sync --streams comment.trig
 
 Share of the budget = requests accepted on the comment mount / (120 x span / 5), span being
 first to last request as the sandbox saw them; 429s = what its limiter refused. Target: at
-least 95 % used, no 429. The pacer (pipelines/transport.py `Pacer`) spaces requests evenly at
+least 95 % used, no 429. The pacer (pipelines/transport/ `Pacer`) spaces requests evenly at
 the limit less 2 % headroom, so about 98 % is the designed ceiling.
 
 The run ends with the check `rows_equal_service_total`, one more request after the landing:
@@ -39,7 +39,7 @@ LOGS_PATH = f"{MOUNT}/logs"
 #: Requests wanted: at 98 % of 120 per 5 s, about 42 s of paging.
 TARGET_REQUESTS = 1_000
 TARGET_SHARE = 0.95
-HEADROOM = 0.02  # the Pacer's (pipelines/transport.py)
+HEADROOM = 0.02  # the Pacer's (pipelines/transport/)
 
 
 def logs_total(base: str, days: int) -> int:
@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         scale=args.scale,
         limit=f"{REQUESTS_PER_MINUTE} requests per {WINDOW_S} s per key (time-scaled 120/min)",
         pacer=f"even spacing at the limit less {HEADROOM:.0%} headroom "
-        "(pipelines/transport.py Pacer): about 98 % is the designed ceiling",
+        "(pipelines/transport/ Pacer): about 98 % is the designed ceiling",
         requests_of_trigger_logs=requests_of(seen, "comment.trigger_logs"),
         expected_requests=math.ceil(rows / LOGS_PAGE_LIMIT) + 1,
         pause_before_check_s=None if last_page is None else round(logs["last"] - last_page, 2),

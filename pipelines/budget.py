@@ -1,6 +1,6 @@
 """A key's request budget, shared by every process that uses the key, on one host or many.
 
-The pacer (`pipelines/transport.py`) spaces a key's requests evenly under its documented
+The pacer (`pipelines/transport/`) spaces a key's requests evenly under its documented
 rate. Within one process that takes a lock and a number; across processes the number lives
 in a store they share: per key and bucket of operations, the moment the next request may
 start. A request reserves the next free slot in one atomic statement
@@ -60,7 +60,7 @@ STORE_VARIABLE = "SYNC_BUDGET_STORE"
 OFF = "off"
 TABLE = "warehouse_sync_budget"
 #: No slot or hold lies further ahead than this (a `Retry-After` is capped at 120 s,
-#: pipelines/transport.py); a stored moment beyond it is another clock's.
+#: pipelines/transport/); a stored moment beyond it is another clock's.
 HORIZON_SECONDS = 600.0
 
 

@@ -45,7 +45,7 @@ def member_batches(chunks: Iterator[bytes], connection: str) -> Iterator[pa.Tabl
     the members schema, EXPORT_BATCH_ROWS at a time. Columns are found by header name; a
     column the schema does not know, one it lacks and a value that does not read as its
     column's type go to `_extra` (`pipelines/drift.py`). Bytes that are not UTF-8 are read
-    as U+FFFD, as the transport reads them in JSON (`pipelines/transport.py`)."""
+    as U+FFFD, as the transport reads them in JSON (`pipelines/transport/`)."""
     file = CsvFile(chunks, EXPORT_BLOCK_BYTES)
     header = file.header
     if not header:

@@ -1,0 +1,25 @@
+"""The counts of a connection's calls (requests, 429s, retries) that each materialization
+reports as metadata; `pipelines/transport/client.py` and `pipelines/transport/retries.py` add
+to them."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+
+@dataclass
+class CallStats:
+    requests: int = 0
+    throttled: int = 0
+    retries: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, *, requests: int = 0, throttled: int = 0, retries: int = 0) -> None:
+        with self._lock:
+            self.requests += requests
+            self.throttled += throttled
+            self.retries += retries
+
+    def as_metadata(self) -> dict[str, int]:
+        return {"requests": self.requests, "429s": self.throttled, "retries": self.retries}
