@@ -76,7 +76,7 @@ def _import_key_columns(row: Mapping[str, Any]) -> tuple[str, ...]:
 
 
 def _submitted(record_type: str) -> Validator:
-    """A record submitted one by one, checked against its model (validation.py); custom
+    """A record submitted one by one, checked against its model (`validation/`); custom
     field definitions concern profile updates only."""
     return lambda row, _custom_fields: validation.validate_record(record_type, row)
 

@@ -1,4 +1,4 @@
-"""Client-side validation (pipelines/push/validation.py) against the data hub sandbox's ground
+"""Client-side validation (pipelines/push/validation/) against the data hub sandbox's ground
 truth: a valid row gives the body the sandbox accepts, and each side of every bound the hub
 documents (fields, operations, limits) is refused by the client and the sandbox alike, naming
 the same field.

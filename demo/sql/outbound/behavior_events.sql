@@ -1,7 +1,7 @@
 -- Behavior events to send to the data hub (its "Submit behavior event" operation). `event_key`
 -- is the brand's unique id of the event: the push sends each event once per key. `params` is a
 -- JSON object (text or a struct) whose fields depend on `behavior`: `PARAMS_BY_BEHAVIOR` in
--- pipelines/push/validation.py lists them (names beyond page_view's: sandbox/README.md). An
+-- pipelines/push/validation/behavior.py lists them (names beyond page_view's: sandbox/README.md). An
 -- optional `connection` column names the data hub connection to send to (default: default).
 CREATE OR REPLACE VIEW outbound.behavior_events AS
 SELECT

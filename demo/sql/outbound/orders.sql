@@ -1,5 +1,5 @@
 -- Order records to send to the data hub, one row per version; the columns are the fields of the
--- hub's order record (`OrderRecord` in pipelines/push/validation.py). Per key (`id`) the push sends
+-- hub's order record (`OrderRecord` in pipelines/push/validation/commerce.py). Per key (`id`) the push sends
 -- the newest version, and only when it is newer than what the hub already accepted. An optional
 -- `connection` column names the data hub connection to send to (default: default).
 CREATE OR REPLACE VIEW outbound.orders AS

@@ -1,5 +1,5 @@
 -- Point records to send to the data hub, one row per version; the columns are the fields of the
--- hub's point record (`PointRecord` in pipelines/push/validation.py). Per key
+-- hub's point record (`PointRecord` in pipelines/push/validation/commerce.py). Per key
 -- (`source_platform_customer_id` and `type`) the push sends the newest version, and only when it is
 -- newer than what the hub already accepted. An optional `connection` column names the data hub
 -- connection to send to (default: default).

@@ -1,5 +1,5 @@
 -- Reservation records to send to the data hub, one row per version; the columns are the fields of
--- the hub's reservation record (pipelines/push/validation.py lists them). Per key
+-- the hub's reservation record (pipelines/push/validation/commerce.py lists them). Per key
 -- (`source_platform_customer_id` and `id`) the push sends the newest version, and only when it is
 -- newer than what the hub already accepted. An optional `connection` column names the data hub
 -- connection to send to (default: default).
