@@ -8,8 +8,7 @@ import duckdb
 from pipelines.damaged import SetAside, set_aside_damaged
 from pipelines.lake import Lake
 from pipelines.object_store import disk_refusal, lake_fault
-from pipelines.push import ledger
-from pipelines.streams import comment, conversation, datahub
+from pipelines.streams import comment, conversation, datahub, sync
 from pipelines.warehouse import Warehouse, WarehouseUnavailable
 from pipelines.webhooks.compaction import WEBHOOK_EVENTS, WEBHOOK_QUARANTINE
 
@@ -20,7 +19,7 @@ PULLED = [*comment.STREAMS, *conversation.STREAMS, *datahub.STREAMS]
 #: `WAREHOUSE_SQL` may also name streams written by others (pipelines/warehouse.py).
 WAREHOUSE_STREAMS = [
     *PULLED,
-    *ledger.STREAMS,
+    *sync.STREAMS,
     WEBHOOK_EVENTS,
     WEBHOOK_QUARANTINE,
 ]
@@ -97,9 +96,9 @@ def environment_fault(error: BaseException, lake_root: str, warehouse_path: Path
 def set_aside_damaged_files(lake: Lake) -> list[SetAside]:
     """Every file of the warehouse's streams that cannot be read, each page read: where a
     query of the warehouse failed, and DuckDB's words name no file. The push ledger's are
-    not set aside but refused (`ledger.refuse_if_damaged`): no run can make them again."""
-    ledger.refuse_if_damaged(lake)
-    remade = [s for s in WAREHOUSE_STREAMS if s is not ledger.PUSHED]
+    not set aside but refused (`sync.refuse_if_damaged`): no run can make them again."""
+    sync.refuse_if_damaged(lake)
+    remade = [s for s in WAREHOUSE_STREAMS if s is not sync.PUSHED]
     return [f for s in remade for f in set_aside_damaged(lake, s, pages=True)]
 
 

@@ -178,11 +178,6 @@ class Pull:
 Land = Callable[[Pull], Landed]
 
 
-def parse_moment(text: str | None) -> datetime | None:
-    """An ISO 8601 date-time of a response, or None when the service gave none."""
-    return datetime.fromisoformat(text) if text else None
-
-
 def pulled_at() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 

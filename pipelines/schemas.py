@@ -5,8 +5,8 @@ A stream whose row copies a model declares its columns as `arrow_fields(Model, .
 fields is typed once: in the model (`pipelines/clients/*.py`). The mapping:
 
 - `str` -> string, `int` -> int64, `float` -> float64, `bool` -> bool;
-- `Day` (ISO 8601 date text, `pipelines/clients/base.py`) and `date` -> date32;
-- `Moment` (ISO 8601 text, `pipelines/clients/base.py`) and `datetime` -> the lake's
+- `Day` (ISO 8601 date text) and `date` -> date32;
+- `Moment` (ISO 8601 text) and `datetime` -> the lake's
   `TIMESTAMP` (`pipelines/lake.py`);
 - `list[X]` -> a list of X's type; a nested model -> a struct of its fields;
 - `dict`, `Any`, or a list of them -> string, holding JSON text;
@@ -44,10 +44,20 @@ from typing import (
 import pyarrow as pa
 import pydantic
 
-from pipelines.clients.base import Day, Moment
 from pipelines.drift import extra_of
 from pipelines.lake import DESCRIPTION, EXTRA, TIMESTAMP
-from pipelines.landing import parse_moment
+
+#: A date-time the service writes as ISO 8601 text. The model keeps the text (a time without
+#: offset stays readable); the lake holds it as its `TIMESTAMP`.
+Moment = Annotated[str, "ISO 8601 date-time"]
+#: A calendar day the service writes as ISO 8601 text (`2026-10-01`); the lake holds a date.
+Day = Annotated[str, "ISO 8601 date"]
+
+
+def parse_moment(text: str | None) -> datetime | None:
+    """An ISO 8601 date-time of a response, or None when the service gave none."""
+    return datetime.fromisoformat(text) if text else None
+
 
 _SCALARS = {str: pa.string(), int: pa.int64(), float: pa.float64(), bool: pa.bool_()}
 

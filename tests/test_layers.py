@@ -51,6 +51,71 @@ def test_the_check_sees_a_forbidden_import(tmp_path):
     assert imported_roots(module) == {"assets", "dagster"}
 
 
+def core_part(module: str) -> str:
+    """A module's part of the core: `pipelines.push.plan` -> `pipelines.push`."""
+    return ".".join(module.split(".")[:2])
+
+
+def core_arrows(folder: Path) -> dict[str, set[str]]:
+    """Which parts of the core (a module or a subpackage of `folder/pipelines/`) each
+    imports; the launcher left out."""
+    arrows: dict[str, set[str]] = {}
+    launcher = folder / LAUNCHER.relative_to(ROOT)
+    for path in (p for p in (folder / "pipelines").rglob("*.py") if p != launcher):
+        source = core_part(".".join(path.relative_to(folder).with_suffix("").parts))
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            named = []
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                named = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            elif isinstance(node, ast.Import):
+                named = [alias.name for alias in node.names]
+            for name in named:
+                part = core_part(name)
+                if name.startswith("pipelines.") and part != source:
+                    arrows.setdefault(source, set()).add(part)
+    return arrows
+
+
+def a_cycle(arrows: dict[str, set[str]]) -> list[str]:
+    """One cycle among the arrows, or [] where they all run one way."""
+    done: set[str] = set()
+
+    def walk(part: str, path: list[str]) -> list[str]:
+        for target in sorted(arrows.get(part, ())):
+            if target in path:
+                return [*path[path.index(target) :], target]
+            if target not in done:
+                found = walk(target, [*path, target])
+                if found:
+                    return found
+        done.add(part)
+        return []
+
+    for part in sorted(arrows):
+        found = walk(part, [part])
+        if found:
+            return found
+    return []
+
+
+def test_arrows_inside_the_core_run_one_way():
+    """No part of `pipelines/` imports, however indirectly, a part that imports it."""
+    arrows = core_arrows(ROOT)
+    assert len(arrows) > 10
+    assert a_cycle(arrows) == []
+
+
+def test_the_cycle_check_sees_a_cycle(tmp_path):
+    (tmp_path / "pipelines" / "push").mkdir(parents=True)
+    (tmp_path / "pipelines" / "catalog.py").write_text("from pipelines.push import ledger\n")
+    (tmp_path / "pipelines" / "push" / "run.py").write_text("import pipelines.catalog\n")
+    cycle = a_cycle(core_arrows(tmp_path))
+    assert cycle in (
+        ["pipelines.catalog", "pipelines.push", "pipelines.catalog"],
+        ["pipelines.push", "pipelines.catalog", "pipelines.push"],
+    )
+
+
 def test_importing_the_core_changes_nothing_beyond_it():
     """Every module of `pipelines/` imported, in a process of its own: Arrow's memory pool,
     the import system and pyarrow's view of pandas are as they were. The process settings

@@ -22,11 +22,6 @@ from pipelines.lake import check_connection_name
 from pipelines.problems import closest
 from pipelines.transport import CallStats, Rate, RetryPolicy, Transport
 
-#: A date-time the service writes as ISO 8601 text. The model keeps the text (a time without
-#: offset stays readable); the lake holds it as its `TIMESTAMP` (`pipelines/schemas.py`).
-Moment = Annotated[str, "ISO 8601 date-time"]
-#: A calendar day the service writes as ISO 8601 text (`2026-10-01`); the lake holds a date.
-Day = Annotated[str, "ISO 8601 date"]
 #: A date-time the model parses from ISO 8601 text: lax even in the strict `Model`, where
 #: text is how JSON carries it, not a change of type.
 Parsed = Annotated[datetime, pydantic.Strict(False)]

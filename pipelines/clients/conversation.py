@@ -13,8 +13,9 @@ from typing import ClassVar, TypeVar
 
 import pydantic
 
-from pipelines.clients.base import Model, Moment, Service, check_path_overrides, fill_path
+from pipelines.clients.base import Model, Service, check_path_overrides, fill_path
 from pipelines.jobs import wait_for_job
+from pipelines.schemas import Moment
 from pipelines.transport import Rate, Transport
 
 T = TypeVar("T")

@@ -15,54 +15,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
-import pyarrow as pa
 
-from pipelines.damaged import damaged_files
-from pipelines.errors import Damaged
-from pipelines.lake import TIMESTAMP, Lake, Stream
+from pipelines.lake import Lake
 from pipelines.push.journal import Journal, journal_path
 from pipelines.push.shared_journal import PostgresJournal
 from pipelines.shared_store import store_url
-
-PUSHED = Stream(
-    "sync",
-    "pushed",
-    pa.schema(
-        [
-            ("record_type", pa.string()),
-            ("key", pa.string()),
-            ("timestamp", TIMESTAMP),  # the record's own, for latest-timestamp-wins
-            ("content_hash", pa.string()),
-            ("content", pa.string()),  # the body sent, JSON (profile diffs read it back)
-            ("state", pa.string()),  # accepted; imports: submitted, then accepted or failed
-            ("event_id", pa.string()),
-            ("task_id", pa.int64()),
-            ("updated_contact_size", pa.int64()),
-            ("connection", pa.string()),
-            ("pushed_at", TIMESTAMP),
-        ]
-    ),
-    key=("record_type", "key", "pushed_at"),
-)
-
-REJECTED = Stream(
-    "sync",
-    "rejected",
-    pa.schema(
-        [
-            ("record_type", pa.string()),
-            ("key", pa.string()),
-            ("field", pa.string()),
-            ("reason", pa.string()),
-            ("source", pa.string()),  # validation, conflict, or service (refused when sent)
-            ("row", pa.string()),  # the row as JSON
-            ("first_seen", TIMESTAMP),
-            ("last_seen", TIMESTAMP),
-        ]
-    ),
-    key=("record_type", "key", "field", "reason", "row"),
-)
-STREAMS = [PUSHED, REJECTED]
+from pipelines.streams.sync import PUSHED, REJECTED, refuse_if_damaged
 
 
 @dataclass(frozen=True)
@@ -157,26 +115,6 @@ class Ledger:
             for r in rejections
         ]
         self.lake.write(REJECTED, record_type, rows)
-
-
-class LedgerDamaged(Damaged):
-    """A file of the push ledger cannot be read: it alone says what the hub accepted."""
-
-
-def refuse_if_damaged(lake: Lake) -> None:
-    """Raise `LedgerDamaged` naming each file of `sync.pushed` that cannot be read. Unlike
-    a pulled stream's, such a file is not set aside by itself: it is the only record of
-    what was sent, and without it the next push would send its rows again (behavior
-    events among them stored twice)."""
-    damaged = damaged_files(lake, PUSHED)
-    if damaged:
-        files = "; ".join(f"{path} ({reason})" for path, reason in damaged.items())
-        raise LedgerDamaged(
-            f"the push ledger cannot be read, so nothing was sent: {files}. Restore the "
-            "file(s) from a backup of the lake; or move them out of the lake and push "
-            "again, which sends their rows again (a behavior event among them may then be "
-            "stored twice)"
-        )
 
 
 def _identity(row: dict) -> tuple:

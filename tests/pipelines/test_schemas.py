@@ -8,8 +8,8 @@ import pyarrow as pa
 import pytest
 from typing_extensions import TypedDict
 
-from pipelines.clients.base import Day, Model, Moment
-from pipelines.schemas import arrow_fields, model_row
+from pipelines.clients.base import Model
+from pipelines.schemas import Day, Moment, arrow_fields, model_row
 
 #: The lake's date-time type, written out: a change to it must show here.
 MOMENT = pa.timestamp("us", tz="UTC")
