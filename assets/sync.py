@@ -80,8 +80,8 @@ def default_range(stream: Stream, lake: Lake, connections: list[str]) -> tuple[d
 
 
 #: Dagster's switch for one "materialization planned" event per asset and run, instead of
-#: one per partition of its range (366 for a year of messages: a second of CPU before the
-#: first request). Its cost, partitions of a failed run not marked failed, only matters to
+#: one per partition of its range (366 for a year of messages, all before the first
+#: request). Its cost, partitions of a failed run not marked failed, only matters to
 #: an instance that is kept.
 PLANNED_AS_ONE_EVENT = "DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS"
 
@@ -188,8 +188,8 @@ def _run(name: str, assets, resources, instance, report: SyncReport, label: str,
         asset_checks=_checks_of(assets),
         jobs=[job],
         # The assets and checks return results, never an output an IO manager would store;
-        # Dagster's default one (files) would only cost its imports (fsspec, universal_pathlib:
-        # a sixth of a second). The run is in this process, so memory is a valid one.
+        # Dagster's default one (files) would only cost its imports (fsspec, universal_pathlib).
+        # The run is in this process, so memory is a valid one.
         resources={"io_manager": dg.mem_io_manager, **resources},
         loggers=LOGGERS,
     ).resolve_job_def(name)

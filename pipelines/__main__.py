@@ -6,19 +6,18 @@ Every scheduled sync pays the command's start and end, so three things here only
 cheaper:
 
 - The imports (Dagster, pyarrow, the services' models) make objects that live as long as
-  the process. Collected while they are made, they were walked again and again, a sixth of
-  a one-request sync's time (bench: peer): the collector waits until they are made, then
-  leaves them out of every later collection (`gc.freeze`); the run's own garbage is
-  collected as usual.
+  the process. Collected while they are made, they were walked again and again
+  (bench: peer). The collector waits until they are made, then leaves them out of every
+  later collection (`gc.freeze`); the run's own garbage is collected as usual.
 - httpx and httpcore import two optional modules the command never uses: httpcore's async
-  locks (anyio, 0.1 s) and httpx's own command line (with pygments and click). They are
+  locks (anyio) and httpx's own command line (with pygments and click). They are
   refused while those two load (`pipelines.refused`); the command makes no async request.
 - Once the command has returned its exit status, and the interpreter has run what it runs
   at exit (it waits for threads, then calls every exit handler: logging's, the removal of
   temporary directories, Dagster's), the process ends without the interpreter's teardown.
-  That teardown freed the objects of ~1,650 modules one by one and collected the cycles
-  among them: 0.6-0.8 s of a one-request sync's 2.8-3.0 s, for memory the system takes
-  back at once. A command that raised ends the usual way.
+  That teardown freed every module's objects one by one and collected their cycles, for
+  memory the system takes back at once (bench: peer). A command that raised ends the usual
+  way.
 
 A reader that stops reading what the command prints (`| head`) ends it with status 1 and no
 traceback.

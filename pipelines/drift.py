@@ -291,7 +291,7 @@ def drift_in_lake(lake: Lake, stream: Stream) -> tuple[int, dict[str, dict[str, 
     if relation is None:
         return 0, {}
     found: dict[str, dict[str, int]] = {}
-    # Both in one DuckDB: opening one costs more than counting (~20 ms).
+    # Both in one DuckDB: opening one costs more than counting (bench: peer).
     with lake.connect(spill=True) as con:
         [(rows,)] = con.execute(f"SELECT count(*) FROM {relation}").fetchall()
         for kind, path, count in con.execute(DRIFT_IN_LAKE.format(relation=relation)).fetchall():

@@ -43,7 +43,7 @@ DESCRIPTION = b"description"
 CONNECTION_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 TEMPORARY_SUFFIX = ".tmp"
 #: Rows buffered before a row group is written: what a landing holds in memory at most
-#: (10,000 rows of dicts are about 15 MB; bench: pull, peak memory).
+#: (bench: pull, peak memory).
 ROW_GROUP_ROWS = 10_000
 #: DuckDB's memory for a query that reduces the lake to a few figures (checks, the members
 #: seen in messages): beyond it DuckDB spills to the system's temporary folder, so a check
@@ -213,7 +213,8 @@ class Lake:
 
     def read_columns(self, files: Iterable[str], columns: list[str]) -> pa.Table:
         """Some columns of several files, one file at a time (pyarrow.dataset would do, but
-        it brings pandas into every process that lands a stream: 60 MB for nothing here)."""
+        it brings pandas and its memory into every process that lands a stream;
+        bench: memory)."""
         return pa.concat_tables(self.read_table(f, columns) for f in files)
 
     def read_metadata(self, path: str) -> dict[str, str]:

@@ -1,6 +1,7 @@
 """An object-store lake's pyarrow filesystem as DuckDB reads fsspec ones (`LakeFiles`): how this
 process's DuckDB reads a lake on an object store (`pipelines/object_store.py`). A module of
-its own so that only such a lake imports fsspec (~16 ms of every command's start)."""
+its own so that only such a lake imports fsspec, which slows every command's start
+(bench: peer)."""
 
 from __future__ import annotations
 

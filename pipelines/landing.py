@@ -189,7 +189,7 @@ def today() -> date:
 
 def _with_connection(rows: Rows, connection: str) -> Iterator[dict | pa.Table]:
     # One column of the name, sliced for each table (a page's piece of a day, mostly):
-    # repeating the name for each cost a year of trigger logs most of a second.
+    # repeating the name for each was slow over a year of trigger logs.
     names = pa.array([], pa.string())
     for row in rows:
         if isinstance(row, pa.Table):

@@ -89,8 +89,8 @@ def descriptions(model: type) -> dict[str, str]:
     Read from the modules' source here rather than by pydantic (`use_attribute_docstrings`):
     on Python 3.11 pydantic finds each class's lines by walking the stack and asking
     `inspect.getmodule` of every frame, whose first answer resolves the real path of every
-    module loaded (Dagster's ~1,100), then parses each class: 70 ms of every command's start
-    for the services' models, against one parse per module here."""
+    module loaded (Dagster's included), then parses each class: a cost to every command's
+    start (bench: peer), against one parse per module here."""
     found: dict[str, str] = {}
     for cls in reversed(model.__mro__):
         found |= _attribute_docstrings(cls.__module__).get(cls.__qualname__, {})

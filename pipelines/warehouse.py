@@ -150,7 +150,7 @@ class Warehouse:
     def statements(self, con: duckdb.DuckDBPyConnection) -> list[str]:
         """Every statement that builds the warehouse, in order. `con`, the connection the
         caller builds in, types every empty relation: opening one for it costs more than the
-        DESCRIBE (~20 ms against one)."""
+        DESCRIBE (bench: peer)."""
         schemas = schemas_of(self.sql_dirs)
         statements = [f"CREATE SCHEMA IF NOT EXISTS {schema}" for schema in schemas]
         source = functools.partial(self._source, con)

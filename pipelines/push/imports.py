@@ -20,7 +20,7 @@ MAX_ROWS = 10_000
 #: A failed task is imported again this many times in all, then its rows are reported.
 MAX_ATTEMPTS = 3
 #: Import tasks in flight at once. A task takes a while to finish once its import is
-#: accepted: waiting for each one before the next import left ~15% of the 15-per-minute
+#: accepted: waiting for each one before the next import left part of the 15-per-minute
 #: budget unused (bench: push, imports). The imports themselves are still spaced by the
 #: transport's pacer, shared by every thread, so this bounds the tasks polled at once, not the
 #: rate: 4 keep the budget full while a task takes up to four pacer intervals (~16 s).

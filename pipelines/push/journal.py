@@ -6,7 +6,7 @@ appended to this process's journal file with one `write` call before the worker'
 request goes. Once `write` returns, the line is the kernel's: it survives the process being
 killed at any moment, so a killed push has lost no acknowledgement, and what it may send
 again is only what was in flight when it died. A power loss or an OS crash may still lose
-the last lines (they are not fsynced: a sync per answer doubled the push's CPU, bench: push);
+the last lines (they are not fsynced: a sync per answer cost the push much CPU, bench: push);
 the records they acknowledged are then sent again, which latest-timestamp-wins makes
 harmless. What must never be sent twice (an at-most-once row's `sending` mark) is written
 with `fsync=True`, on the disk before its request goes.

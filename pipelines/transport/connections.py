@@ -23,7 +23,8 @@ REQUEST_HEADERS = {
 def _tls() -> ssl.SSLContext:
     """The TLS settings of a connection: httpx's defaults, with the certificate authorities
     `SSL_CERT_FILE` or `SSL_CERT_DIR` name as they are now. Each connection made its own,
-    loading the authorities (30-50 ms); one is made per value of those two and shared."""
+    loading the authorities again (bench: peer); one is made per value of those two and
+    shared."""
     return _tls_for(os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
 
 

@@ -76,8 +76,8 @@ class DayPiece(NamedTuple):
 #: A log as paging handles it: its id (to drop one read twice after a shift) and its
 #: `created_at` in seconds since the epoch (to stop past the range); the log itself stays in
 #: its page's table, at its index, until its day's piece is cut out of it. A plain tuple read
-#: by position: a year is a million of them, and a named tuple each cost the pull 3-7 % of
-#: its time (bench: pull).
+#: by position: a year is a million of them, and a named tuple each slowed the pull
+#: (bench: pull).
 _Listed = tuple[str, int, pa.Table, int]
 ID, MOMENT, PAGE, INDEX = range(4)
 
