@@ -1,4 +1,4 @@
-"""The live soak (bench/soak.py) over 6 simulated hours from 21:00 UTC today: it crosses a UTC
+"""The live soak (bench/soak.py) over 4 simulated hours from 23:00 UTC today: it crosses a UTC
 midnight and both daily schedules (23:30 data hub reports, 02:30 dimensions). Both plants are
 made, so the checks are seen to catch them and nothing else."""
 
@@ -22,9 +22,9 @@ def test_a_day_of_live_operation(tmp_path):
             "-m",
             "bench.soak",
             "--start-hour",
-            "21",
+            "23",
             "--hours",
-            "6",
+            "4",
             "--json",
             str(out),
         ],
