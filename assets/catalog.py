@@ -8,7 +8,7 @@ from collections.abc import Iterable
 import dagster as dg
 import pyarrow as pa
 
-from pipelines.lake import DESCRIPTION, Stream
+from pipelines.stream import DESCRIPTION, Stream
 
 
 def column_schema(schema: pa.Schema) -> dg.TableSchema:

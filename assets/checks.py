@@ -6,7 +6,7 @@ import dagster as dg
 from assets.resources import LakeResource
 from pipelines.damaged import FOLDER, REASON_SUFFIX, damaged_of, set_aside_damaged
 from pipelines.drift import drift_in_lake
-from pipelines.lake import Stream
+from pipelines.stream import Stream
 
 
 def nothing_compared(reason: str, metadata: dict | None = None) -> dg.AssetCheckResult:

@@ -12,7 +12,7 @@ import dagster as dg
 from assets.checks import STREAM_CHECKS, nothing_compared
 from assets.factory import StreamAsset, stream_asset
 from assets.resources import ConversationResource, LakeResource
-from pipelines.lake import Stream
+from pipelines.stream import Stream
 from pipelines.streams.conversation import (
     ASSIGNMENTS,
     CHANNELS,

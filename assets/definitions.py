@@ -18,7 +18,7 @@ from assets.resources import LakeResource, resources_or_problem
 from assets.told import told
 from pipelines import process
 from pipelines.catalog import PULLED, refresh_warehouse
-from pipelines.lake import described
+from pipelines.stream import described
 
 # Loading the code location is where each Dagster process starts (webserver, daemon, run
 # and step workers).

@@ -23,8 +23,9 @@ from assets.catalog import row_count, stream_metadata
 from assets.partitions import daily, single_run
 from assets.told import told
 from pipelines.damaged import set_aside_damaged
-from pipelines.lake import Lake, Stream
+from pipelines.lake import Lake
 from pipelines.landing import Land, Landed, Pull, Refused, served_days, today
+from pipelines.stream import Stream
 
 KINDS = frozenset({"python", "parquet"})
 

@@ -27,9 +27,10 @@ from assets.resources import build_resources
 from assets.told import ERROR_CLASS
 from pipelines.catalog import PULLED, refresh_warehouse
 from pipelines.damaged import set_aside_damaged
-from pipelines.lake import Lake, Stream
+from pipelines.lake import Lake
 from pipelines.landing import today
 from pipelines.settings import Settings, load_settings
+from pipelines.stream import Stream
 from pipelines.warehouse import WarehouseBusy, WarehouseUnavailable
 
 FIRST_PARTITION = daily.start.date()

@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
-from pipelines.lake import TIMESTAMP, Lake, Stream, file_stem
+from pipelines.lake import Lake, file_stem
+from pipelines.stream import TIMESTAMP, Stream
 from pipelines.streams.datahub import MEMBERS
 
 if TYPE_CHECKING:

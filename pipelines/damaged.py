@@ -28,7 +28,8 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from pipelines.lake import Lake, Stream, file_day
+from pipelines.lake import Lake, file_day
+from pipelines.stream import Stream
 
 FOLDER = "_damaged"
 REASON_SUFFIX = ".reason.txt"

@@ -2,7 +2,7 @@
 
 Services add fields, drop them and change their types without notice. Nothing of it is lost
 and nothing of it fails a load: each row keeps it in the lake's last column, `_extra`
-(`EXTRA`, `pipelines/lake.py`), one JSON object per row, null when the row matched:
+(`EXTRA`, `pipelines/stream.py`), one JSON object per row, null when the row matched:
 
     {"new": {"tag": "x", "stats.shares": 3},   fields the declaration lacks, by path
      "retyped": {"points": "12"},              values as sent that did not fit their
@@ -40,7 +40,8 @@ import pyarrow as pa
 import pydantic
 
 from pipelines.errors import SetupError
-from pipelines.lake import EXTRA, Lake, Stream
+from pipelines.lake import Lake
+from pipelines.stream import EXTRA, Stream
 
 #: The sections of an `_extra` object, in the order they are reported.
 KINDS = ("new", "retyped", "missing")

@@ -21,7 +21,6 @@ import threading
 import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import date
 from pathlib import Path, PurePosixPath
 
@@ -33,13 +32,8 @@ import pydantic
 
 from pipelines import object_store
 from pipelines.held_files import held_while_written, remove_unless_held
+from pipelines.stream import EXTRA, Stream
 
-#: The lake's one date-time type: UTC, in microseconds (what pyarrow builds from a Python
-#: datetime fastest, and DuckDB's own unit). Every stream's date-times are of this type.
-TIMESTAMP = pa.timestamp("us", tz="UTC")
-#: The key of a column's description in its Arrow field's metadata: the catalog reads it
-#: (`assets/catalog.py`); the lake's files are written without it.
-DESCRIPTION = b"description"
 CONNECTION_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 TEMPORARY_SUFFIX = ".tmp"
 #: Rows buffered before a row group is written: what a landing holds in memory at most
@@ -56,51 +50,6 @@ SPILL_SETTINGS = {
 }
 
 
-@dataclass(frozen=True)
-class Stream:
-    """What the lake needs to know about one stream."""
-
-    service: str
-    name: str
-    schema: pa.Schema
-    daily: bool = False
-    #: The column(s) that identify a row within one connection.
-    key: tuple[str, ...] = ("id",)
-    #: Daily streams: how many days up to today a sync of an empty lake pulls (what the
-    #: service still serves).
-    history_days: int = 1
-    #: Daily streams: how many days up to today the service answers for; an older day can
-    #: no longer be pulled (its landed file, if any, stays). None: no limit documented.
-    served_days: int | None = None
-
-    @property
-    def relation(self) -> str:
-        return f"{self.service}.{self.name}"
-
-
-def described(name: str, arrow: pa.DataType, description: str) -> pa.Field:
-    """A column written out in a stream's declaration, with what it holds."""
-    return pa.field(name, arrow, metadata={DESCRIPTION: description})
-
-
-#: The column every pulled row carries.
-CONNECTION = described(
-    "connection", pa.string(), "The connection the row was pulled through (a workspace or region)."
-)
-
-
-#: The column every pulled row carries last: what the service sent that the stream's declared
-#: schema does not hold, as JSON (`pipelines/drift.py`); null when the row matched it.
-EXTRA = described(
-    "_extra",
-    pa.string(),
-    "What the service sent that the declared columns do not hold, as a JSON object: `new` "
-    "fields by path (`stats.shares`) with their values, `retyped` values that did not fit "
-    "their column's type (the column is null, or the value converted), and the declared "
-    "fields the row lacked (`missing`). Null when the row matched its schema.",
-)
-
-
 def file_schema(schema: pa.Schema) -> pa.Schema:
     """`schema` without its columns' descriptions: they belong to the catalog, not to every
     file of the lake."""
@@ -113,14 +62,6 @@ def check_connection_name(name: str) -> str:
             f"connection name {name!r}: use 1-64 lowercase letters, digits, '_' or '-'"
         )
     return name
-
-
-def connection_stream(
-    service: str, name: str, fields: Iterable[pa.Field | tuple[str, pa.DataType]], **options
-) -> Stream:
-    """A pulled stream: its fields between the `connection` and the `_extra` every row
-    carries (fields of a model, `pipelines/schemas.py`, or written out)."""
-    return Stream(service, name, pa.schema([CONNECTION, *fields, EXTRA]), **options)
 
 
 class LakeLocation(pydantic.BaseModel):

@@ -19,7 +19,8 @@ from pipelines.clients.base import Connection, Service
 from pipelines.clients.failures import each_connection
 from pipelines.drift import Drift, place, watched_rows
 from pipelines.errors import ServiceRefused
-from pipelines.lake import Lake, Stream, file_day, file_stem
+from pipelines.lake import Lake, file_day, file_stem
+from pipelines.stream import Stream
 from pipelines.transport import CallStats, Transport
 
 Rows = Iterable[dict] | Iterable[pa.Table]

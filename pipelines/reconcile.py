@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 import duckdb
 
-from pipelines.lake import Lake, Stream
+from pipelines.lake import Lake
+from pipelines.stream import Stream
 
 
 @dataclass(frozen=True)

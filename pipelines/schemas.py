@@ -7,7 +7,7 @@ fields is typed once: in the model (`pipelines/clients/*.py`). The mapping:
 - `str` -> string, `int` -> int64, `float` -> float64, `bool` -> bool;
 - `Day` (ISO 8601 date text) and `date` -> date32;
 - `Moment` (ISO 8601 text) and `datetime` -> the lake's
-  `TIMESTAMP` (`pipelines/lake.py`);
+  `TIMESTAMP` (`pipelines/stream.py`);
 - `list[X]` -> a list of X's type; a nested model -> a struct of its fields;
 - `dict`, `Any`, or a list of them -> string, holding JSON text;
 - `X | None` and `NotRequired[X]` -> X's type.
@@ -45,7 +45,7 @@ import pyarrow as pa
 import pydantic
 
 from pipelines.drift import extra_of
-from pipelines.lake import DESCRIPTION, EXTRA, TIMESTAMP
+from pipelines.stream import DESCRIPTION, EXTRA, TIMESTAMP
 
 #: A date-time the service writes as ISO 8601 text. The model keeps the text (a time without
 #: offset stays readable); the lake holds it as its `TIMESTAMP`.

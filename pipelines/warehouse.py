@@ -44,7 +44,8 @@ import pyarrow as pa
 
 from pipelines.errors import Busy, SetupError, Unavailable
 from pipelines.held_files import held_while_written, remove_unless_held
-from pipelines.lake import Lake, Stream
+from pipelines.lake import Lake
+from pipelines.stream import Stream
 
 SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
 #: The schemas built after all others, in this order: `sync` (the push's ledger), `outbound`

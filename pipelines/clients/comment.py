@@ -13,8 +13,8 @@ from typing_extensions import TypedDict
 
 from pipelines.clients.base import Model, Service
 from pipelines.drift import extra_column, tolerated
-from pipelines.lake import EXTRA, TIMESTAMP
 from pipelines.schemas import Day, Moment, arrow_fields
+from pipelines.stream import EXTRA, TIMESTAMP
 from pipelines.transport import Rate, Transport, whole_json
 
 #: The service's documented limit: 120 requests per minute per key, every operation.

@@ -34,9 +34,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.json as pa_json
 
-from pipelines.lake import Lake, Stream
+from pipelines.lake import Lake
 from pipelines.local_data import data_dir
 from pipelines.shared_store import StoreUnavailable, unavailable
+from pipelines.stream import Stream
 
 FILE_PREFIX = "journal-"
 SUFFIX = ".jsonl"

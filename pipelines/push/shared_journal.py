@@ -17,9 +17,10 @@ from collections.abc import Iterable, Iterator, Mapping
 
 import pyarrow as pa
 
-from pipelines.lake import Lake, Stream
+from pipelines.lake import Lake
 from pipelines.push.journal import ADVICE, BLOCK_BYTES, journal_lines, journal_tables
 from pipelines.shared_store import STORE_VARIABLE, Postgres
+from pipelines.stream import Stream
 
 TABLE = "warehouse_sync_push_journal"
 #: Rows read from the server at a time while compacting.

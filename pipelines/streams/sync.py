@@ -6,7 +6,8 @@ import pyarrow as pa
 
 from pipelines.damaged import damaged_files
 from pipelines.errors import Damaged
-from pipelines.lake import TIMESTAMP, Lake, Stream
+from pipelines.lake import Lake
+from pipelines.stream import TIMESTAMP, Stream
 
 PUSHED = Stream(
     "sync",

@@ -34,7 +34,8 @@ import duckdb
 import pyarrow as pa
 
 from pipelines.errors import SetupError
-from pipelines.lake import TIMESTAMP, Lake, Stream, described
+from pipelines.lake import Lake
+from pipelines.stream import TIMESTAMP, Stream, described
 from pipelines.webhooks.inbox import StoredEvent, WebhookInbox
 
 RECEIVED_AT = described("received_at", TIMESTAMP, "When the receiver stored the event.")

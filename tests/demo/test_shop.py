@@ -29,8 +29,9 @@ from demo.shop import (
     new_customer_id,
 )
 from pipelines.catalog import WAREHOUSE_STREAMS
-from pipelines.lake import Lake, Stream
+from pipelines.lake import Lake
 from pipelines.landing import today
+from pipelines.stream import Stream
 from pipelines.streams.datahub import MEMBERS
 from pipelines.warehouse import SQL_DIR, Warehouse
 from sandbox.app import build_app

@@ -10,7 +10,8 @@ import pytest
 from assets.checks import unique_ids_check
 from assets.resources import LakeResource
 from pipelines.clients.comment import LogTable
-from pipelines.lake import TIMESTAMP, Lake, connection_stream
+from pipelines.lake import Lake
+from pipelines.stream import TIMESTAMP, connection_stream
 from pipelines.streams.comment.checks import closed_log_total
 
 EVENTS = connection_stream("test", "events", [("id", pa.string())], daily=True, key=("id",))

@@ -15,8 +15,9 @@ from dagster._core.storage.tags import (
 
 from assets.factory import StreamAsset, stream_asset
 from assets.resources import LakeResource
-from pipelines.lake import EXTRA, Lake, connection_stream, described
+from pipelines.lake import Lake
 from pipelines.landing import Landed, Refused, today
+from pipelines.stream import EXTRA, connection_stream, described
 
 THINGS = connection_stream("test", "things", [("id", pa.int64())], daily=True)
 #: A snapshot stream with a described column.

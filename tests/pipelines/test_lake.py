@@ -10,7 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipelines import lake as lake_module
-from pipelines.lake import TEMPORARY_SUFFIX, Lake, Stream
+from pipelines.lake import TEMPORARY_SUFFIX, Lake
+from pipelines.stream import TIMESTAMP, Stream
 
 THINGS = Stream("test", "things", pa.schema([("id", pa.string())]), daily=True)
 DAY = date(2026, 11, 1)
@@ -69,7 +70,7 @@ def test_a_failed_write_leaves_no_temporary_file_and_the_old_file_unchanged(tmp_
 EVENTS = Stream(
     "test",
     "events",
-    pa.schema([("id", pa.string()), ("moment", lake_module.TIMESTAMP)]),
+    pa.schema([("id", pa.string()), ("moment", TIMESTAMP)]),
     daily=True,
 )
 AT = datetime(2026, 10, 1, 10, 0, 5, tzinfo=UTC)

@@ -8,8 +8,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipelines.clients.base import Connection, Service
-from pipelines.lake import Lake, connection_stream
+from pipelines.lake import Lake
 from pipelines.landing import land_days, land_snapshot
+from pipelines.stream import connection_stream
 
 DAILY = connection_stream("test", "daily", [("id", pa.int64())], daily=True)
 SNAPSHOT = connection_stream("test", "snapshot", [("id", pa.int64())])

@@ -9,7 +9,8 @@ import pytest
 
 from pipelines.clients.base import Connection
 from pipelines.clients.conversation import ConversationService
-from pipelines.lake import Lake, Stream
+from pipelines.lake import Lake
+from pipelines.stream import Stream
 from pipelines.streams.conversation import ASSIGNMENTS, MEMBERS, MESSAGES
 from pipelines.streams.conversation.checks import members_match_messages
 from pipelines.streams.conversation.members import (

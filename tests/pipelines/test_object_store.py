@@ -22,11 +22,12 @@ from assets import cli, datahub, definitions
 from assets.resources import build_resources
 from demo.shop import generate_shop
 from pipelines import object_store
-from pipelines.lake import Lake, connection_stream
+from pipelines.lake import Lake
 from pipelines.landing import today
 from pipelines.push.ledger import PUSHED, REJECTED, Ledger
 from pipelines.reconcile import reconcile
 from pipelines.settings import load_settings
+from pipelines.stream import connection_stream
 from pipelines.webhooks.compaction import compact, stale_days
 from pipelines.webhooks.inbox import Inbox
 from tests.pipelines.test_comment import workspace_id

@@ -8,7 +8,8 @@ import pyarrow as pa
 import pytest
 
 from pipelines.clients.comment import _REQUIRED, LOG_SCHEMA, LOG_TABLE
-from pipelines.lake import Stream, file_schema
+from pipelines.lake import file_schema
+from pipelines.stream import Stream
 from pipelines.streams.comment import STREAMS as COMMENT
 from pipelines.streams.comment import TRIGGER_LOGS
 from pipelines.streams.conversation import STREAMS as CONVERSATION

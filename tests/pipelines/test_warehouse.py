@@ -15,8 +15,9 @@ import pytest
 
 from pipelines.catalog import WAREHOUSE_STREAMS, refresh_warehouse
 from pipelines.errors import SetupError
-from pipelines.lake import Lake, Stream
+from pipelines.lake import Lake
 from pipelines.settings import load_settings
+from pipelines.stream import Stream
 from pipelines.streams.conversation import CHANNELS
 from pipelines.warehouse import SQL_DIR, Warehouse, WarehouseBusy, schema_order
 

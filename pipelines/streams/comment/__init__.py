@@ -24,8 +24,8 @@ from pipelines.clients.comment import (
     TrendDay,
     WorkspaceInfo,
 )
-from pipelines.lake import connection_stream
 from pipelines.schemas import arrow_fields
+from pipelines.stream import connection_stream
 
 SERVICE = "comment"
 

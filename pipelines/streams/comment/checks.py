@@ -13,7 +13,8 @@ import pyarrow.compute as pc
 
 from pipelines.clients.base import Connection
 from pipelines.clients.comment import LOGS_MAX_DAYS, LOGS_PAGE_LIMIT, CommentClient
-from pipelines.lake import TIMESTAMP, Lake, Stream, file_day, file_stem
+from pipelines.lake import Lake, file_day, file_stem
+from pipelines.stream import TIMESTAMP, Stream
 from pipelines.streams.comment import ACCOUNTS, DAILY_STATS, TRIGGER_LOGS
 from pipelines.transport import Transport
 

@@ -20,8 +20,8 @@ from pipelines.clients.conversation import (
     Team,
     User,
 )
-from pipelines.lake import TIMESTAMP, Stream, connection_stream
 from pipelines.schemas import arrow_fields
+from pipelines.stream import TIMESTAMP, Stream, connection_stream
 
 SERVICE = "conversation"
 

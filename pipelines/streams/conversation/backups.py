@@ -16,8 +16,9 @@ from pipelines.clients.failures import each_connection
 from pipelines.csv_blocks import CsvFile, RecordTooLong, read_block, read_texts
 from pipelines.drift import Drift, cast_texts, extra_column, place, watched_table
 from pipelines.errors import DataRefused
-from pipelines.lake import EXTRA, Lake
+from pipelines.lake import Lake
 from pipelines.landing import Landed, Pull, Refused, pulled_at
+from pipelines.stream import EXTRA
 from pipelines.streams.conversation import MESSAGES
 from pipelines.transport import CallStats
 

@@ -9,7 +9,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 
-from pipelines.lake import Lake, Stream
+from pipelines.lake import Lake
+from pipelines.stream import Stream
 from pipelines.streams.conversation import MESSAGES
 from pipelines.streams.conversation.members import MEMBERS_SEEN, MESSAGES_THROUGH
 

@@ -17,9 +17,10 @@ import pyarrow as pa
 
 from pipelines.clients.base import Connection
 from pipelines.clients.conversation import ConversationClient, ConversationService
-from pipelines.lake import Lake, Stream
+from pipelines.lake import Lake
 from pipelines.landing import Land, Landed, Pull
 from pipelines.schemas import model_row
+from pipelines.stream import Stream
 from pipelines.streams.conversation import ASSIGNMENTS, MEMBERS, MESSAGES
 from pipelines.transport import ServiceError, Transport
 

@@ -13,8 +13,8 @@ Where a stream's row copies a model, its columns are that model's fields
 import pyarrow as pa
 
 from pipelines.clients.datahub import Broadcast, BroadcastReport, CustomField
-from pipelines.lake import CONNECTION, EXTRA, Stream, described
 from pipelines.schemas import arrow_fields
+from pipelines.stream import CONNECTION, EXTRA, Stream, described
 
 SERVICE = "datahub"
 

@@ -16,8 +16,9 @@ from pipelines.clients.failures import each_connection
 from pipelines.csv_blocks import CsvFile, RecordTooLong, read_texts
 from pipelines.drift import cast_texts, extra_column
 from pipelines.errors import ServiceRefused
-from pipelines.lake import EXTRA, Lake
+from pipelines.lake import Lake
 from pipelines.landing import Landed, Pull, pulled_at, today
+from pipelines.stream import EXTRA
 from pipelines.streams.datahub import MEMBER_TEXT_COLUMNS, MEMBERS
 from pipelines.transport import Transport, TruncatedBody
 

@@ -10,8 +10,9 @@ from datetime import date, timedelta
 from pipelines.clients.base import Connection
 from pipelines.clients.datahub import REPORT_MAX_DAYS, Broadcast, BroadcastReport, DataHub
 from pipelines.drift import extra_of
-from pipelines.lake import EXTRA, Lake
+from pipelines.lake import Lake
 from pipelines.schemas import model_row
+from pipelines.stream import EXTRA
 from pipelines.streams.datahub import BROADCAST_REPORTS
 from pipelines.transport import Transport
 

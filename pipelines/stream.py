@@ -1,0 +1,70 @@
+"""What a stream is, declared once in `pipelines/streams/`: its service, name, Arrow schema
+(each column with its description), key and partitioning. The lake (`pipelines/lake.py`)
+stores it; the catalog (`assets/catalog.py`) describes it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+#: The lake's one date-time type: UTC, in microseconds (what pyarrow builds from a Python
+#: datetime fastest, and DuckDB's own unit). Every stream's date-times are of this type.
+TIMESTAMP = pa.timestamp("us", tz="UTC")
+#: The key of a column's description in its Arrow field's metadata: the catalog reads it
+#: (`assets/catalog.py`); the lake's files are written without it.
+DESCRIPTION = b"description"
+
+
+@dataclass(frozen=True)
+class Stream:
+    """What the lake needs to know about one stream."""
+
+    service: str
+    name: str
+    schema: pa.Schema
+    daily: bool = False
+    #: The column(s) that identify a row within one connection.
+    key: tuple[str, ...] = ("id",)
+    #: Daily streams: how many days up to today a sync of an empty lake pulls (what the
+    #: service still serves).
+    history_days: int = 1
+    #: Daily streams: how many days up to today the service answers for; an older day can
+    #: no longer be pulled (its landed file, if any, stays). None: no limit documented.
+    served_days: int | None = None
+
+    @property
+    def relation(self) -> str:
+        return f"{self.service}.{self.name}"
+
+
+def described(name: str, arrow: pa.DataType, description: str) -> pa.Field:
+    """A column written out in a stream's declaration, with what it holds."""
+    return pa.field(name, arrow, metadata={DESCRIPTION: description})
+
+
+#: The column every pulled row carries.
+CONNECTION = described(
+    "connection", pa.string(), "The connection the row was pulled through (a workspace or region)."
+)
+
+
+#: The column every pulled row carries last: what the service sent that the stream's declared
+#: schema does not hold, as JSON (`pipelines/drift.py`); null when the row matched it.
+EXTRA = described(
+    "_extra",
+    pa.string(),
+    "What the service sent that the declared columns do not hold, as a JSON object: `new` "
+    "fields by path (`stats.shares`) with their values, `retyped` values that did not fit "
+    "their column's type (the column is null, or the value converted), and the declared "
+    "fields the row lacked (`missing`). Null when the row matched its schema.",
+)
+
+
+def connection_stream(
+    service: str, name: str, fields: Iterable[pa.Field | tuple[str, pa.DataType]], **options
+) -> Stream:
+    """A pulled stream: its fields between the `connection` and the `_extra` every row
+    carries (fields of a model, `pipelines/schemas.py`, or written out)."""
+    return Stream(service, name, pa.schema([CONNECTION, *fields, EXTRA]), **options)
