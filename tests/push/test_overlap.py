@@ -88,7 +88,7 @@ def test_pushes_started_together_and_apart_send_everything_once(start_sandbox, s
     to send; all three exit 0. Before the lease, two pushes stored every behavior event
     twice and started every member import twice."""
     sandbox = start_sandbox()
-    resources = pushable(sandbox, sync_env, customers=3_000)
+    resources = pushable(sandbox, sync_env, customers=1_000)
     planned = run_push(resources, dry_run=True, record_types=EVERYTHING)
     env = dict(os.environ)
     pushes = [start_push(env, EVERYTHING), start_push(env, EVERYTHING)]
@@ -104,7 +104,7 @@ def test_pushes_started_together_and_apart_send_everything_once(start_sandbox, s
         held = held_as_expected(sandbox, resources, record_type)
         assert held, record_type
         assert {entry["submissions"] for entry in held.values()} == {1}, record_type
-    assert planned["behavior_event"]["new"] > 10_000
+    assert planned["behavior_event"]["new"] > 3_000
     each_event_stored_once(sandbox, resources, planned["behavior_event"]["new"])
     tasks = httpx.get(f"{sandbox.url}/_sandbox/datahub/default/imports").json()
     rows = planned["member_import"]["new"]
