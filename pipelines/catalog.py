@@ -6,6 +6,7 @@ from pathlib import Path
 import duckdb
 
 from pipelines.damaged import SetAside, set_aside_damaged
+from pipelines.errors import first_line
 from pipelines.lake import Lake
 from pipelines.object_store import disk_refusal, lake_fault
 from pipelines.streams import comment, conversation, datahub, sync
@@ -65,8 +66,7 @@ def views_failed(error: duckdb.Error) -> WarehouseUnavailable:
     """The views failed over what none of the product's streams holds: a file a
     `WAREHOUSE_SQL` source reads, written by others (DuckDB's words name it), or a row a
     view cannot convert."""
-    text = str(error).strip()
-    cause = text.splitlines()[0] if text else type(error).__name__
+    cause = first_line(error)
     advice = (
         "A file it names that another system writes is damaged or unfinished: have it written again"
         if "file" in cause.lower()
@@ -88,9 +88,7 @@ def environment_fault(error: BaseException, lake_root: str, warehouse_path: Path
     fault = lake_fault(error, lake_root, then)
     if fault is not None:
         return str(fault)
-    text = str(error).strip()
-    first = text.splitlines()[0] if text else type(error).__name__
-    return f"LAKE_ROOT={lake_root}: the views could not read the lake ({first}); {then}"
+    return f"LAKE_ROOT={lake_root}: the views could not read the lake ({first_line(error)}); {then}"
 
 
 def set_aside_damaged_files(lake: Lake) -> list[SetAside]:

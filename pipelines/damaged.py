@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from pipelines.errors import first_line
 from pipelines.lake import Lake, file_day
 from pipelines.stream import Stream
 
@@ -54,7 +55,7 @@ def unreadable(lake: Lake, path: str, pages: bool = False) -> str | None:
         try:
             lake.footer(path)
         except pa.ArrowInvalid as problem:
-            return _reason(problem)
+            return first_line(problem)
         return None
     with lake.fs.open_input_file(path) as stored:
         content = stored.read_buffer()
@@ -63,13 +64,8 @@ def unreadable(lake: Lake, path: str, pages: bool = False) -> str | None:
         for _ in parquet.iter_batches():
             pass
     except (pa.ArrowException, OSError) as problem:
-        return _reason(problem)
+        return first_line(problem)
     return None
-
-
-def _reason(problem: Exception) -> str:
-    text = str(problem).strip()
-    return text.splitlines()[0] if text else type(problem).__name__
 
 
 def set_aside(lake: Lake, path: str, reason: str) -> SetAside:

@@ -50,3 +50,9 @@ class Retriable(SyncError):
 
 class DataRefused(SyncError):
     """A row or body not taken, with the reason it is kept with."""
+
+
+def first_line(error: BaseException) -> str:
+    """An error's first line, for a message about it; its class where it says nothing."""
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__

@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from pipelines import errors
 from pipelines.errors import SetupError
 
 STORE_VARIABLE = "SYNC_STORE"
@@ -64,8 +65,7 @@ def shown(location: str) -> str:
 
 def first_line(exc: BaseException, location: str) -> str:
     """An error's first line, the location's password taken out."""
-    text = str(exc).strip()
-    cause = text.splitlines()[0] if text else type(exc).__name__
+    cause = errors.first_line(exc)
     password = urlsplit(location).password if "://" in location else None
     return cause.replace(password, "***") if password else cause
 

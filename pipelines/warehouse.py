@@ -42,7 +42,7 @@ from pathlib import Path, PurePosixPath
 import duckdb
 import pyarrow as pa
 
-from pipelines.errors import Busy, SetupError, Unavailable
+from pipelines.errors import Busy, SetupError, Unavailable, first_line
 from pipelines.held_files import held_while_written, remove_unless_held
 from pipelines.lake import Lake
 from pipelines.stream import Stream
@@ -317,7 +317,7 @@ def _define(con: duckdb.DuckDBPyConnection, statements: list[str], fingerprint: 
             con.execute(statement)
         except VIEW_MISTAKES as mistake:
             origin = statement.partition("\n")[0].removeprefix(ORIGIN)
-            cause = str(mistake).strip().splitlines()[0].rstrip("!.")
+            cause = first_line(mistake).rstrip("!.")
             raise SetupError(
                 f"{origin}: {cause}. Correct the view (`sql/` and the folders WAREHOUSE_SQL "
                 "lists); until then the warehouse keeps its views as they were"

@@ -14,13 +14,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-import duckdb
-
 from pipelines.lake import Lake
 from pipelines.push.journal import Journal, journal_path
 from pipelines.push.shared_journal import PostgresJournal
 from pipelines.shared_store import store_url
-from pipelines.streams.sync import PUSHED, REJECTED, refuse_if_damaged
+from pipelines.streams.sync import PUSHED, REJECTED
 
 
 @dataclass(frozen=True)
@@ -76,21 +74,17 @@ class Ledger:
         relation = self.lake.relation(PUSHED)
         if relation is None:
             return {}
-        try:
-            rows = self.lake.query(
-                f"""
-                SELECT key, arg_max(
-                    (timestamp, content_hash, content, state, task_id, connection), pushed_at
-                )
-                FROM {relation}
-                WHERE record_type = ?
-                GROUP BY key
-                """,
-                [record_type],
+        rows = self.lake.query(
+            f"""
+            SELECT key, arg_max(
+                (timestamp, content_hash, content, state, task_id, connection), pushed_at
             )
-        except duckdb.Error:
-            refuse_if_damaged(self.lake)
-            raise
+            FROM {relation}
+            WHERE record_type = ?
+            GROUP BY key
+            """,
+            [record_type],
+        )
         return {key: Entry(*latest) for key, latest in rows}
 
     def record(self, record_type: str, entries: Iterable[dict], fsync: bool = False) -> int:
