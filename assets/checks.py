@@ -139,3 +139,12 @@ def files_readable_check(stream: Stream, asset_key: dg.AssetKey) -> dg.AssetChec
 
 #: The checks every stream gets, each made from (stream, asset key).
 STREAM_CHECKS = (unique_ids_check, schema_matches_check, files_readable_check)
+
+
+def stream_checks(streams: list[Stream]) -> list[dg.AssetChecksDefinition]:
+    """Every check each of `streams` gets, on its asset (`<service>/<stream>`)."""
+    return [
+        check(stream, dg.AssetKey([stream.service, stream.name]))
+        for stream in streams
+        for check in STREAM_CHECKS
+    ]

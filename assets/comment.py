@@ -6,26 +6,15 @@ stream's rows are and how they are fetched, and what each check compares, live i
 """
 
 from dataclasses import asdict
-from functools import partial
 
 import dagster as dg
 
-from assets.checks import STREAM_CHECKS, nothing_compared
-from assets.factory import StreamAsset, stream_asset
+from assets.checks import nothing_compared, stream_checks
+from assets.factory import stream_assets
 from assets.resources import CommentAutomationResource, LakeResource
 from pipelines.clients.failures import isolated
 from pipelines.landing import today
-from pipelines.streams.comment import (
-    ACCOUNTS,
-    ACTIVITIES,
-    ACTIVITY_DAILY,
-    DAILY_STATS,
-    POSTS,
-    SERVICE,
-    STREAMS,
-    TRIGGER_LOGS,
-    WORKSPACE,
-)
+from pipelines.streams.comment import SERVICE, STREAMS
 from pipelines.streams.comment.checks import (
     CLOSED_DAYS_SERVED,
     TOKEN_WARNING_DAYS,
@@ -34,15 +23,6 @@ from pipelines.streams.comment.checks import (
     log_total,
     logs_against_stats,
 )
-from pipelines.streams.comment.daily_stats import stats_days
-from pipelines.streams.comment.snapshots import (
-    account_rows,
-    activity_daily_rows,
-    activity_rows,
-    land_posts,
-    workspace_rows,
-)
-from pipelines.streams.comment.trigger_logs import trigger_log_days
 from pipelines.transport import CallStats
 
 #: Mismatched days a reconciliation reports at most: enough to see the pattern.
@@ -53,53 +33,7 @@ def _key(name: str) -> dg.AssetKey:
     return dg.AssetKey([SERVICE, name])
 
 
-PULLED = [
-    StreamAsset(
-        WORKSPACE,
-        lambda pull: pull.snapshot(workspace_rows),
-        "The workspace of each key (`GET /me`): plan, trial end, service status.",
-    ),
-    StreamAsset(
-        ACCOUNTS,
-        lambda pull: pull.snapshot(account_rows),
-        "Connected Instagram, Facebook and Threads accounts and their token expiry.",
-    ),
-    StreamAsset(
-        POSTS,
-        land_posts,
-        "Recent posts and stories per account, read live from the platform. An account whose "
-        "platform keeps failing (502 after retries) is reported in `failed_accounts`; the "
-        "others still land.",
-        deps=(ACCOUNTS,),
-    ),
-    StreamAsset(
-        ACTIVITIES,
-        lambda pull: pull.snapshot(activity_rows),
-        "Every activity (comment automation) with its stats totals.",
-    ),
-    StreamAsset(
-        ACTIVITY_DAILY,
-        lambda pull: pull.snapshot(activity_daily_rows),
-        "The 14-day trend of successful triggers per activity (`GET /activities/{id}`).",
-        deps=(ACTIVITIES,),
-    ),
-    StreamAsset(
-        TRIGGER_LOGS,
-        lambda pull: pull.daily(
-            partial(trigger_log_days, lake=pull.lake, today=today(), log=pull.log)
-        ),
-        "Every trigger log (one row per public reply or DM attempt), by UTC day of "
-        "`created_at`. A range is paged once, newest first, deduplicated by id and repaired "
-        "when the list shifts; the service keeps 365 days.",
-    ),
-    StreamAsset(
-        DAILY_STATS,
-        lambda pull: pull.daily(partial(stats_days, today=today())),
-        "Public replies, DMs and failures per UTC day (`GET /stats`; 90 days served).",
-    ),
-]
-ASSETS = [stream_asset(declared) for declared in PULLED]
-workspace, accounts, posts, activities, activity_daily, trigger_logs, daily_stats = ASSETS
+ASSETS = stream_assets(STREAMS)
 
 
 # -- checks ------------------------------------------------------------------------------------
@@ -214,7 +148,7 @@ def tokens_not_expiring(lake: LakeResource) -> dg.AssetCheckResult:
 
 
 CHECKS = [
-    *(check(stream, _key(stream.name)) for stream in STREAMS for check in STREAM_CHECKS),
+    *stream_checks(STREAMS),
     logs_match_daily_stats,
     rows_equal_service_total,
     tokens_not_expiring,

@@ -9,33 +9,11 @@ from datetime import date
 
 import dagster as dg
 
-from assets.checks import STREAM_CHECKS, nothing_compared
-from assets.factory import StreamAsset, stream_asset
+from assets.checks import nothing_compared, stream_checks
+from assets.factory import stream_assets
 from assets.resources import ConversationResource, LakeResource
 from pipelines.stream import Stream
-from pipelines.streams.conversation import (
-    ASSIGNMENTS,
-    CHANNELS,
-    MEMBERS,
-    MESSAGES,
-    SERVICE,
-    STREAMS,
-    TEAMS,
-    USERS,
-    checks,
-)
-from pipelines.streams.conversation.backups import land_messages
-from pipelines.streams.conversation.directory import (
-    channel_rows,
-    listed_whole,
-    team_rows,
-    user_rows,
-)
-from pipelines.streams.conversation.members import (
-    assignment_row,
-    looked_up,
-    member_row,
-)
+from pipelines.streams.conversation import ASSIGNMENTS, MEMBERS, SERVICE, STREAMS, checks
 
 
 def _key(name: str) -> dg.AssetKey:
@@ -48,45 +26,7 @@ def _result(verdict: checks.Verdict) -> dg.AssetCheckResult:
     return dg.AssetCheckResult(passed=verdict.passed, metadata=verdict.figures)
 
 
-REFRESH_NOTE = (
-    " A member is looked up again when they appear in newly landed messages; the others keep "
-    "their row (`refresh_every_member` under [service.conversation] looks up all)."
-)
-PULLED = [
-    StreamAsset(
-        CHANNELS,
-        listed_whole(channel_rows),
-        "Channels of each region (`list_channels`, full records).",
-    ),
-    StreamAsset(
-        TEAMS, listed_whole(team_rows), "Teams of each region (`list_teams`, cursor pages)."
-    ),
-    StreamAsset(
-        USERS, listed_whole(user_rows), "Users of each region (`list_users`, cursor pages)."
-    ),
-    StreamAsset(
-        MESSAGES,
-        land_messages,
-        "Messages by UTC day, through one message backup per region for the whole "
-        "range of a run (a backfill is one backup, not one per day).",
-    ),
-    StreamAsset(
-        MEMBERS,
-        looked_up(member_row),
-        "Members seen in the landed messages, each looked up by id (`get_member_by_id`)."
-        + REFRESH_NOTE,
-        deps=(MESSAGES,),
-    ),
-    StreamAsset(
-        ASSIGNMENTS,
-        looked_up(assignment_row),
-        "The assignment of each member seen in the landed messages (`get_member_assignment`)."
-        + REFRESH_NOTE,
-        deps=(MESSAGES,),
-    ),
-]
-ASSETS = [stream_asset(declared) for declared in PULLED]
-channels, teams, users, messages, members, assignments = ASSETS
+ASSETS = stream_assets(STREAMS)
 
 
 @dg.asset_check(
@@ -140,7 +80,7 @@ def _matches_members_seen(stream: Stream) -> dg.AssetChecksDefinition:
 
 
 CHECKS = [
-    *(check(stream, _key(stream.name)) for stream in STREAMS for check in STREAM_CHECKS),
+    *stream_checks(STREAMS),
     rows_match_backup,
     _matches_members_seen(MEMBERS),
     _matches_members_seen(ASSIGNMENTS),

@@ -4,55 +4,15 @@ broadcast's report, and members through the hub's export task.
 What each stream's rows are, and what the checks compare, is in `pipelines/streams/datahub/`;
 this module runs them as Dagster assets and checks and reports their figures."""
 
-from functools import partial
-
 import dagster as dg
 
-from assets.checks import STREAM_CHECKS, nothing_compared
-from assets.factory import StreamAsset, asset_key, stream_asset
+from assets.checks import nothing_compared, stream_checks
+from assets.factory import asset_key, stream_assets
 from assets.resources import LakeResource
-from pipelines.streams.datahub import (
-    BROADCAST_REPORTS,
-    BROADCASTS,
-    CUSTOM_FIELDS,
-    MEMBERS,
-    STREAMS,
-)
+from pipelines.streams.datahub import BROADCAST_REPORTS, MEMBERS, STREAMS
 from pipelines.streams.datahub.checks import export_row_counts, report_coverage
-from pipelines.streams.datahub.export import land_members
-from pipelines.streams.datahub.reports import report_rows_by_day
-from pipelines.streams.datahub.snapshots import broadcast_rows, custom_field_rows
 
-PULLED = [
-    StreamAsset(
-        CUSTOM_FIELDS,
-        lambda pull: pull.snapshot(partial(custom_field_rows, pull.service)),
-        "Custom field definitions, archived ones included, with their options.",
-    ),
-    StreamAsset(
-        BROADCASTS,
-        lambda pull: pull.snapshot(partial(broadcast_rows, pull.service)),
-        "Broadcasts, sent and scheduled.",
-    ),
-    StreamAsset(
-        BROADCAST_REPORTS,
-        lambda pull: pull.daily(partial(report_rows_by_day, pull.service, pull.lake)),
-        "Day D: each broadcast's figures as of D, for the broadcasts whose figures can still "
-        "change (sent within 60 days, or scheduled) and those not yet in the lake.",
-        deps=(BROADCASTS,),
-    ),
-    StreamAsset(
-        MEMBERS,
-        land_members,
-        "Member profiles through the export task (a CSV file streamed in batches), one "
-        "export per connection and day, kept as the profiles' history.",
-        kinds=frozenset({"csv"}),
-        # A file a day, but each run exports today's: there is no older day to ask for.
-        partitioned=False,
-    ),
-]
-ASSETS = [stream_asset(declared) for declared in PULLED]
-custom_fields, broadcasts, broadcast_reports, members = ASSETS
+ASSETS = stream_assets(STREAMS)
 
 
 @dg.asset_check(
@@ -101,7 +61,7 @@ def one_report_per_broadcast(lake: LakeResource) -> dg.AssetCheckResult:
 
 
 CHECKS = [
-    *(check(stream, asset_key(stream)) for stream in STREAMS for check in STREAM_CHECKS),
+    *stream_checks(STREAMS),
     members_equal_export_row_count,
     one_report_per_broadcast,
 ]

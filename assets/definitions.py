@@ -26,7 +26,7 @@ process.prepare()
 
 SERVICES = {"comment": comment, "conversation": conversation, "datahub": datahub}
 STREAMS = PULLED
-STREAM_ASSETS = [asset for module in SERVICES.values() for asset in module.ASSETS]
+STREAM_ASSETS = [asset for module in SERVICES.values() for asset in module.ASSETS.values()]
 #: Streams pulled every hour (logs, stats and messages: they change all day); the rest daily.
 HOURLY = {"trigger_logs", "daily_stats", "messages"}
 
@@ -66,7 +66,7 @@ def warehouse_views(context: dg.AssetExecutionContext, lake: LakeResource) -> dg
 
 
 def _keys(module, partitioned: bool) -> list[dg.AssetKey]:
-    return [a.key for a in module.ASSETS if (a.partitions_def is not None) == partitioned]
+    return [a.key for a in module.ASSETS.values() if (a.partitions_def is not None) == partitioned]
 
 
 def _jobs() -> dict:

@@ -1,20 +1,18 @@
 """The one factory that makes a stream's Dagster asset from its declaration.
 
-A service's module (`assets/comment.py`, ...) lists its streams as `StreamAsset`s: the
-stream (`pipelines/streams/`), how one run lands it (a function of `pipelines.landing.Pull`),
-and what the UI says of it. Every asset is alike: keyed `<service>/<stream>`, grouped by
+Each pulled stream is declared once, in `pipelines/streams/<service>/` (a `PulledStream`:
+its schema, row function and description); a service's module (`assets/comment.py`, ...)
+makes an asset of each. Every asset is alike: keyed `<service>/<stream>`, grouped by
 service, in its service's pool, daily-partitioned with single-run backfills when its stream
-is daily, reporting what the landing returned as metadata (a daily stream's on each day's
-own materialization), tagged with its service and described for the catalog by its columns
+is, reporting what the landing returned as metadata (a daily stream's on each day's own
+materialization), tagged with its service and described for the catalog by its columns
 (`assets/catalog.py`) and its rows. Days older than the service serves are not asked for and
-say so: a "materialize all" never leaves a partition that could never turn green. A landing that
-refuses (`pipelines.landing.Refused`) fails the run with its message and figures, no
-traceback. A connection that fails does not stop the others: what they landed is recorded,
-then the step fails naming each failed connection and what to do.
+say so: a "materialize all" never leaves a partition that could never turn green. A
+connection that fails does not stop the others: what they landed is recorded, then the step
+fails naming each failed connection and what to do.
 """
 
 # No `from __future__ import annotations`: Dagster reads the context's annotation.
-from dataclasses import dataclass
 from datetime import date, timedelta
 
 import dagster as dg
@@ -24,23 +22,11 @@ from assets.partitions import daily, single_run
 from assets.told import told
 from pipelines.damaged import set_aside_damaged
 from pipelines.lake import Lake
-from pipelines.landing import Land, Landed, Pull, Refused, served_days, today
+from pipelines.landed import Landed
+from pipelines.landing import Pull, PulledStream, land, served_days, today
 from pipelines.stream import Stream
 
 KINDS = frozenset({"python", "parquet"})
-
-
-@dataclass(frozen=True)
-class StreamAsset:
-    stream: Stream
-    land: Land
-    description: str
-    #: Streams whose landed files this one reads (Dagster draws the lineage).
-    deps: tuple[Stream, ...] = ()
-    #: More kinds than Python and Parquet (what the UI shows the asset made of).
-    kinds: frozenset[str] = frozenset()
-    #: Daily partitions in the UI; None: as its files are (one folder per day or not).
-    partitioned: bool | None = None
 
 
 def pool(service: str) -> str:
@@ -65,18 +51,22 @@ def partition_days(context: dg.AssetExecutionContext) -> list[date]:
     return [first + timedelta(days=n) for n in range((end - first).days)]
 
 
-def stream_asset(declared: StreamAsset) -> dg.AssetsDefinition:
+def stream_assets(streams: list[PulledStream]) -> dict[str, dg.AssetsDefinition]:
+    """The assets of a service's streams, by stream name."""
+    return {stream.name: stream_asset(stream) for stream in streams}
+
+
+def stream_asset(stream: PulledStream) -> dg.AssetsDefinition:
     """The asset of one declared stream; its service's resource is named like the service."""
-    stream = declared.stream
-    partitioned = stream.daily if declared.partitioned is None else declared.partitioned
+    partitioned = stream.partitioned
 
     @dg.asset(
         key=asset_key(stream),
         group_name=stream.service,
-        kinds=set(KINDS | declared.kinds),
+        kinds=set(KINDS | stream.formats),
         pool=pool(stream.service),
-        deps=[asset_key(dep) for dep in declared.deps],
-        description=declared.description,
+        deps=[dg.AssetKey([stream.service, name]) for name in stream.upstream],
+        description=stream.description,
         metadata=stream_metadata(stream),
         tags=service_tag(stream.service),
         partitions_def=daily if partitioned else None,
@@ -84,7 +74,7 @@ def stream_asset(declared: StreamAsset) -> dg.AssetsDefinition:
         required_resource_keys={"lake", stream.service},
     )
     @told
-    def land(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+    def landed_stream(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         lake = context.resources.lake.lake()
         days = partition_days(context) if partitioned else None
         # The run's own days only, each page read (a day may be merged with what it holds):
@@ -109,10 +99,7 @@ def stream_asset(declared: StreamAsset) -> dg.AssetsDefinition:
             warn=context.log.warning,
             days=served if partitioned else None,
         )
-        try:
-            landed = declared.land(pull) if served or not partitioned else Landed()
-        except Refused as refusal:
-            raise dg.Failure(description=str(refusal), metadata=refusal.figures) from None
+        landed = land(pull) if served or not partitioned else Landed()
         if damaged:
             landed.figures["damaged_set_aside"] = [str(found) for found in damaged]
         if landed.drift:
@@ -138,7 +125,7 @@ def stream_asset(declared: StreamAsset) -> dg.AssetsDefinition:
             context.add_asset_metadata(figures, partition_key=day.isoformat())
         return dg.MaterializeResult()
 
-    return land
+    return landed_stream
 
 
 def fail_connections(

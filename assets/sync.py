@@ -28,9 +28,8 @@ from assets.told import ERROR_CLASS
 from pipelines.catalog import PULLED, refresh_warehouse
 from pipelines.damaged import set_aside_damaged
 from pipelines.lake import Lake
-from pipelines.landing import today
+from pipelines.landing import PulledStream, today
 from pipelines.settings import Settings, load_settings
-from pipelines.stream import Stream
 from pipelines.warehouse import WarehouseBusy, WarehouseUnavailable
 
 FIRST_PARTITION = daily.start.date()
@@ -55,12 +54,11 @@ def service_module(service: str) -> ModuleType:
     return importlib.import_module(f"assets.{service}")
 
 
-def _asset_for(stream: Stream) -> dg.AssetsDefinition:
-    key = dg.AssetKey([stream.service, stream.name])
-    return next(a for a in service_module(stream.service).ASSETS if a.key == key)
+def _asset_for(stream: PulledStream) -> dg.AssetsDefinition:
+    return service_module(stream.service).ASSETS[stream.name]
 
 
-def select_streams(names: list[str] | None) -> list[Stream]:
+def select_streams(names: list[str] | None) -> list[PulledStream]:
     """`comment`, `trigger_logs` or `comment.trigger_logs`; none means every stream."""
     if not names:
         return list(PULLED)
@@ -72,7 +70,7 @@ def select_streams(names: list[str] | None) -> list[Stream]:
     return chosen
 
 
-def default_range(stream: Stream, lake: Lake, connections: list[str]) -> tuple[date, date]:
+def default_range(stream: PulledStream, lake: Lake, connections: list[str]) -> tuple[date, date]:
     last = today()
     served = [last - timedelta(days=n) for n in range(stream.history_days)]
     landed = [set(lake.days(stream, c)) for c in connections]  # a listing each, not a day
@@ -139,30 +137,26 @@ def failure_reason(event: dg.DagsterEvent) -> str:
     return f"{error.cls_name}: {error.message.strip()}"
 
 
-def run_order(streams: list[Stream]) -> list[list[Stream]]:
+def run_order(streams: list[PulledStream]) -> list[list[PulledStream]]:
     """The sync's runs, in an order where each stream comes after the streams it reads
-    (`StreamAsset.deps`: broadcast reports after broadcasts, conversation members after the
-    messages they are seen in), declaration order otherwise. A daily stream is a run of its
-    own (it has its own range of days); snapshots of one service that follow each other
+    (`PulledStream.upstream`: broadcast reports after broadcasts, conversation members after
+    the messages they are seen in), declaration order otherwise. A daily stream is a run of
+    its own (it has its own range of days); snapshots of one service that follow each other
     share one."""
-    reads = {
-        declared.stream: set(declared.deps)
-        for service in {stream.service for stream in streams}
-        for declared in service_module(service).PULLED
-    }
     left, ordered = list(streams), []
     while left:
-        ready = next(s for s in left if not reads[s] & set(left))
+        waiting = {(s.service, s.name) for s in left}
+        ready = next(s for s in left if not {(s.service, name) for name in s.upstream} & waiting)
         left.remove(ready)
         ordered.append(ready)
-    runs: list[list[Stream]] = []
+    runs: list[list[PulledStream]] = []
     for stream in ordered:
         previous = runs[-1][-1] if runs else None
         joins = (
             previous is not None
             and previous.service == stream.service
-            and not _partitioned(previous)
-            and not _partitioned(stream)
+            and not previous.partitioned
+            and not stream.partitioned
         )
         if joins:
             runs[-1].append(stream)
@@ -171,13 +165,9 @@ def run_order(streams: list[Stream]) -> list[list[Stream]]:
     return runs
 
 
-def job_name(streams: list[Stream]) -> str:
+def job_name(streams: list[PulledStream]) -> str:
     """What the UI lists a sync run under: the service and the streams it synced."""
     return "_".join(["sync", streams[0].service, *(s.name for s in streams)])
-
-
-def _partitioned(stream: Stream) -> bool:
-    return _asset_for(stream).partitions_def is not None
 
 
 def _run(name: str, assets, resources, instance, report: SyncReport, label: str, tags=None) -> None:
@@ -223,7 +213,7 @@ def run_sync(
             assets = [_asset_for(stream) for stream in run]
             label = ", ".join(stream.relation for stream in run)
             tags = None
-            if _partitioned(run[0]):
+            if run[0].partitioned:
                 (stream,) = run
                 # Set aside before the range is chosen: a damaged day is then missing, and
                 # this sync lands it again.

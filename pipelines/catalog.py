@@ -32,7 +32,9 @@ def warehouse_of(
     """The warehouse every build uses. `extra_sql`: the `WAREHOUSE_SQL` folders
     (`Settings.warehouse_sql`, `LakeResource.warehouse_sql`), required so that no build
     leaves them out."""
-    return Warehouse(warehouse_path, Lake(lake_root), WAREHOUSE_STREAMS, extra_sql=extra_sql)
+    return Warehouse(
+        warehouse_path, Lake(lake_root), WAREHOUSE_STREAMS, extra_sql=extra_sql, viewed=PULLED
+    )
 
 
 def refresh_warehouse(

@@ -62,9 +62,7 @@ EXTRA = described(
 )
 
 
-def connection_stream(
-    service: str, name: str, fields: Iterable[pa.Field | tuple[str, pa.DataType]], **options
-) -> Stream:
-    """A pulled stream: its fields between the `connection` and the `_extra` every row
-    carries (fields of a model, `pipelines/schemas.py`, or written out)."""
-    return Stream(service, name, pa.schema([CONNECTION, *fields, EXTRA]), **options)
+def connection_schema(fields: Iterable[pa.Field | tuple[str, pa.DataType]]) -> pa.Schema:
+    """A pulled stream's schema: its fields between the `connection` and the `_extra` every
+    row carries (fields of a model, `pipelines/schemas.py`, or written out)."""
+    return pa.schema([CONNECTION, *fields, EXTRA])

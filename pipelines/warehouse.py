@@ -12,7 +12,9 @@ renames it into place (`Warehouse.refresh`), so neither a read-only nor a read-w
 stands in its way; each keeps the file it opened until it reconnects.
 
 A SQL file refers to a stream as `{{ source('service', 'stream') }}`; that becomes a
-`read_parquet` over the stream's files, or a typed empty relation while it has none.
+`read_parquet` over the stream's files, or a typed empty relation while it has none. A pulled
+stream no SQL file defines a view of (`<service>/<stream>.sql`) gets one from its
+declaration (`declared_view`): its columns as declared, `_extra` as JSON.
 
 A SQL folder holds one subfolder per schema (`sql/datahub/members.sql` defines a view of
 schema `datahub`). The extra folders are laid out alike and built after `sql/`: schema by
@@ -97,6 +99,19 @@ class WarehouseUnavailable(Unavailable):
     the setting, and that the next build makes them."""
 
 
+def declared_view(stream: Stream) -> str:
+    """The view of a stream no SQL file defines: its columns in declared order (a daily
+    stream's `date` after `connection`), `_extra` as JSON."""
+    names = [field.name for field in stream.schema]
+    if stream.daily:
+        names.insert(1 if names[:1] == ["connection"] else 0, "date")
+    columns = ",\n    ".join(
+        f'"{name}"::JSON AS "{name}"' if name == "_extra" else f'"{name}"' for name in names
+    )
+    source = f"{{{{ source('{stream.service}', '{stream.name}') }}}}"
+    return f"CREATE OR REPLACE VIEW {stream.relation} AS\nSELECT\n    {columns}\nFROM {source};"
+
+
 def _literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
@@ -116,10 +131,13 @@ class Warehouse:
         streams: Iterable[Stream],
         sql_dir: Path = SQL_DIR,
         extra_sql: Sequence[str | Path] = (),
+        viewed: Iterable[Stream] = (),
     ) -> None:
         self.path = Path(path)
         self.lake = lake
         self.streams = {(s.service, s.name): s for s in streams}
+        #: Streams that have a view whether or not a SQL file defines one.
+        self.viewed = list(viewed)
         #: The product's folder first, then the extra ones (`WAREHOUSE_SQL`) in their order.
         self.sql_dirs = [Path(sql_dir), *(Path(folder) for folder in extra_sql)]
 
@@ -152,10 +170,20 @@ class Warehouse:
         """Every statement that builds the warehouse, in order. `con`, the connection the
         caller builds in, types every empty relation: opening one for it costs more than the
         DESCRIBE (bench: peer)."""
-        schemas = schemas_of(self.sql_dirs)
+        defined = {
+            (file.parent.name, file.stem)
+            for sql_dir in self.sql_dirs
+            for file in sql_dir.glob("*/*.sql")
+        }
+        declared = [s for s in self.viewed if (s.service, s.name) not in defined]
+        schemas = schema_order({*schemas_of(self.sql_dirs), *(s.service for s in declared)})
         statements = [f"CREATE SCHEMA IF NOT EXISTS {schema}" for schema in schemas]
         source = functools.partial(self._source, con)
         for schema in schemas:
+            for stream in declared:
+                if stream.service == schema:
+                    view = declared_view(stream)
+                    statements.append(f"{ORIGIN}{stream.relation}\n{SOURCE.sub(source, view)}")
             for sql_dir in self.sql_dirs:
                 for file in sorted((sql_dir / schema).glob("*.sql")):
                     statements.append(f"{ORIGIN}{file}\n{SOURCE.sub(source, file.read_text())}")

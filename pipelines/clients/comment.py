@@ -295,3 +295,6 @@ class CommentAutomation(Service):
 
     def auth_headers(self, api_key: str) -> dict[str, str]:
         return {"Authorization": f"Bearer {api_key}"}
+
+    def client(self, transport: Transport) -> CommentClient:
+        return CommentClient(transport)

@@ -11,10 +11,10 @@ from assets.checks import unique_ids_check
 from assets.resources import LakeResource
 from pipelines.clients.comment import LogTable
 from pipelines.lake import Lake
-from pipelines.stream import TIMESTAMP, connection_stream
+from pipelines.stream import TIMESTAMP, Stream, connection_schema
 from pipelines.streams.comment.checks import closed_log_total
 
-EVENTS = connection_stream("test", "events", [("id", pa.string())], daily=True, key=("id",))
+EVENTS = Stream("test", "events", connection_schema([("id", pa.string())]), daily=True, key=("id",))
 
 
 @pytest.mark.parametrize(

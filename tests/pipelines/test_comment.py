@@ -18,7 +18,7 @@ from tests.figures import run_figures
 
 RANGE_START = "dagster/asset_partition_range_start"
 RANGE_END = "dagster/asset_partition_range_end"
-DIMENSIONS = [a for a in comment.ASSETS if a.partitions_def is None]
+DIMENSIONS = [a for a in comment.ASSETS.values() if a.partitions_def is None]
 
 
 def materialize(resources, assets, first=None, last=None, instance=None, check=True):
@@ -64,8 +64,8 @@ def full_history(resources) -> list:
     """Stats before logs, so the logs' reconciliation check has both sides."""
     last = today()
     return [
-        materialize(resources, [comment.daily_stats], last - timedelta(days=89), last),
-        materialize(resources, [comment.trigger_logs], last - timedelta(days=364), last),
+        materialize(resources, [comment.ASSETS["daily_stats"]], last - timedelta(days=89), last),
+        materialize(resources, [comment.ASSETS["trigger_logs"]], last - timedelta(days=364), last),
         materialize(resources, DIMENSIONS),
     ]
 
@@ -98,7 +98,9 @@ def test_a_second_run_duplicates_nothing_and_asks_once_when_nothing_is_new(
     resources = sync_env(frozen_sandbox)
     full_history(resources)
     before = len(landed(resources, streams.TRIGGER_LOGS))
-    again = materialize(resources, [comment.trigger_logs], today() - timedelta(days=1), today())
+    again = materialize(
+        resources, [comment.ASSETS["trigger_logs"]], today() - timedelta(days=1), today()
+    )
     assert metadata(again, "requests")["requests"] == 1
     assert metadata(again, "requests")["unchanged_days"] == 2
     full_history(resources)
@@ -123,7 +125,7 @@ def test_new_logs_cost_their_pages_and_land_before_the_landed_ones(start_sandbox
     clock = sandbox.app.sandbox.clock
     clock.advance(landed_first * 60 / per_minute)  # yesterday and today fill up
     last = today()
-    materialize(resources, [comment.trigger_logs], last - timedelta(days=364), last)
+    materialize(resources, [comment.ASSETS["trigger_logs"]], last - timedelta(days=364), last)
     before = len(landed(resources, streams.TRIGGER_LOGS))
     recent = landed(resources, streams.TRIGGER_LOGS).filter(f"date >= '{last - timedelta(1)}'")
     assert len(recent) > 800  # re-reading the two days would cost 4 pages more at least
@@ -134,7 +136,9 @@ def test_new_logs_cost_their_pages_and_land_before_the_landed_ones(start_sandbox
     new = len(truth) - before
     assert new > 200  # some arrivals find no running activity; enough for two pages
 
-    result = materialize(resources, [comment.trigger_logs], last - timedelta(days=1), last)
+    result = materialize(
+        resources, [comment.ASSETS["trigger_logs"]], last - timedelta(days=1), last
+    )
     assert metadata(result, "requests")["requests"] == new // 200 + 1
     assert sorted(sandbox.truth_ids("comment", scope, "trigger_logs")) == truth  # none arrived
     rows = landed(resources, streams.TRIGGER_LOGS)
@@ -143,14 +147,14 @@ def test_new_logs_cost_their_pages_and_land_before_the_landed_ones(start_sandbox
     assert all(e.passed for e in checks if e.check_name != "logs_match_daily_stats")
     # After the merge the lake's fingerprint (rows, newest id) is the service's again: the
     # next sync knows from its first page alone that nothing is new.
-    again = materialize(resources, [comment.trigger_logs], last - timedelta(days=1), last)
+    again = materialize(resources, [comment.ASSETS["trigger_logs"]], last - timedelta(days=1), last)
     assert metadata(again, "requests")["requests"] == 1
 
 
 def test_a_backfill_of_old_days_costs_its_rows_not_the_history(frozen_sandbox, sync_env):
     resources = sync_env(frozen_sandbox)
     first, last = today() - timedelta(days=300), today() - timedelta(days=200)
-    result = materialize(resources, [comment.trigger_logs], first, last)
+    result = materialize(resources, [comment.ASSETS["trigger_logs"]], first, last)
     rows = metadata(result, "rows")["rows"]
     pages = math.ceil(6000 / 200)
     assert rows > 0
@@ -168,7 +172,7 @@ def test_a_day_older_than_the_service_keeps_is_not_asked_for_and_says_so(frozen_
     all" must not leave days that fail forever."""
     resources = sync_env(frozen_sandbox)
     old = today() - timedelta(days=100)
-    result = materialize(resources, [comment.daily_stats], old, old + timedelta(days=1))
+    result = materialize(resources, [comment.ASSETS["daily_stats"]], old, old + timedelta(days=1))
     assert result.success
     assert metadata(result, "requests")["requests"] == 0
     days = result.asset_materializations_for_node("comment__daily_stats")
@@ -225,7 +229,7 @@ def test_paging_drift_loses_and_doubles_nothing(start_sandbox, sync_env, monkeyp
         return original(self, **kwargs)
 
     monkeypatch.setattr(CommentClient, "logs", shifting_logs)
-    materialize(resources, [comment.trigger_logs], today() - timedelta(days=364), today())
+    materialize(resources, [comment.ASSETS["trigger_logs"]], today() - timedelta(days=364), today())
     after = set(sandbox.truth_ids("comment", scope, "trigger_logs"))
     rows = landed(resources, streams.TRIGGER_LOGS).select("id, activity_id").fetchall()
     ids = [row_id for row_id, _ in rows]
@@ -244,7 +248,7 @@ def test_steps_sharing_a_key_stay_under_its_rate_limit(start_sandbox, sync_env):
     resources = sync_env(
         sandbox, pace=True, sync_toml="[service.comment]\nrate_window_seconds = 11\n"
     )
-    runs = [([comment.trigger_logs], today() - timedelta(days=364), today())]
+    runs = [([comment.ASSETS["trigger_logs"]], today() - timedelta(days=364), today())]
     runs += [(DIMENSIONS,)] * 4
     results = []
     threads = [
@@ -265,7 +269,7 @@ def test_steps_sharing_a_key_stay_under_its_rate_limit(start_sandbox, sync_env):
 @pytest.mark.parametrize("stream", ["workspace", "accounts"])
 def test_account_token_warning_and_workspace_fields(frozen_sandbox, sync_env, stream):
     resources = sync_env(frozen_sandbox)
-    result = materialize(resources, [comment.workspace, comment.accounts])
+    result = materialize(resources, [comment.ASSETS["workspace"], comment.ASSETS["accounts"]])
     checks = {e.check_name: e for e in result.get_asset_check_evaluations()}
     # the sandbox's first Instagram account expires within 7 days (sandbox/README.md)
     assert not checks["tokens_not_expiring"].passed
@@ -279,12 +283,14 @@ def test_a_platform_that_keeps_failing_reports_the_account_not_the_run(start_san
     metadata and the run (and the other streams) still succeed."""
     sandbox = start_sandbox(faults=FaultSpec(posts_502=1.0))
     resources = sync_env(sandbox, sync_toml="[service.comment]\nretry_attempts = 2\n")
-    result = materialize(resources, [comment.accounts, comment.posts])
+    result = materialize(resources, [comment.ASSETS["accounts"], comment.ASSETS["posts"]])
     assert result.success
     posts = next(
-        e for e in result.get_asset_materialization_events() if e.asset_key == comment.posts.key
+        e
+        for e in result.get_asset_materialization_events()
+        if e.asset_key == comment.ASSETS["posts"].key
     )
-    failed = posts.materialization.metadata["failed_accounts"].value
+    failed = posts.materialization.metadata["failed_accounts"].value  # per connection
     accounts = len(landed(resources, streams.ACCOUNTS))
-    assert len(failed) == accounts * 2  # posts and stories of every account
+    assert sum(len(lists) for lists in failed.values()) == accounts * 2  # posts and stories
     assert len(landed(resources, streams.POSTS)) == 0

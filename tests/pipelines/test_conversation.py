@@ -13,7 +13,7 @@ import duckdb
 import httpx
 import pytest
 
-from assets.conversation import ASSETS, CHECKS, assignments, members, messages, teams
+from assets.conversation import ASSETS, CHECKS
 from pipelines.clients.conversation import ConversationService
 from pipelines.lake import Lake
 from pipelines.landing import today
@@ -39,10 +39,14 @@ DIRECTORY = ("channels", "teams", "users")
 #: The sandbox holds the 365 days before its anchor, which the frozen fixtures set to now.
 FIRST_DAY = today() - timedelta(days=365)
 
+teams, messages, members, assignments = (
+    ASSETS[name] for name in ("teams", "messages", "members", "assignments")
+)
 
-def _materialize(resources: dict, selection=(*ASSETS, *CHECKS), first=FIRST_DAY, last=None):
+
+def _materialize(resources: dict, selection=None, first=FIRST_DAY, last=None):
     return dg.materialize(
-        list(selection),
+        list(selection or (*ASSETS.values(), *CHECKS)),
         resources=resources,
         tags={
             "dagster/asset_partition_range_start": first.isoformat(),

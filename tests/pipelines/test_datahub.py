@@ -17,10 +17,6 @@ import pytest
 from assets.datahub import (
     ASSETS,
     CHECKS,
-    broadcast_reports,
-    broadcasts,
-    custom_fields,
-    members,
     members_equal_export_row_count,
     one_report_per_broadcast,
 )
@@ -45,10 +41,14 @@ ID_COLUMNS = {
     "broadcast_reports": "broadcast_id",
 }
 
+custom_fields, broadcasts, broadcast_reports, members = (
+    ASSETS[name] for name in ("custom_fields", "broadcasts", "broadcast_reports", "members")
+)
+
 
 def materialize(resources: dict, selection=None, **options) -> dg.ExecuteInProcessResult:
     return dg.materialize(
-        selection or [*ASSETS, *CHECKS],
+        selection or [*ASSETS.values(), *CHECKS],
         resources=resources,
         instance=dg.DagsterInstance.ephemeral(),
         **options,

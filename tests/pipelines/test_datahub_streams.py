@@ -14,8 +14,10 @@ import pytest
 from pipelines.clients.base import Connection
 from pipelines.clients.datahub import Broadcast, DataHub
 from pipelines.lake import Lake
-from pipelines.landing import Landed
-from pipelines.streams.datahub import BROADCAST_REPORTS, BROADCASTS, MEMBERS
+from pipelines.landed import Landed
+from pipelines.landing import Pull, Turn
+from pipelines.stream import Stream
+from pipelines.streams.datahub import BROADCAST_REPORTS, BROADCASTS, CUSTOM_FIELDS, MEMBERS
 from pipelines.streams.datahub import export as export_module
 from pipelines.streams.datahub.checks import export_row_counts, report_coverage
 from pipelines.streams.datahub.export import (
@@ -32,6 +34,12 @@ from pipelines.transport import RetryPolicy, Transport, TruncatedBody
 DAY = date(2026, 3, 31)
 CONNECTION = Connection(name="default", base_url="http://hub", api_key="key")
 SETTINGS = DataHub(connections=[CONNECTION])
+
+
+def turn(stream: Stream, lake: Lake | None, transport: Transport, days=()) -> Turn:
+    """One turn of the hub's connection over `transport`, on `DAY`."""
+    pull = Pull(SETTINGS, lake, stream, print, print, list(days), clock=lambda: DAY)
+    return Turn(pull, CONNECTION, transport, Landed())
 
 
 def at(day: date, hour: int = 12) -> datetime:
@@ -68,7 +76,7 @@ def test_custom_field_rows_list_archived_fields_with_their_options():
     ]
     transport, calls = service(lambda request: fields)
 
-    rows = list(custom_field_rows(SETTINGS, transport, CONNECTION))
+    rows = list(custom_field_rows(turn(CUSTOM_FIELDS, None, transport)))
 
     assert [(c.url.path, dict(c.url.params)) for c in calls] == [("/cdh/v1/custom-fields/", {})]
     assert rows[0]["active"] is False
@@ -154,7 +162,7 @@ def test_reports_are_asked_for_open_broadcasts_and_those_not_in_the_lake(tmp_pat
     snapshot(lake, first, [6])
     transport, calls = service(lambda request: report_answer(request, listed))
 
-    by_day = dict(report_rows_by_day(SETTINGS, lake, transport, CONNECTION, [first, second]))
+    by_day = dict(report_rows_by_day(turn(BROADCAST_REPORTS, lake, transport, [first, second])))
 
     asked = [
         (c.url.path, c.url.params.get("start_date"), c.url.params.get("end_date")) for c in calls
@@ -282,8 +290,7 @@ def export_service(rows: list[dict], row_count: int):
 
 @pytest.fixture
 def clock(monkeypatch):
-    """The export's day and stamp, fixed: both are read once its task is done."""
-    monkeypatch.setattr(export_module, "today", lambda: DAY)
+    """The export's stamp, fixed (its day is the turn's clock's, `DAY`)."""
     monkeypatch.setattr(export_module, "pulled_at", lambda: "moment")
 
 
@@ -291,7 +298,7 @@ def test_member_export_lands_with_what_its_task_announced(tmp_path, clock):
     lake = Lake(tmp_path)
     transport, calls = export_service([{"member_id": 1}, {"member_id": 2}], row_count=2)
 
-    landed = land_member_export(SETTINGS, transport, lake, "default", Landed())
+    landed = land_member_export(turn(MEMBERS, lake, transport))
 
     assert landed == 2
     assert [(c.method, c.url.path) for c in calls] == [
@@ -313,7 +320,7 @@ def test_member_export_that_misses_announced_rows_does_not_land(tmp_path, clock)
     transport, _ = export_service([{"member_id": 1}], row_count=2)
 
     with pytest.raises(ExportMismatch, match="held 1 rows, the task announced row_count 2"):
-        land_member_export(SETTINGS, transport, lake, "default", Landed())
+        land_member_export(turn(MEMBERS, lake, transport))
 
     assert lake.files(MEMBERS) == []
 

@@ -63,12 +63,12 @@ EXPECTED = {
     CUSTOM_FIELDS: {"new": {"hint": "object"}},
 }
 ASSETS = {
-    TRIGGER_LOGS: comment.trigger_logs,
-    ACTIVITIES: comment.activities,
-    CHANNELS: conversation.channels,
-    MESSAGES: conversation.messages,
-    MEMBERS: datahub.members,
-    CUSTOM_FIELDS: datahub.custom_fields,
+    TRIGGER_LOGS: comment.ASSETS["trigger_logs"],
+    ACTIVITIES: comment.ASSETS["activities"],
+    CHANNELS: conversation.ASSETS["channels"],
+    MESSAGES: conversation.ASSETS["messages"],
+    MEMBERS: datahub.ASSETS["members"],
+    CUSTOM_FIELDS: datahub.ASSETS["custom_fields"],
 }
 DAILY = (TRIGGER_LOGS, MESSAGES, MEMBERS)
 

@@ -1,9 +1,11 @@
 """The asset factory (assets/factory.py) on streams of its own: each day of a range run
 records its own figures, days the service no longer serves are not asked for and say so,
-a refusal fails the run with its message, no traceback, and the catalog shows each asset's
-columns, service and rows."""
+a connection's refusal fails the run with its message, no traceback, after the other
+connection's rows are recorded, and the catalog shows each asset's columns, service, rows
+and description."""
 
 from datetime import date, timedelta
+from typing import ClassVar
 
 import dagster as dg
 import pyarrow as pa
@@ -13,31 +15,40 @@ from dagster._core.storage.tags import (
     ASSET_PARTITION_RANGE_START_TAG,
 )
 
-from assets.factory import StreamAsset, stream_asset
-from assets.resources import LakeResource
+from assets.factory import stream_asset
+from assets.resources import ConnectionConfig, LakeResource
+from pipelines.clients.base import Service
+from pipelines.errors import ServiceRefused
 from pipelines.lake import Lake
-from pipelines.landing import Landed, Refused, today
-from pipelines.stream import EXTRA, connection_stream, described
+from pipelines.landing import PulledStream, Turn, today
+from pipelines.stream import EXTRA, connection_schema, described
 
-THINGS = connection_stream("test", "things", [("id", pa.int64())], daily=True)
-#: A snapshot stream with a described column.
-LABELS = connection_stream("test", "labels", [described("id", pa.int64(), "The label's id.")])
-#: A stream whose service answers for the last 3 days only.
-RECENT = connection_stream("test", "recent", [("id", pa.int64())], daily=True, served_days=3)
+SCHEMA = connection_schema([("id", pa.int64())])
 
 
-class Settings(dg.ConfigurableResource):
-    """Stands for the service's resource, which the factory hands to the landing."""
+class Settings(dg.ConfigurableResource, Service):
+    """Stands for the service's resource, which the factory hands to the landing: two
+    connections, whose transports the row functions here never call."""
 
-    name: str = "settings"
+    service: ClassVar[str] = "test"
+    connections: list[ConnectionConfig]
 
 
-def materialize(
-    tmp_path, declared: StreamAsset, first: date, last: date
-) -> dg.ExecuteInProcessResult:
+def resources(tmp_path) -> dict:
+    connections = [
+        ConnectionConfig(name=name, base_url="http://127.0.0.1:9/v1", api_key="k")
+        for name in ("a", "b")
+    ]
+    return {
+        "lake": LakeResource(lake_root=str(tmp_path)),
+        "test": Settings(connections=connections),
+    }
+
+
+def materialize(tmp_path, stream: PulledStream, first: date, last: date):
     return dg.materialize(
-        [stream_asset(declared)],
-        resources={"lake": LakeResource(lake_root=str(tmp_path)), "test": Settings()},
+        [stream_asset(stream)],
+        resources=resources(tmp_path),
         tags={
             ASSET_PARTITION_RANGE_START_TAG: first.isoformat(),
             ASSET_PARTITION_RANGE_END_TAG: last.isoformat(),
@@ -53,33 +64,22 @@ def day_metadata(result, node: str) -> dict[str, dict]:
     }
 
 
-def land_ids(pull, per_day: dict[date, dict[str, list[int]]]) -> Landed:
-    """Lands the given ids per day and connection, as a stream's landing would."""
-    landed = Landed()
-    for day in pull.days:
-        for connection, ids in per_day.get(day, {}).items():
-            rows = [{"id": i, "connection": connection} for i in ids]
-            landed.landed_day(day, connection, pull.lake.write(pull.stream, connection, rows, day))
-            landed.rows_per_connection[connection] = landed.rows_per_connection.get(
-                connection, 0
-            ) + len(ids)
-    return landed
-
-
 def test_each_day_of_a_range_run_records_its_own_rows_not_the_range(tmp_path):
     first = date(2026, 10, 1)
     days = [first + timedelta(days=n) for n in range(3)]
     per_day = {days[0]: {"a": [1, 2, 3], "b": [4]}, days[1]: {"a": [5]}, days[2]: {"a": []}}
     seen = []
 
-    def land(pull):
-        seen.append((pull.service.name, pull.days))
-        return land_ids(pull, per_day)
+    def rows(turn: Turn):
+        seen.append((turn.connection.name, turn.days))
+        for day in turn.days:
+            yield day, [{"id": i} for i in per_day[day].get(turn.connection.name, [])]
 
-    result = materialize(tmp_path, StreamAsset(THINGS, land, "Things by day."), days[0], days[2])
+    things = PulledStream("test", "things", SCHEMA, daily=True, rows=rows)
+    result = materialize(tmp_path, things, days[0], days[2])
 
     assert result.success
-    assert seen == [("settings", days)]
+    assert sorted(seen) == [("a", days), ("b", days)]
     metadata = day_metadata(result, "test__things")
     assert {day: figures["rows"] for day, figures in metadata.items()} == {
         "2026-10-01": 4,
@@ -95,21 +95,28 @@ def test_each_day_of_a_range_run_records_its_own_rows_not_the_range(tmp_path):
     }
 
 
+#: A stream whose service answers for the last 3 days only.
+def recent(rows) -> PulledStream:
+    return PulledStream("test", "recent", SCHEMA, daily=True, served_days=3, rows=rows)
+
+
 def test_a_day_the_service_no_longer_serves_is_not_asked_for_and_says_so(tmp_path):
     last = today()
     old = last - timedelta(days=4)
-    # Landed while the service still served it: the run must keep it, not empty it.
-    Lake(tmp_path).write(RECENT, "a", [{"id": 7, "connection": "a"}], day=old)
     asked = []
 
-    def land(pull):
-        asked.append(pull.days)
-        return land_ids(pull, {last: {"a": [1, 2]}})
+    def rows(turn: Turn):
+        asked.append(turn.days)
+        if turn.connection.name == "a":
+            yield last, [{"id": 1}, {"id": 2}]
 
-    result = materialize(tmp_path, StreamAsset(RECENT, land, "Recent things."), old, last)
+    stream = recent(rows)
+    # Landed while the service still served it: the run must keep it, not empty it.
+    Lake(tmp_path).write(stream, "a", [{"id": 7, "connection": "a"}], day=old)
+    result = materialize(tmp_path, stream, old, last)
 
     assert result.success
-    assert asked == [[last - timedelta(days=n) for n in (2, 1, 0)]]
+    assert asked == [[last - timedelta(days=n) for n in (2, 1, 0)]] * 2
     metadata = day_metadata(result, "test__recent")
     assert len(metadata) == 5
     assert metadata[old.isoformat()]["outcome"].startswith("not served")
@@ -121,57 +128,73 @@ def test_a_day_the_service_no_longer_serves_is_not_asked_for_and_says_so(tmp_pat
 def test_a_range_wholly_out_of_service_succeeds_without_asking(tmp_path):
     old = today() - timedelta(days=10)
 
-    def land(pull):
+    def rows(turn: Turn):
         raise AssertionError("nothing should be asked of the service")
 
-    result = materialize(tmp_path, StreamAsset(RECENT, land, "Recent things."), old, old)
+    result = materialize(tmp_path, recent(rows), old, old)
 
     assert result.success
     (figures,) = day_metadata(result, "test__recent").values()
     assert figures["outcome"].startswith("not served") and figures["rows"] == 0
 
 
-def test_a_refused_landing_fails_the_run_with_its_message_and_figures(tmp_path):
-    def land(pull):
-        raise Refused("things for 2026-10-01 cannot be pulled: not served", {"days": 1})
-
+def test_a_refusing_connection_fails_the_run_with_its_message_after_the_other_lands(tmp_path):
     day = date(2026, 10, 1)
-    result = materialize(tmp_path, StreamAsset(THINGS, land, "Things by day."), day, day)
+
+    def rows(turn: Turn):
+        if turn.connection.name == "b":
+            raise ServiceRefused("things for 2026-10-01 cannot be pulled: not served")
+        yield day, [{"id": 1}]
+
+    result = materialize(
+        tmp_path, PulledStream("test", "things", SCHEMA, daily=True, rows=rows), day, day
+    )
 
     assert not result.success
     (failure,) = [e for e in result.all_events if e.is_step_failure]
     error = failure.step_failure_data.error
     assert error.cls_name == "Failure"
-    assert "cannot be pulled: not served" in error.message
-    assert failure.step_failure_data.user_failure_data.metadata["days"].value == 1
+    assert "1 connection(s) failed (the others landed: a)" in error.message
+    assert "connection 'b' (http://127.0.0.1:9/v1): things for 2026-10-01 cannot be pulled" in (
+        error.message
+    )
+    assert "Traceback" not in error.message
+    assert failure.step_failure_data.user_failure_data.metadata["rows"].value == 1
 
 
 def test_the_catalog_shows_the_columns_with_their_descriptions_the_service_and_the_rows(
     tmp_path,
 ):
-    def land(pull):
-        rows = [{"id": 1, "connection": "a"}, {"id": 2, "connection": "a"}]
-        return Landed(rows_per_connection={"a": pull.lake.write(pull.stream, "a", rows)})
+    def rows(turn: Turn):
+        return [{"id": 1}, {"id": 2}] if turn.connection.name == "a" else []
 
-    asset = stream_asset(StreamAsset(LABELS, land, "Labels."))
+    labels = PulledStream(
+        "test",
+        "labels",
+        connection_schema([described("id", pa.int64(), "The label's id.")]),
+        rows=rows,
+        description="Labels.",
+    )
+    asset = stream_asset(labels)
     spec = asset.specs_by_key[asset.key]
     columns = spec.metadata["dagster/column_schema"].columns
     assert [(c.name, c.type, c.description) for c in columns] == [
         (
             "connection",
             "string",
-            LABELS.schema.field("connection").metadata[b"description"].decode(),
+            labels.schema.field("connection").metadata[b"description"].decode(),
         ),
         ("id", "int64", "The label's id."),
         ("_extra", "string", EXTRA.metadata[b"description"].decode()),
     ]
     assert spec.metadata["dagster/table_name"] == "test.labels"
+    assert spec.description == "Labels."
     assert spec.tags["service"] == "test"
     result = dg.materialize(
         [asset],
-        resources={"lake": LakeResource(lake_root=str(tmp_path)), "test": Settings()},
+        resources=resources(tmp_path),
     )
     (materialization,) = result.asset_materializations_for_node("test__labels")
     assert materialization.metadata["dagster/row_count"].value == 2
     # The descriptions are the catalog's, not the files': the lake is written without them.
-    assert pq.read_schema(Lake(tmp_path).path(LABELS, "a")).field("id").metadata is None
+    assert pq.read_schema(Lake(tmp_path).path(labels, "a")).field("id").metadata is None

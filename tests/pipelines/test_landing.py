@@ -6,14 +6,14 @@ from typing import ClassVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from pipelines.clients.base import Connection, Service
 from pipelines.lake import Lake
-from pipelines.landing import land_days, land_snapshot
-from pipelines.stream import connection_stream
+from pipelines.landing import Pull, PulledStream, Turn, land
+from pipelines.stream import connection_schema
 
-DAILY = connection_stream("test", "daily", [("id", pa.int64())], daily=True)
-SNAPSHOT = connection_stream("test", "snapshot", [("id", pa.int64())])
+SCHEMA = connection_schema([("id", pa.int64())])
 DAYS = [date(2026, 10, 1), date(2026, 10, 2), date(2026, 10, 3)]
 
 
@@ -34,36 +34,92 @@ def ids(lake: Lake, stream, connection: str, day: date | None = None) -> list[in
 
 
 def test_each_day_is_replaced_whole_unchanged_days_stay_and_missing_days_land_empty(tmp_path):
-    lake = Lake(tmp_path)
-    lake.write(DAILY, "a", [{"id": 0, "connection": "a"}], day=DAYS[1])
-    lines = []
-
-    def rows_by_day(transport, connection, days):
+    def rows_by_day(turn: Turn):
+        assert turn.days == DAYS
         yield DAYS[0], [{"id": 1}, {"id": 2}]
         yield DAYS[1], None  # nothing new: the landed file stays
         yield date(2026, 9, 30), [{"id": 9}]  # not asked for: ignored
 
-    landed = land_days(service("a"), lake, DAILY, DAYS, rows_by_day, lines.append)
+    daily = PulledStream("test", "daily", SCHEMA, daily=True, rows=rows_by_day)
+    lake = Lake(tmp_path)
+    lake.write(daily, "a", [{"id": 0, "connection": "a"}], day=DAYS[1])
+    lines = []
+
+    landed = land(Pull(service("a"), lake, daily, lines.append, lines.append, DAYS))
 
     assert landed.rows_per_connection == {"a": 2}
     assert landed.unchanged_days == 1
-    assert ids(lake, DAILY, "a", DAYS[0]) == [1, 2]
-    assert ids(lake, DAILY, "a", DAYS[1]) == [0]
-    assert ids(lake, DAILY, "a", DAYS[2]) == []  # "pulled, nothing there" is state too
-    assert lake.days(DAILY, "a") == DAYS
+    assert ids(lake, daily, "a", DAYS[0]) == [1, 2]
+    assert ids(lake, daily, "a", DAYS[1]) == [0]
+    assert ids(lake, daily, "a", DAYS[2]) == []  # "pulled, nothing there" is state too
+    assert lake.days(daily, "a") == DAYS
     assert lines == ["test.daily [a]: 2 rows over 3 day(s)"]
 
 
 def test_a_snapshot_lands_each_connection_with_its_name_in_every_row(tmp_path):
-    lake = Lake(tmp_path)
-
-    def rows_of(transport, connection):
-        count = 2 if connection.name == "a" else 1
+    def rows_of(turn: Turn):
+        count = 2 if turn.connection.name == "a" else 1
         return [{"id": n} for n in range(count)]
 
-    landed = land_snapshot(service("a", "b"), lake, SNAPSHOT, rows_of, lambda line: None)
+    snapshot = PulledStream("test", "snapshot", SCHEMA, rows=rows_of)
+    lake = Lake(tmp_path)
+
+    landed = land(Pull(service("a", "b"), lake, snapshot, print, print))
 
     assert (landed.rows, landed.rows_per_connection) == (3, {"a": 2, "b": 1})
-    table = pq.read_table(lake.path(SNAPSHOT, "b"))
+    table = pq.read_table(lake.path(snapshot, "b"))
     assert table.to_pylist() == [{"connection": "b", "id": 0, "_extra": None}]
     assert landed.stats.requests == 0
+
+
+def test_a_row_function_reports_figures_per_connection_and_sets_its_files_metadata(tmp_path):
+    """What a row function says through its turn: a figure per connection, metadata of the
+    file it lands, a warning naming the stream and the connection, and the clock it is
+    given."""
+
+    def rows_of(turn: Turn):
+        turn.file_metadata["seen_through"] = turn.today().isoformat()
+        turn.report("looked_up", len(turn.connection.name))
+        turn.warn("one skipped")
+        return [{"id": 1}]
+
+    snapshot = PulledStream("test", "snapshot", SCHEMA, rows=rows_of)
+    lake, warnings = Lake(tmp_path), []
+
+    landed = land(
+        Pull(service("a", "bb"), lake, snapshot, print, warnings.append, clock=lambda: DAYS[0])
+    )
+
+    assert landed.figures == {"looked_up": {"a": 1, "bb": 2}}
+    assert lake.read_metadata(lake.path(snapshot, "bb"))["seen_through"] == "2026-10-01"
+    assert sorted(warnings) == ["test.snapshot [a]: one skipped", "test.snapshot [bb]: one skipped"]
+
+
+def test_a_stream_that_lands_its_own_files_records_each_day_and_a_failure_stays_its_own(
+    tmp_path,
+):
+    """A `lands` function writes a connection's files itself; a connection whose turn raises
+    is recorded as failed with its reason, and the other still lands."""
+
+    def lands(turn: Turn) -> int:
+        if turn.connection.name == "broken":
+            raise RuntimeError("the file was cut")
+        for day in turn.days:
+            turn.lake.write(turn.stream, turn.connection.name, [{"id": 1, "connection": "a"}], day)
+            turn.landed_day(day, 1)
+        return len(turn.days)
+
+    daily = PulledStream("test", "files", SCHEMA, daily=True, lands=lands)
+    lake = Lake(tmp_path)
+
+    landed = land(Pull(service("a", "broken"), lake, daily, print, print, DAYS[:2]))
+
+    assert landed.rows_per_connection == {"a": 2}
+    assert landed.per_day == {DAYS[0]: {"a": 1}, DAYS[1]: {"a": 1}}
+    assert "the file was cut" in landed.failed["broken"]
+    assert lake.days(daily, "a") == DAYS[:2]
+
+
+def test_a_stream_declares_one_way_to_land():
+    with pytest.raises(TypeError, match="either `rows` or `lands`"):
+        PulledStream("test", "nothing", SCHEMA)

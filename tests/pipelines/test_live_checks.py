@@ -63,9 +63,9 @@ def land_comment(sandbox, resources) -> None:
     """Stats, then logs arriving, then the logs, then more logs arriving: the order a live
     sync meets them in."""
     clock, last = sandbox.app.sandbox.clock, today()
-    land(resources, [comment.daily_stats], last - timedelta(days=89), last)
+    land(resources, [comment.ASSETS["daily_stats"]], last - timedelta(days=89), last)
     clock.advance(120)
-    land(resources, [comment.trigger_logs], last - timedelta(days=364), last)
+    land(resources, [comment.ASSETS["trigger_logs"]], last - timedelta(days=364), last)
     clock.advance(120)
 
 
@@ -130,8 +130,8 @@ def test_comment_checks_fail_on_a_closed_day_that_lost_a_log(start_sandbox, sync
 def test_a_day_pulled_before_it_ended_is_not_compared(frozen_sandbox, sync_env):
     resources = sync_env(frozen_sandbox)
     last = today()
-    land(resources, [comment.daily_stats], last - timedelta(days=89), last)
-    land(resources, [comment.trigger_logs], last - timedelta(days=2), last)
+    land(resources, [comment.ASSETS["daily_stats"]], last - timedelta(days=89), last)
+    land(resources, [comment.ASSETS["trigger_logs"]], last - timedelta(days=2), last)
     lake = resources["lake"].lake()
     yesterday = last - timedelta(days=1)
     path = lake.path(TRIGGER_LOGS, "default", yesterday)
@@ -150,13 +150,13 @@ def test_logs_against_stats_not_landed_is_not_green(frozen_sandbox, sync_env):
     """It passed with `days_compared: 0` when the stats were not landed."""
     resources = sync_env(frozen_sandbox)
     last = today()
-    land(resources, [comment.trigger_logs], last - timedelta(days=1), last)
+    land(resources, [comment.ASSETS["trigger_logs"]], last - timedelta(days=1), last)
     result = comment.logs_match_daily_stats(lake=resources["lake"])
     assert not result.passed
     assert result.severity == dg.AssetCheckSeverity.WARN
     assert result.description == "nothing compared: daily stats not landed"
     # Stats of today only: no closed day on both sides.
-    land(resources, [comment.daily_stats], last, last)
+    land(resources, [comment.ASSETS["daily_stats"]], last, last)
     result = comment.logs_match_daily_stats(lake=resources["lake"])
     assert not result.passed
     assert result.severity == dg.AssetCheckSeverity.WARN
@@ -168,7 +168,7 @@ def test_logs_against_stats_not_landed_is_not_green(frozen_sandbox, sync_env):
 
 def land_todays_reports(resources: dict) -> None:
     dg.materialize(
-        [datahub.broadcast_reports],
+        [datahub.ASSETS["broadcast_reports"]],
         resources=resources,
         partition_key=today().isoformat(),
         instance=dg.DagsterInstance.ephemeral(),
@@ -189,7 +189,7 @@ def test_reports_pulled_before_a_new_broadcast_are_not_missing_it(start_sandbox,
     resources = sync_env(sandbox)
     land_todays_reports(resources)
     sandbox.app.sandbox.clock.advance(PAST_A_CAMPAIGN)
-    land(resources, [datahub.broadcasts])
+    land(resources, [datahub.ASSETS["broadcasts"]])
     lake = resources["lake"].lake()
     listed, reported = listed_and_reported(lake)
     assert listed - reported  # what the old rule counted as missing
@@ -204,7 +204,7 @@ def test_reports_pulled_after_a_new_broadcast_are_not_unknown(start_sandbox, syn
     report of the new one is not of an unknown broadcast."""
     sandbox = live_sandbox(start_sandbox)
     resources = sync_env(sandbox)
-    land(resources, [datahub.broadcasts])
+    land(resources, [datahub.ASSETS["broadcasts"]])
     sleep(1)  # `pulled_at` is in seconds: the reports come after, as in a sync
     sandbox.app.sandbox.clock.advance(PAST_A_CAMPAIGN)
     land_todays_reports(resources)
@@ -234,12 +234,12 @@ def test_members_of_messages_landed_since_are_not_missing(start_sandbox, sync_en
     sandbox = live_sandbox(start_sandbox)
     resources = sync_env(sandbox)
     day = today()
-    land(resources, [conversation.messages], day - timedelta(days=1), day)
-    land(resources, [conversation.members])
+    land(resources, [conversation.ASSETS["messages"]], day - timedelta(days=1), day)
+    land(resources, [conversation.ASSETS["members"]])
     lake = resources["lake"].lake()
     seen_before = rows(lake, MEMBERS)
     sandbox.app.sandbox.clock.advance(3600)
-    land(resources, [conversation.messages], day, day)
+    land(resources, [conversation.ASSETS["messages"]], day, day)
     [(seen_now,)] = lake.query(
         f"SELECT count(*) FROM (SELECT DISTINCT channel_id, member_id "
         f"FROM {lake.relation(MESSAGES)} WHERE connection = 'default')"
@@ -247,7 +247,7 @@ def test_members_of_messages_landed_since_are_not_missing(start_sandbox, sync_en
     assert seen_now > seen_before  # what the old rule counted against the snapshot
 
     check = conversation.CHECKS[-2]  # matches_members_in_messages of members
-    assert next(iter(check.check_keys)).asset_key == conversation.members.key
+    assert next(iter(check.check_keys)).asset_key == conversation.ASSETS["members"].key
     result = check(conversation=resources["conversation"], lake=resources["lake"])
     assert result.passed, result.metadata
     assert result.metadata["message_files_landed_since"].value["default"] == 1

@@ -10,14 +10,12 @@ import pytest
 from pipelines.clients.base import Connection
 from pipelines.clients.conversation import ConversationService
 from pipelines.lake import Lake
+from pipelines.landed import Landed
+from pipelines.landing import Pull, Turn
 from pipelines.stream import Stream
 from pipelines.streams.conversation import ASSIGNMENTS, MEMBERS, MESSAGES
 from pipelines.streams.conversation.checks import members_match_messages
-from pipelines.streams.conversation.members import (
-    MESSAGES_THROUGH,
-    MemberLookups,
-    plan_members,
-)
+from pipelines.streams.conversation.members import MESSAGES_THROUGH, looked_up, plan_members
 from pipelines.transport import ServiceError
 
 REGION = "default"
@@ -119,17 +117,27 @@ def test_lookups_keep_rows_skip_unknown_members_and_mark_the_snapshot(lake):
             raise ServiceError("GET", f"/members/{member_id}", 404, {})
         return {"channel_id": channel_id, "id": member_id, "name": "looked up"}
 
-    lookups = MemberLookups(service, lake, MEMBERS, row_of)
-    marker = lookups.messages_through(connection)
-    rows = list(lookups.rows(None, connection))
-    assert marker == {MESSAGES_THROUGH: str(NEW_NS)}
+    turn, warnings = _turn(service, lake, connection)
+    rows = list(looked_up(turn, row_of))
+    assert turn.file_metadata == {MESSAGES_THROUGH: str(NEW_NS)}
     assert [row.num_rows for row in rows[:1]] == [1]  # (1, 10), from the last snapshot
     assert rows[1:] == [{"channel_id": 1, "id": 11, "name": "looked up"}]
-    assert lookups.figures() == {
+    assert turn.landed.figures == {
         "looked_up": {REGION: 2},
         "kept_from_last_snapshot": {REGION: 1},
         "not_found": {REGION: 1},
     }
+    assert warnings == [
+        f"conversation.members [{REGION}]: 1 member(s) seen in messages but unknown to the "
+        "service (404), skipped"
+    ]
+
+
+def _turn(service, lake: Lake, connection: Connection) -> tuple[Turn, list[str]]:
+    """One connection's turn of a members pull, its client over no transport."""
+    warnings: list[str] = []
+    pull = Pull(service, lake, MEMBERS, print, warnings.append)
+    return Turn(pull, connection, None, Landed()), warnings
 
 
 def test_lookups_fail_on_any_other_service_error(lake):
@@ -140,7 +148,7 @@ def test_lookups_fail_on_any_other_service_error(lake):
         raise ServiceError("GET", f"/members/{member_id}", 500, {})
 
     with pytest.raises(ServiceError, match="answered 500"):
-        list(MemberLookups(service, lake, MEMBERS, row_of).rows(None, connection))
+        list(looked_up(_turn(service, lake, connection)[0], row_of))
 
 
 def test_members_match_messages_counts_distinct_members_per_connection(lake):

@@ -190,7 +190,7 @@ def test_a_bad_settings_file_still_loads_the_code_location_and_each_run_says_why
 
     assert {type(r) for r in resources.values()} == {SetupProblem}
     result = dg.materialize(
-        [a for a in ASSETS if a.key.path[-1] == "workspace"],
+        [ASSETS["workspace"]],
         resources=resources,
         raise_on_error=False,
     )

@@ -27,7 +27,7 @@ from pipelines.landing import today
 from pipelines.push.ledger import PUSHED, REJECTED, Ledger
 from pipelines.reconcile import reconcile
 from pipelines.settings import load_settings
-from pipelines.stream import connection_stream
+from pipelines.stream import Stream, connection_schema
 from pipelines.webhooks.compaction import compact, stale_days
 from pipelines.webhooks.inbox import Inbox
 from tests.pipelines.test_comment import workspace_id
@@ -37,7 +37,7 @@ from tests.push.test_push import RECORDS, held_as_expected, run_push
 from tests.webhooks.test_compaction import DAYS, assert_lake_equals_inbox, store
 
 SECRET = "s3-test-secret-7d2e"
-EVENTS = connection_stream("svc", "events", [("id", pa.int64())], daily=True)
+EVENTS = Stream("svc", "events", connection_schema([("id", pa.int64())]), daily=True)
 DAY = date(2026, 11, 1)
 #: Days of the day streams the sync test pulls (today included).
 WINDOW_DAYS = 3
@@ -187,7 +187,9 @@ def test_a_push_from_the_bucket_then_another_sends_nothing(
     resources = build_resources(load_settings())
     with dg.DagsterInstance.ephemeral() as instance:
         dg.materialize(
-            [datahub.custom_fields, datahub.members], resources=resources, instance=instance
+            [datahub.ASSETS["custom_fields"], datahub.ASSETS["members"]],
+            resources=resources,
+            instance=instance,
         )
     generate_shop(resources["lake"].lake(), customers=100)
     first = run_push(resources)

@@ -18,7 +18,8 @@ from pipelines.landing import today
 from pipelines.streams.comment import ACTIVITIES
 from pipelines.streams.conversation import MESSAGES
 from pipelines.streams.conversation.backups import backup_window
-from pipelines.streams.datahub import MEMBER_TEXT_COLUMNS, MEMBERS
+from pipelines.streams.datahub import MEMBERS
+from pipelines.streams.datahub.export import MEMBER_TEXT_COLUMNS
 from sandbox.conversation import messages as sandbox_messages
 from tests.pipelines.conftest import APIKEY
 
@@ -83,7 +84,7 @@ def test_an_activity_with_a_lone_surrogate_lands_with_the_replacement_character(
     odd_id = json.loads(created.content)["id"]
     resources = sync_env(sandbox)
 
-    materialize(resources, comment.activities)
+    materialize(resources, comment.ASSETS["activities"])
 
     served = httpx.get(f"{sandbox.url}{base}/activities", headers=READWRITE)
     expected = {a["id"]: a for a in json.loads(served.content)["activities"]}
@@ -112,7 +113,7 @@ def test_a_member_with_a_lone_surrogate_lands_with_the_replacement_character(
     assert answer.status_code == 200, answer.text
     resources = sync_env(sandbox)
 
-    materialize(resources, datahub.members, today(), today())
+    materialize(resources, datahub.ASSETS["members"], today(), today())
 
     lake = {row["member_id"]: row for row in rows(resources, MEMBERS)}
     assert sorted(lake) == sorted(member_ids)
@@ -140,7 +141,7 @@ def test_a_message_with_a_lone_surrogate_lands_with_the_replacement_character(
     first = min(first, today() - timedelta(days=1))
     resources = sync_env(frozen_sandbox)
 
-    materialize(resources, conversation.messages, first, today())
+    materialize(resources, conversation.ASSETS["messages"], first, today())
 
     started_at, ended_at = backup_window([first, today()])
     window = np.arange(*messages.window(started_at.timestamp(), ended_at.timestamp()))

@@ -12,6 +12,8 @@ import pytest
 from pipelines.clients.base import Connection
 from pipelines.clients.comment import LOGS_PAGE_LIMIT, CommentAutomation, CommentClient
 from pipelines.lake import Lake
+from pipelines.landed import Landed
+from pipelines.landing import Pull, Turn
 from pipelines.streams.comment import TRIGGER_LOGS
 from pipelines.streams.comment.served import OutsideServedWindow
 from pipelines.streams.comment.trigger_logs import trigger_log_days
@@ -33,8 +35,9 @@ class Pulled:
 
 class Puller:
     """Runs the strategy for some days of one sandbox's workspace and lands what it yields
-    as `land_days` (`pipelines/landing.py`) does: each yielded day replaced, None kept, a day
-    not yielded written empty. The service's day is the sandbox clock's."""
+    as the landing of a daily stream (`pipelines/landing.py`) does: each yielded day
+    replaced, None kept, a day not yielded written empty. The service's day is the sandbox
+    clock's."""
 
     def __init__(self, sandbox: LiveSandbox, lake: Lake) -> None:
         self.clock = sandbox.app.sandbox.clock
@@ -52,15 +55,17 @@ class Puller:
         stats = CallStats()
         pulled = Pulled(requests=0)
         name = self.connection.name
+        pull = Pull(
+            self.service,
+            self.lake,
+            TRIGGER_LOGS,
+            pulled.said.append,
+            print,
+            days,
+            clock=self.clock.today,
+        )
         with self.service.transport(self.connection, stats) as transport:
-            for day, logs in trigger_log_days(
-                transport,
-                self.connection,
-                days,
-                lake=self.lake,
-                today=self.clock.today(),
-                log=pulled.said.append,
-            ):
+            for day, logs in trigger_log_days(Turn(pull, self.connection, transport, Landed())):
                 if logs is None:
                     pulled.yielded[day] = None
                     continue
@@ -90,7 +95,7 @@ def test_nothing_new_at_the_head_costs_one_page(frozen_sandbox, tmp_path):
     again = pull(days)
     assert again.requests == 1
     assert again.yielded == {day: None for day in days}
-    assert again.said == ["trigger logs [default]: nothing new since the last pull"]
+    assert again.said == ["comment.trigger_logs [default]: nothing new since the last pull"]
     assert {day: pull.ids(day) for day in days} == landed
 
 
@@ -121,7 +126,7 @@ def test_new_logs_merge_into_the_landed_head_day(start_sandbox, tmp_path):
     new = head[: len(head) - len(landed)]
     assert new and head[len(new) :] == landed
     assert not set(new) & set(landed)
-    assert said == f"trigger logs [default]: {len(new)} new since the last pull"
+    assert said == f"comment.trigger_logs [default]: {len(new)} new since the last pull"
 
     whole = Puller(sandbox, Lake(tmp_path / "whole"))
     assert whole(days).requests > 1

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import date
 from pathlib import Path
 
 import duckdb
@@ -16,8 +17,9 @@ import pytest
 from pipelines.catalog import WAREHOUSE_STREAMS, refresh_warehouse
 from pipelines.errors import SetupError
 from pipelines.lake import Lake
+from pipelines.landing import PulledStream
 from pipelines.settings import load_settings
-from pipelines.stream import Stream
+from pipelines.stream import Stream, connection_schema
 from pipelines.streams.conversation import CHANNELS
 from pipelines.warehouse import SQL_DIR, Warehouse, WarehouseBusy, schema_order
 
@@ -214,3 +216,44 @@ def test_unsaved_changes_of_a_read_write_session_fail_the_refresh_saying_what_to
     assert channels(path) == 1
     with duckdb.connect(str(path), read_only=True) as con:
         assert con.execute("SELECT note FROM notes").fetchall() == [("mine",)]
+
+
+def test_a_pulled_stream_without_a_sql_file_gets_a_typed_view_from_its_declaration(tmp_path):
+    """Adding a stream needs no SQL: its view lists the declared columns (a daily stream's
+    `date` after `connection`) with `_extra` as JSON, empty and typed before its first file;
+    a SQL file of the same name replaces it."""
+    events = PulledStream(
+        "svc",
+        "events",
+        connection_schema([("id", pa.int64()), ("kind", pa.string())]),
+        daily=True,
+        rows=list,
+    )
+    lake, path = Lake(tmp_path / "lake"), tmp_path / "warehouse.duckdb"
+    sql = tmp_path / "sql"
+    sql.mkdir()
+
+    def build() -> list[tuple]:
+        Warehouse(path, lake, [events], sql_dir=sql, viewed=[events]).refresh()
+        with duckdb.connect(str(path), read_only=True) as con:
+            described = con.execute("DESCRIBE svc.events").fetchall()
+            return [(name, kind) for name, kind, *_ in described]
+
+    typed = [
+        ("connection", "VARCHAR"),
+        ("date", "DATE"),
+        ("id", "BIGINT"),
+        ("kind", "VARCHAR"),
+        ("_extra", "JSON"),
+    ]
+    assert build() == typed  # before any file: empty, typed
+    row = {"connection": "a", "id": 1, "kind": "open", "_extra": '{"new": {"x": 1}}'}
+    lake.write(events, "a", [row], day=date(2026, 10, 1))
+    assert build() == typed
+    with duckdb.connect(str(path), read_only=True) as con:
+        assert con.execute("SELECT id, _extra->>'$.new.x' FROM svc.events").fetchall() == [(1, "1")]
+    (sql / "svc").mkdir()
+    (sql / "svc" / "events.sql").write_text(
+        "CREATE OR REPLACE VIEW svc.events AS SELECT id FROM {{ source('svc', 'events') }};"
+    )
+    assert build() == [("id", "BIGINT")]

@@ -44,7 +44,9 @@ def pushable(sandbox, sync_env, customers: int = 300, **env) -> dict:
     resources = sync_env(sandbox, **env)
     with dg.DagsterInstance.ephemeral() as instance:
         dg.materialize(
-            [datahub.custom_fields, datahub.members], resources=resources, instance=instance
+            [datahub.ASSETS["custom_fields"], datahub.ASSETS["members"]],
+            resources=resources,
+            instance=instance,
         )
     generate_shop(resources["lake"].lake(), customers=customers)
     return resources

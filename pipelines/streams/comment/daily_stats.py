@@ -1,21 +1,31 @@
-"""The rows of `daily_stats`: one `GET /stats` for the whole range, one row per day."""
+"""The `daily_stats` stream: one `GET /stats` for the whole range, one row per day."""
 
 from collections.abc import Iterator
 from datetime import date
 
-from pipelines.clients.base import Connection
-from pipelines.clients.comment import STATS_MAX_DAYS, CommentClient
-from pipelines.schemas import model_row
-from pipelines.streams.comment import DAILY_STATS
+from pipelines.clients.comment import STATS_MAX_DAYS, CommentAutomation, StatsDay
+from pipelines.landing import PulledStream, Turn
+from pipelines.schemas import arrow_fields, model_row
+from pipelines.stream import connection_schema
 from pipelines.streams.comment.served import served_since
-from pipelines.transport import Transport
 
 
-def stats_days(
-    transport: Transport, connection: Connection, days: list[date], today: date
-) -> Iterator[tuple[date, list[dict]]]:
-    """Each day the service reports, back to the first of `days`, with its one row (a row
-    function of `land_days`, `pipelines/landing.py`, which keeps the days of its range)."""
-    window = served_since(days, STATS_MAX_DAYS, "Daily stats", today)
-    for entry in CommentClient(transport).stats(window).daily:
-        yield date.fromisoformat(entry.date), [model_row(entry, DAILY_STATS.schema)]
+def stats_days(turn: Turn) -> Iterator[tuple[date, list[dict]]]:
+    """Each day the service reports, back to the first of the run's days, with its one row
+    (the landing keeps the days of the run)."""
+    window = served_since(turn.days, STATS_MAX_DAYS, "Daily stats", turn.today())
+    for entry in turn.client.stats(window).daily:
+        yield date.fromisoformat(entry.date), [model_row(entry, turn.stream.schema)]
+
+
+DAILY_STATS = PulledStream(
+    CommentAutomation.service,
+    "daily_stats",
+    connection_schema(arrow_fields(StatsDay, exclude=("date",))),  # the day is the folder
+    daily=True,
+    key=("date",),
+    history_days=STATS_MAX_DAYS,
+    served_days=STATS_MAX_DAYS,
+    rows=stats_days,
+    description="Public replies, DMs and failures per UTC day (`GET /stats`; 90 days served).",
+)

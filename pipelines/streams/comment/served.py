@@ -4,10 +4,10 @@ the last `STATS_MAX_DAYS` of daily stats (`pipelines/clients/comment.py`), asked
 
 from datetime import date, timedelta
 
-from pipelines.landing import Refused
+from pipelines.errors import ServiceRefused
 
 
-class OutsideServedWindow(Refused):
+class OutsideServedWindow(ServiceRefused):
     """A pull of days the service no longer serves: asking would land empty days as if
     nothing had happened on them."""
 

@@ -1,91 +1,153 @@
-"""The rows of the comment service's snapshot streams, each read whole at every pull.
+"""The comment service's snapshot streams, each read whole at every pull: each declared with
+its row function (`pipelines/landing.py`), which returns one connection's rows as plain dicts
+of the stream's schema, without the `connection` the landing adds.
 
-Each function (or `RecentPosts.rows`) is a row function of `land_snapshot`
-(`pipelines/landing.py`): per connection, the stream's rows as plain dicts of its schema
-(`pipelines/streams/comment/__init__.py`), without the `connection` the landing adds.
+Where a stream's row copies a model, its columns are that model's fields (`arrow_fields`,
+`pipelines/schemas.py`): only the columns a row adds are written out here.
 """
 
 import json
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 
-from pipelines.clients.base import Connection
-from pipelines.clients.comment import CommentClient
-from pipelines.landing import Landed, Pull
-from pipelines.schemas import model_row
-from pipelines.streams.comment import ACCOUNTS, ACTIVITIES, ACTIVITY_DAILY, POSTS, WORKSPACE
-from pipelines.transport import ServiceError, Transport
+import pyarrow as pa
+
+from pipelines.clients.comment import (
+    Account,
+    Activity,
+    ActivityStats,
+    CommentAutomation,
+    Me,
+    Post,
+    TrendDay,
+    WorkspaceInfo,
+)
+from pipelines.landing import PulledStream, Turn
+from pipelines.schemas import arrow_fields, model_row
+from pipelines.stream import connection_schema
+from pipelines.transport import ServiceError
+
+SERVICE = CommentAutomation.service
 
 #: Both lists of recent media an account has: feed posts and stories.
 POST_KINDS = ("posts", "story")
 
 
-def workspace_rows(transport: Transport, connection: Connection) -> Iterator[dict]:
+def workspace_rows(turn: Turn) -> Iterator[dict]:
     """The key's workspace (`GET /me`): one row; of the key, only its scope."""
-    me = CommentClient(transport).me()
+    me, schema = turn.client.me(), turn.stream.schema
     yield {
-        **model_row(me.workspace, WORKSPACE.schema, extra=False),  # in `me`'s
-        **model_row(me, WORKSPACE.schema),
+        **model_row(me.workspace, schema, extra=False),  # in `me`'s
+        **model_row(me, schema),
         "api_key_scope": (me.api_key or {}).get("scope"),
     }
 
 
-def account_rows(transport: Transport, connection: Connection) -> Iterator[dict]:
-    for account in CommentClient(transport).accounts().accounts:
-        yield model_row(account, ACCOUNTS.schema)
+WORKSPACE = PulledStream(
+    SERVICE,
+    "workspace",
+    connection_schema(
+        [
+            *arrow_fields(WorkspaceInfo),
+            # `user` and `usage` as JSON text: the service does not say their inner fields.
+            *arrow_fields(Me, exclude=("workspace", "api_key")),
+            ("api_key_scope", pa.string()),  # the key itself is never landed
+        ]
+    ),
+    rows=workspace_rows,
+    description="The workspace of each key (`GET /me`): plan, trial end, service status.",
+)
 
 
-@dataclass
-class RecentPosts:
+def account_rows(turn: Turn) -> Iterator[dict]:
+    for account in turn.client.accounts().accounts:
+        yield model_row(account, turn.stream.schema)
+
+
+ACCOUNTS = PulledStream(
+    SERVICE,
+    "accounts",
+    connection_schema(arrow_fields(Account)),
+    rows=account_rows,
+    description="Connected Instagram, Facebook and Threads accounts and their token expiry.",
+)
+
+
+def post_rows(turn: Turn) -> Iterator[dict]:
     """The recent posts and stories of every account, read live from its platform. A
     platform that keeps failing (502 after the transport's retries) costs only that
-    account's list: it is recorded in `failed` and reported through `warn`, and the other
-    accounts still land."""
-
-    warn: Callable[[str], None]
-    #: `connection/account/kind` of each list that could not be read.
-    failed: list[str] = field(default_factory=list)
-
-    def rows(self, transport: Transport, connection: Connection) -> Iterator[dict]:
-        client = CommentClient(transport)
-        for account in client.accounts().accounts:
-            for kind in POST_KINDS:
-                try:
-                    listed = client.posts(account.id, kind).posts
-                except ServiceError as error:
-                    if error.status != 502:
-                        raise
-                    self.failed.append(f"{connection.name}/{account.id}/{kind}")
-                    self.warn(f"posts of account {account.id} ({kind}): {error}")
-                    continue
-                for post in listed:
-                    yield {**model_row(post, POSTS.schema), "account_id": account.id, "kind": kind}
+    account's list: it is reported (`failed_accounts`, `account/kind` per connection) and
+    the other accounts still land."""
+    client, failed = turn.client, []
+    turn.report("failed_accounts", failed)
+    for account in client.accounts().accounts:
+        for kind in POST_KINDS:
+            try:
+                listed = client.posts(account.id, kind).posts
+            except ServiceError as error:
+                if error.status != 502:
+                    raise
+                failed.append(f"{account.id}/{kind}")
+                turn.warn(f"posts of account {account.id} ({kind}): {error}")
+                continue
+            for post in listed:
+                row = model_row(post, turn.stream.schema)
+                yield {**row, "account_id": account.id, "kind": kind}
 
 
-def activity_rows(transport: Transport, connection: Connection) -> Iterator[dict]:
+POSTS = PulledStream(
+    SERVICE,
+    "posts",
+    # The account listed, and which of its lists (`POST_KINDS`).
+    connection_schema([("account_id", pa.string()), ("kind", pa.string()), *arrow_fields(Post)]),
+    key=("account_id", "kind", "id"),
+    rows=post_rows,
+    description=(
+        "Recent posts and stories per account, read live from the platform. An account whose "
+        "platform keeps failing (502 after retries) is reported in `failed_accounts`; the "
+        "others still land."
+    ),
+    upstream=("accounts",),
+)
+
+
+def activity_rows(turn: Turn) -> Iterator[dict]:
     """Every activity with its stats totals; its DM and follow gate kept as JSON."""
-    for activity in CommentClient(transport).activities().activities:
+    schema = turn.stream.schema
+    for activity in turn.client.activities().activities:
         yield {
-            **model_row(activity, ACTIVITIES.schema),
+            **model_row(activity, schema),
             # The stats' drift is in the activity's `_extra` (`stats.<field>`).
-            **(model_row(activity.stats, ACTIVITIES.schema, extra=False) if activity.stats else {}),
+            **(model_row(activity.stats, schema, extra=False) if activity.stats else {}),
             # An empty gate (`{}`) is no gate: null, as the lake has always held it.
             "follow_gate": json.dumps(activity.follow_gate) if activity.follow_gate else None,
         }
 
 
-def activity_daily_rows(transport: Transport, connection: Connection) -> Iterator[dict]:
+ACTIVITIES = PulledStream(
+    SERVICE,
+    "activities",
+    # Its stats' totals as columns of their own; `dm` and `follow_gate` as JSON text.
+    connection_schema([*arrow_fields(Activity, exclude=("stats",)), *arrow_fields(ActivityStats)]),
+    rows=activity_rows,
+    description="Every activity (comment automation) with its stats totals.",
+)
+
+
+def activity_daily_rows(turn: Turn) -> Iterator[dict]:
     """Each activity's trend of successful triggers per day: one request per activity
     (`GET /activities/{id}`), as the list does not carry it."""
-    client = CommentClient(transport)
+    client = turn.client
     for activity in client.activities().activities:
         for day in client.activity(activity.id).daily:
-            yield {"activity_id": activity.id, **model_row(day, ACTIVITY_DAILY.schema)}
+            yield {"activity_id": activity.id, **model_row(day, turn.stream.schema)}
 
 
-def land_posts(pull: Pull) -> Landed:
-    """The posts of every account; the lists that could not be read are `failed_accounts`."""
-    recent = RecentPosts(warn=pull.warn)
-    landed = pull.snapshot(recent.rows)
-    landed.figures["failed_accounts"] = recent.failed
-    return landed
+ACTIVITY_DAILY = PulledStream(
+    SERVICE,
+    "activity_daily",
+    connection_schema([("activity_id", pa.string()), *arrow_fields(TrendDay)]),
+    key=("activity_id", "date"),
+    rows=activity_daily_rows,
+    description="The 14-day trend of successful triggers per activity (`GET /activities/{id}`).",
+    upstream=("activities",),
+)

@@ -13,8 +13,8 @@ newest-first order (`pipelines/lake.py`). A pull of a range of days goes one of 
   paged once, whole (`paged_days`), from the first page holding its last day, and each day
   is yielded whole as its pages arrive.
 
-`trigger_log_days` chooses among them; it is the row function of the `trigger_logs` asset
-(`assets/comment.py`), for `land_days` (`pipelines/landing.py`).
+`trigger_log_days` chooses among them: the row function of `TRIGGER_LOGS`, declared at the
+end of this module.
 """
 
 from __future__ import annotations
@@ -30,25 +30,26 @@ from typing import NamedTuple
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipelines.clients.base import Connection
 from pipelines.clients.comment import (
+    LOG_SCHEMA,
     LOGS_MAX_DAYS,
     LOGS_PAGE_LIMIT,
+    CommentAutomation,
     CommentClient,
     LogTable,
 )
 from pipelines.lake import Lake
+from pipelines.landing import PulledStream, Turn
 from pipelines.paging import Page, first_page_holding, offset_pages
-from pipelines.streams.comment import TRIGGER_LOGS
+from pipelines.stream import connection_schema
 from pipelines.streams.comment.served import served_since
-from pipelines.transport import Transport
 
 #: UTC days as whole numbers: seconds since the epoch // SECONDS_A_DAY.
 SECONDS_A_DAY = 86_400
 EPOCH = date(1970, 1, 1)
 
 #: A day of the range and its logs (tables of `LOG_TABLE`, newest first), or None when
-#: its landed file already holds them: what `land_days` takes.
+#: its landed file already holds them: what the landing of a daily stream takes.
 DayLogs = tuple[date, Iterable[pa.Table] | None]
 
 
@@ -82,25 +83,23 @@ _Listed = tuple[str, int, pa.Table, int]
 ID, MOMENT, PAGE, INDEX = range(4)
 
 
-def trigger_log_days(
-    transport: Transport,
-    connection: Connection,
-    days: list[date],
-    *,
-    lake: Lake,
-    today: date,
-    log: Callable[[str], None],
-) -> Iterator[DayLogs]:
-    """Each day of `days` (oldest first, none before the window the service serves) with its
-    logs, read the cheapest way the lake allows (see the module's docstring); `today` is
-    the service's day, `log` reports which way was taken."""
-    client = CommentClient(transport)
+def trigger_log_days(turn: Turn) -> Iterator[DayLogs]:
+    """Each day of the run (oldest first, none before the window the service serves) with
+    its logs, read the cheapest way the lake allows (see the module's docstring); it logs
+    which way it took."""
+    client, lake, connection, days, today = (
+        turn.client,
+        turn.lake,
+        turn.connection.name,
+        turn.days,
+        turn.today(),
+    )
     window_days = served_since(days, LOGS_MAX_DAYS, "Trigger logs", today)
     first = client.log_table(days=window_days, page=0)
     if days[-1] == today:
-        landed = landed_fingerprint(lake, connection.name, days)
+        landed = landed_fingerprint(lake, connection, days)
         if landed == Fingerprint.of_first_page(first):
-            log(f"trigger logs [{connection.name}]: nothing new since the last pull")
+            turn.log("nothing new since the last pull")
             for day in days:
                 yield day, None
             return
@@ -108,8 +107,8 @@ def trigger_log_days(
         if head is not None:
             head_days = pc.cast(head["created_at"], pa.date32())
             if set(head_days.to_pylist()) <= set(days):
-                log(f"trigger logs [{connection.name}]: {head.num_rows} new since the last pull")
-                yield from merged_days(lake, connection.name, days, head, head_days)
+                turn.log(f"{head.num_rows} new since the last pull")
+                yield from merged_days(lake, connection, days, head, head_days)
                 return
     yield from paged_days(client, window_days, first, days)
 
@@ -264,3 +263,19 @@ def _piece(day: int, run: list[_Listed]) -> DayPiece:
     else:
         logs = first[PAGE].take([listed[INDEX] for listed in run])
     return DayPiece(EPOCH + timedelta(days=day), logs)
+
+
+TRIGGER_LOGS = PulledStream(
+    CommentAutomation.service,
+    "trigger_logs",
+    connection_schema(LOG_SCHEMA),
+    daily=True,
+    history_days=LOGS_MAX_DAYS,
+    served_days=LOGS_MAX_DAYS,
+    rows=trigger_log_days,
+    description=(
+        "Every trigger log (one row per public reply or DM attempt), by UTC day of "
+        "`created_at`. A range is paged once, newest first, deduplicated by id and repaired "
+        "when the list shifts; the service keeps 365 days."
+    ),
+)

@@ -1,5 +1,5 @@
-"""Messages: one backup per region for a run's whole range of days, its CSV file landed day
-by day as it downloads (a backfill is one backup, not one per day)."""
+"""The `messages` stream: one backup per region for a run's whole range of days, its CSV file
+landed day by day as it downloads (a backfill is one backup, not one per day)."""
 
 import itertools
 from collections.abc import Callable, Iterable, Iterator
@@ -10,24 +10,37 @@ from functools import partial
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipelines.clients.base import Connection
 from pipelines.clients.conversation import ConversationService
-from pipelines.clients.failures import each_connection
 from pipelines.csv_blocks import CsvFile, RecordTooLong, read_block, read_texts
-from pipelines.drift import Drift, cast_texts, extra_column, place, watched_table
-from pipelines.errors import DataRefused
+from pipelines.drift import cast_texts, extra_column, place, watched_table
+from pipelines.errors import DataRefused, ServiceRefused
 from pipelines.lake import Lake
-from pipelines.landing import Landed, Pull, Refused, pulled_at
-from pipelines.stream import EXTRA
-from pipelines.streams.conversation import MESSAGES
-from pipelines.transport import CallStats
+from pipelines.landing import PulledStream, Turn, pulled_at
+from pipelines.stream import EXTRA, TIMESTAMP, connection_schema
+
+#: The backup file's columns (the service documents no file format: sandbox/README.md).
+MESSAGE_SCHEMA = connection_schema(
+    [
+        ("message_uuid", pa.string()),
+        ("conversation_id", pa.int64()),
+        ("channel_id", pa.int64()),
+        ("member_id", pa.int64()),
+        ("sender_type", pa.string()),
+        ("sender_id", pa.int64()),
+        ("message_type", pa.string()),
+        ("text", pa.string()),
+        ("url", pa.string()),
+        ("mime_type", pa.string()),
+        ("timestamp", TIMESTAMP),
+    ]
+)
 
 #: Bytes of the backup file parsed at a time (`pipelines/csv_blocks.py`), and so the longest
 #: record the file may hold. Chat platforms cap a message at a few thousand characters;
 #: memory holds a few blocks.
 CSV_BLOCK_BYTES = 1 << 20
 #: The file's columns the stream declares (`connection` and `_extra` are the lake's own).
-BACKUP_FIELDS = [f for f in MESSAGES.schema if f.name not in ("connection", EXTRA.name)]
+BACKUP_FIELDS = [f for f in MESSAGE_SCHEMA if f.name not in ("connection", EXTRA.name)]
 #: The declared columns' types, by name: how a block is read first.
 BACKUP_TYPES = {f.name: f.type for f in BACKUP_FIELDS}
 #: Empty in the file for text messages; null in the lake (only image messages carry them).
@@ -36,6 +49,11 @@ IMAGE_COLUMNS = ("url", "mime_type")
 
 class BackupRecordTooLong(DataRefused):
     """A record of the backup file is longer than CSV_BLOCK_BYTES."""
+
+
+class BackupMismatch(ServiceRefused):
+    """The rows landed are not the backup file's: a row was misread, or the file held rows
+    outside the range asked for."""
 
 
 def _message_tables(file: CsvFile, connection: str) -> Iterator[tuple[date, pa.Table]]:
@@ -168,92 +186,47 @@ def backup_window(days: list[date]) -> tuple[datetime, datetime]:
     )
 
 
-@dataclass
-class BackupsPulled:
-    """What `pull_backups` landed, region by region, and the requests it took."""
-
-    days: list[date]
-    landed: dict[str, BackupLanded] = field(default_factory=dict)
-    backup_ids: dict[str, int] = field(default_factory=dict)
-    stats: CallStats = field(default_factory=CallStats)
-    #: Regions that failed, with what to do (`pipelines/clients/failures.py`).
-    failed: dict[str, str] = field(default_factory=dict)
-    drift: Drift = field(default_factory=Drift)
-
-    @property
-    def differ(self) -> list[str]:
-        """The regions whose landed rows are not their backup file's: a row was misread, or
-        the file held rows outside the range."""
-        return sorted(
-            name for name, result in self.landed.items() if result.rows != result.file_rows
-        )
-
-
-def pull_backups(
-    service: ConversationService, lake: Lake, days: list[date], log: Callable[[str], None]
-) -> BackupsPulled:
-    """Each region's messages of `days` (oldest first), through one backup: triggered, waited
-    for, and landed as its file downloads; the regions at once."""
+def land_messages(turn: Turn) -> int:
+    """One region's messages of the run's days (oldest first), through one backup:
+    triggered, waited for, and landed as its file downloads."""
+    days, client, name = turn.days, turn.client, turn.connection.name
     started_at, ended_at = backup_window(days)
-    pulled = BackupsPulled(days)
-
-    def turn(connection: Connection) -> None:
-        with service.transport(connection, pulled.stats) as transport:
-            client = service.client(transport)
-            backup_id = client.trigger_messages_backup(started_at, ended_at).backup_id
-            pulled.backup_ids[connection.name] = backup_id
-            log(
-                f"{MESSAGES.relation} [{connection.name}]: backup {backup_id} of "
-                f"{started_at.isoformat()} to {ended_at.isoformat()}"
-            )
-            client.wait_for_backup(backup_id)
-            watch = partial(
-                watched_table,
-                drift=pulled.drift,
-                contract=service.contract(MESSAGES.name),
-                where=place(service.service, connection.name, MESSAGES.relation),
-            )
-            pulled.landed[connection.name] = client.download_backup(
-                backup_id, partial(land_backup, lake, connection.name, days, watch=watch)
-            )
-        log(
-            f"{MESSAGES.relation} [{connection.name}]: {pulled.landed[connection.name].rows} "
-            f"rows over {len(days)} day(s)"
+    backup_id = client.trigger_messages_backup(started_at, ended_at).backup_id
+    turn.report("backup_ids", backup_id)
+    turn.log(f"backup {backup_id} of {started_at.isoformat()} to {ended_at.isoformat()}")
+    client.wait_for_backup(backup_id)
+    watch = partial(
+        watched_table,
+        drift=turn.landed.drift,
+        contract=turn.service.contract(MESSAGES.name),
+        where=place(turn.service.service, name, MESSAGES.relation),
+    )
+    landed = client.download_backup(
+        backup_id, partial(land_backup, turn.lake, name, days, watch=watch)
+    )
+    turn.report("backup_rows_per_connection", landed.file_rows)
+    for day in days:
+        turn.landed_day(day, None if day in landed.unchanged_days else landed.rows_per_day[day])
+    if landed.rows != landed.file_rows:
+        raise BackupMismatch(
+            f"{MESSAGES.relation} [{name}]: backup {backup_id} held {landed.file_rows} rows, "
+            f"{landed.rows} landed for {days[0]} to {days[-1]}"
         )
-
-    each_connection(service, pulled.failed, turn)
-    return pulled
+    return landed.rows
 
 
-def land_messages(pull: Pull) -> Landed:
-    """The run's days through one backup per region. Rows landed that differ from the
-    backup file's (rows outside the range) refuse the run, with the figures."""
-    days = pull.days or []
-    pulled = pull_backups(pull.service, pull.lake, days, pull.log)
-    landed = Landed(
-        rows_per_connection={name: result.rows for name, result in pulled.landed.items()},
-        stats=pulled.stats,
-        failed=pulled.failed,
-        drift=pulled.drift,
-        per_day={
-            day: {
-                name: None if day in result.unchanged_days else result.rows_per_day[day]
-                for name, result in pulled.landed.items()
-            }
-            for day in days
-        },
-        figures={
-            "backup_rows": sum(result.file_rows for result in pulled.landed.values()),
-            "backup_rows_per_connection": {
-                name: result.file_rows for name, result in pulled.landed.items()
-            },
-            "backup_ids": pulled.backup_ids,
-        },
-    ).in_order_of(pull.service.connections)
-    if pulled.differ:
-        raise Refused(
-            f"{MESSAGES.relation}: rows landed differ from the backup file's rows for "
-            f"{pulled.differ}",
-            landed.metadata(days),
-        )
-    return landed
+MESSAGES = PulledStream(
+    ConversationService.service,
+    "messages",
+    MESSAGE_SCHEMA,
+    daily=True,
+    key=("message_uuid",),
+    # The service documents no retention: a first sync reaches a full year back from now,
+    # which touches 366 calendar days.
+    history_days=366,
+    lands=land_messages,
+    description=(
+        "Messages by UTC day, through one backup per region for the whole range of a run (a "
+        "backfill is one backup, not one per day)."
+    ),
+)

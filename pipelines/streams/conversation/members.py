@@ -15,14 +15,19 @@ from pathlib import PurePosixPath
 import duckdb
 import pyarrow as pa
 
-from pipelines.clients.base import Connection
-from pipelines.clients.conversation import ConversationClient, ConversationService
+from pipelines.clients.conversation import (
+    Assignment,
+    AssignmentRelationship,
+    ConversationClient,
+    ConversationService,
+    Member,
+)
 from pipelines.lake import Lake
-from pipelines.landing import Land, Landed, Pull
-from pipelines.schemas import model_row
-from pipelines.stream import Stream
-from pipelines.streams.conversation import ASSIGNMENTS, MEMBERS, MESSAGES
-from pipelines.transport import ServiceError, Transport
+from pipelines.landing import PulledStream, Turn
+from pipelines.schemas import arrow_fields, model_row
+from pipelines.stream import Stream, connection_schema
+from pipelines.streams.conversation.backups import MESSAGES
+from pipelines.transport import ServiceError
 
 #: Members looked up per batch of the ones seen in messages: bounds what is in flight.
 MEMBER_BATCH = 1000
@@ -139,9 +144,78 @@ def _distinct_members(con: duckdb.DuckDBPyConnection, table: str, files: list[st
         con.execute(f"CREATE TEMP TABLE {table} (channel_id BIGINT, member_id BIGINT)")
 
 
+def looked_up(turn: Turn, row_of: RowOf) -> Iterator[dict | pa.Table]:
+    """One connection's rows of a per-member stream: the ones `plan_members` keeps, then
+    `row_of(client, channel_id, member_id)` for the members it picks, on a small thread pool
+    over the connection's transport. A member the service no longer knows (404) is skipped
+    and counted. The file's metadata names the message files its members are from, taken
+    before the plan reads them: a file landed in between is looked up again next time,
+    never missed."""
+    times = _message_file_times(turn.lake, turn.connection.name)
+    turn.file_metadata[MESSAGES_THROUGH] = str(max(times.values(), default=0))
+    return _looked_up(turn, row_of)
+
+
+def _looked_up(turn: Turn, row_of: RowOf) -> Iterator[dict | pa.Table]:
+    client, service = turn.client, turn.service
+    figures = Counter(looked_up=0, kept_from_last_snapshot=0, not_found=0)
+
+    def lookup(pair: tuple[int, int]) -> dict | None:
+        try:
+            return row_of(client, *pair)
+        except ServiceError as error:
+            if error.status != 404:
+                raise
+            return None
+
+    everyone = service.refresh_every_member
+    with plan_members(turn.lake, turn.stream, turn.connection.name, everyone) as plan:
+        for table in plan.kept():
+            figures["kept_from_last_snapshot"] += table.num_rows
+            yield table
+        with ThreadPoolExecutor(service.member_workers) as pool:
+            for batch in plan.lookups():
+                figures["looked_up"] += len(batch)
+                found = [row for row in pool.map(lookup, batch) if row is not None]
+                figures["not_found"] += len(batch) - len(found)
+                yield from found
+    for figure, value in figures.items():
+        turn.report(figure, value)
+    if figures["not_found"]:
+        turn.warn(
+            f"{figures['not_found']} member(s) seen in messages but unknown to the service "
+            "(404), skipped"
+        )
+
+
+REFRESH_NOTE = (
+    " A member is looked up again when they appear in newly landed messages; the others keep "
+    "their row (`refresh_every_member` under [service.conversation] looks up all)."
+)
+
+
 def member_row(client: ConversationClient, channel_id: int, member_id: int) -> dict:
     member = client.get_member_by_id(channel_id, member_id)
     return {**model_row(member, MEMBERS.schema), "channel_id": channel_id}
+
+
+def member_rows(turn: Turn) -> Iterator[dict | pa.Table]:
+    return looked_up(turn, member_row)
+
+
+MEMBERS = PulledStream(
+    ConversationService.service,
+    "members",
+    connection_schema([("channel_id", pa.int64()), *arrow_fields(Member)]),
+    # The lookup takes the channel with the id: key on both.
+    key=("channel_id", "id"),
+    rows=member_rows,
+    description=(
+        "Members seen in the landed messages, each looked up by id (`get_member_by_id`)."
+        + REFRESH_NOTE
+    ),
+    upstream=("messages",),
+)
 
 
 def assignment_row(client: ConversationClient, channel_id: int, member_id: int) -> dict:
@@ -156,73 +230,27 @@ def assignment_row(client: ConversationClient, channel_id: int, member_id: int) 
     }
 
 
-class MemberLookups:
-    """The rows of a per-member stream, connection by connection (`rows`): the ones
-    `plan_members` keeps, then `row_of(client, channel_id, member_id)` for the members it
-    picks, on a small thread pool over the connection's transport. A member the service no
-    longer knows (404) is skipped and counted, with the lookups and the rows kept."""
-
-    def __init__(
-        self, service: ConversationService, lake: Lake, stream: Stream, row_of: RowOf
-    ) -> None:
-        self.service, self.lake, self.stream, self.row_of = service, lake, stream, row_of
-        self.looked_up: Counter[str] = Counter()
-        self.kept: Counter[str] = Counter()
-        self.not_found: Counter[str] = Counter()
-
-    def rows(self, transport: Transport, connection: Connection) -> Iterator[dict | pa.Table]:
-        name, client = connection.name, self.service.client(transport)
-        self.looked_up[name] = self.kept[name] = self.not_found[name] = 0
-
-        def lookup(pair: tuple[int, int]) -> dict | None:
-            try:
-                return self.row_of(client, *pair)
-            except ServiceError as error:
-                if error.status != 404:
-                    raise
-                return None
-
-        everyone = self.service.refresh_every_member
-        with plan_members(self.lake, self.stream, name, everyone) as plan:
-            for table in plan.kept():
-                self.kept[name] += table.num_rows
-                yield table
-            with ThreadPoolExecutor(self.service.member_workers) as pool:
-                for batch in plan.lookups():
-                    self.looked_up[name] += len(batch)
-                    found = [row for row in pool.map(lookup, batch) if row is not None]
-                    self.not_found[name] += len(batch) - len(found)
-                    yield from found
-
-    def messages_through(self, connection: Connection) -> dict[str, str]:
-        """The snapshot's file metadata: the message files its members are from. Taken before
-        the plan reads the files: a file landed in between is looked up again next time,
-        never missed."""
-        times = _message_file_times(self.lake, connection.name)
-        return {MESSAGES_THROUGH: str(max(times.values(), default=0))}
-
-    def figures(self) -> dict:
-        return {
-            "looked_up": dict(self.looked_up),
-            "kept_from_last_snapshot": dict(self.kept),
-            "not_found": dict(self.not_found),
-        }
+def assignment_rows(turn: Turn) -> Iterator[dict | pa.Table]:
+    return looked_up(turn, assignment_row)
 
 
-def looked_up(row_of: RowOf) -> Land:
-    """The landing of a per-member stream: the members seen in messages, looked up where
-    `plan_members` says, the others kept; those the service does not know are skipped and
-    reported."""
-
-    def land(pull: Pull) -> Landed:
-        lookups = MemberLookups(pull.service, pull.lake, pull.stream, row_of)
-        landed = pull.snapshot(lookups.rows, file_metadata=lookups.messages_through)
-        landed.figures.update(lookups.figures())
-        if sum(lookups.not_found.values()):
-            pull.warn(
-                f"{pull.stream.relation}: members seen in messages but unknown to the service "
-                f"(404), skipped: {dict(lookups.not_found)}"
-            )
-        return landed
-
-    return land
+ASSIGNMENTS = PulledStream(
+    ConversationService.service,
+    "assignments",
+    # The member looked up, then its assignment with the relationship's ids as columns.
+    connection_schema(
+        [
+            ("channel_id", pa.int64()),
+            ("member_id", pa.int64()),
+            *arrow_fields(Assignment, exclude=("assignment_relationship",)),
+            *arrow_fields(AssignmentRelationship),
+        ]
+    ),
+    key=("channel_id", "member_id"),
+    rows=assignment_rows,
+    description=(
+        "The assignment of each member seen in the landed messages (`get_member_assignment`)."
+        + REFRESH_NOTE
+    ),
+    upstream=("messages",),
+)

@@ -1,5 +1,6 @@
-"""Members through the export task: start it, wait for it, stream its CSV file into the lake
-in batches, and land the file only when it holds the rows the task announced."""
+"""The data hub's `members` stream, through the export task: start it, wait for it, stream
+its CSV file into the lake in batches, and land the file only when it holds the rows the
+task announced."""
 
 from __future__ import annotations
 
@@ -10,17 +11,44 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipelines.clients.base import Connection
 from pipelines.clients.datahub import DataHub, ExportResult
-from pipelines.clients.failures import each_connection
 from pipelines.csv_blocks import CsvFile, RecordTooLong, read_texts
 from pipelines.drift import cast_texts, extra_column
 from pipelines.errors import ServiceRefused
-from pipelines.lake import Lake
-from pipelines.landing import Landed, Pull, pulled_at, today
-from pipelines.stream import EXTRA
-from pipelines.streams.datahub import MEMBER_TEXT_COLUMNS, MEMBERS
-from pipelines.transport import Transport, TruncatedBody
+from pipelines.landing import PulledStream, Turn, pulled_at
+from pipelines.stream import CONNECTION, EXTRA, described
+from pipelines.transport import TruncatedBody
+
+#: The export file's columns besides `member_id` (the hub's contact profile fields).
+MEMBER_TEXT_COLUMNS = (
+    "customer_id",
+    "connect_id",
+    "full_name",
+    "display_name",
+    "display_email",
+    "display_mobile",
+    "gender",
+    "birthday",
+    "region",
+    "city",
+    "address",
+    "company",
+    "member_level",
+    "source",
+    "line_uid",
+    "channel_type",
+    "external_member_id",
+    "account_manager",
+)
+
+#: What the hub documents of some contact profile fields.
+_PROFILE_NOTES = {
+    "display_mobile": "E.164.",
+    "gender": "`male`, `female`, `unknown` or `other`.",
+    "birthday": "YYYY-MM-DD.",
+    "region": "A region or country code.",
+    "source": "`maac` or `caac`.",
+}
 
 #: The columns read from the export file, by header name.
 EXPORT_COLUMNS = ("member_id", *MEMBER_TEXT_COLUMNS)
@@ -128,13 +156,13 @@ def _blank_as_null(column: pa.ChunkedArray) -> pa.Array:
     return pc.if_else(pc.equal(text, ""), None, text)
 
 
-def land_member_export(
-    datahub: DataHub, transport: Transport, lake: Lake, connection: str, landed: Landed
-) -> int:
-    """Export, wait for the task, stream its file into the lake as `today()`'s; the file
-    appears only when its rows equal the task's `row_count`. Both clocks are asked once the
-    task is done, so an export that ends after midnight lands on the day it ended."""
-    client = datahub.client(transport)
+def land_member_export(turn: Turn) -> int:
+    """Export one connection's members, wait for the task, stream its file into the lake as
+    the file of the day the task ended; the file appears only when its rows equal the task's
+    `row_count`. The day is asked once the task is done, so an export that ends after
+    midnight lands on the day it ended."""
+    datahub: DataHub = turn.service
+    client, connection = turn.client, turn.connection.name
     what = (
         f"members export of connection {connection!r} "
         "(deadline: [service.datahub] export_deadline_seconds)"
@@ -150,9 +178,9 @@ def land_member_export(
     }
 
     def land(chunks: Iterator[bytes]) -> int:
-        with lake.writer(MEMBERS, connection, today(), metadata) as out:
+        with turn.lake.writer(MEMBERS, connection, turn.today(), metadata) as out:
             tables = member_batches(chunks, connection)
-            for table in landed.watched(tables, datahub, MEMBERS, connection):
+            for table in turn.landed.watched(tables, datahub, MEMBERS, connection):
                 out.write_table(table)
             if out.rows != row_count:
                 raise ExportMismatch(
@@ -164,18 +192,32 @@ def land_member_export(
     return client.download_member_export(task.id, land)
 
 
-def land_members(pull: Pull) -> Landed:
-    """Today's export of every connection, the connections at once (a connection that fails
-    goes to `failed`). Not `land_snapshot` (`pipelines/landing.py`): the file is daily, and
-    its metadata holds what the task said."""
-    landed = Landed()
-    datahub = pull.service
-
-    def turn(connection: Connection) -> None:
-        with datahub.transport(connection, landed.stats) as transport:
-            rows = land_member_export(datahub, transport, pull.lake, connection.name, landed)
-        landed.rows_per_connection[connection.name] = rows
-        pull.log(f"{MEMBERS.relation} [{connection.name}]: {rows} rows")
-
-    each_connection(datahub, landed.failed, turn)
-    return landed.in_order_of(datahub.connections)
+MEMBERS = PulledStream(
+    DataHub.service,
+    "members",
+    pa.schema(
+        [
+            ("member_id", pa.int64()),
+            *(
+                described(name, pa.string(), _PROFILE_NOTES[name])
+                if name in _PROFILE_NOTES
+                else (name, pa.string())
+                for name in MEMBER_TEXT_COLUMNS
+            ),
+            CONNECTION,
+            EXTRA,
+        ]
+    ),
+    # One export per connection and day, kept: the latest is `datahub.members`, the
+    # sequence is the profiles' change history (`marts.member_profile_history`).
+    daily=True,
+    key=("date", "member_id"),
+    lands=land_member_export,
+    description=(
+        "Member profiles through the export task (a CSV file streamed in batches), one "
+        "export per connection and day, kept as the profiles' history."
+    ),
+    formats=frozenset({"csv"}),
+    # A file a day, but each run exports today's: there is no older day to ask for.
+    today_only=True,
+)

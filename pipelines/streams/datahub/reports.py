@@ -1,5 +1,5 @@
-"""The daily snapshots of each broadcast's report: which broadcasts a day's snapshot asks for,
-over which date range, and the rows they land as (`land_days` in `pipelines/landing.py`)."""
+"""The `broadcast_reports` stream, the daily snapshots of each broadcast's report: which
+broadcasts a day's snapshot asks for, over which date range, and the rows they land as."""
 
 from __future__ import annotations
 
@@ -7,14 +7,14 @@ import json
 from collections.abc import Iterable, Iterator
 from datetime import date, timedelta
 
-from pipelines.clients.base import Connection
+import pyarrow as pa
+
 from pipelines.clients.datahub import REPORT_MAX_DAYS, Broadcast, BroadcastReport, DataHub
 from pipelines.drift import extra_of
 from pipelines.lake import Lake
-from pipelines.schemas import model_row
-from pipelines.stream import EXTRA
-from pipelines.streams.datahub import BROADCAST_REPORTS
-from pipelines.transport import Transport
+from pipelines.landing import PulledStream, Turn
+from pipelines.schemas import arrow_fields, model_row
+from pipelines.stream import CONNECTION, EXTRA, described
 
 
 def report_window(broadcast: Broadcast, day: date, has_snapshot: bool) -> tuple[date, date] | None:
@@ -61,15 +61,13 @@ def reported_broadcasts(lake: Lake, connection: str, except_days: Iterable[date]
     return set(lake.read_columns(files, ["broadcast_id"])["broadcast_id"].to_pylist())
 
 
-def report_rows_by_day(
-    datahub: DataHub, lake: Lake, transport: Transport, connection: Connection, days: list[date]
-) -> Iterator[tuple[date, list[dict]]]:
-    """`land_days`' `rows_by_day` after the settings and the lake: one list of broadcasts,
-    then one report call for each broadcast a day's snapshot takes (`report_window`)."""
-    client = datahub.client(transport)
+def report_rows_by_day(turn: Turn) -> Iterator[tuple[date, list[dict]]]:
+    """One list of broadcasts, then for each of the run's days one report call for each
+    broadcast that day's snapshot takes (`report_window`)."""
+    client = turn.client
     listed = client.list_broadcasts()
-    snapshotted = reported_broadcasts(lake, connection.name, days)
-    for day in days:  # oldest first: a broadcast's first snapshot lands on its first day
+    snapshotted = reported_broadcasts(turn.lake, turn.connection.name, turn.days)
+    for day in turn.days:  # oldest first: a broadcast's first snapshot lands on its first day
         rows = []
         for broadcast in listed:
             window = report_window(broadcast, day, broadcast.id in snapshotted)
@@ -79,3 +77,31 @@ def report_rows_by_day(
             rows.append(report_row(broadcast.id, report, window))
             snapshotted.add(broadcast.id)
         yield day, rows
+
+
+BROADCAST_REPORTS = PulledStream(
+    DataHub.service,
+    "broadcast_reports",
+    pa.schema(
+        [
+            ("broadcast_id", pa.int64()),
+            *arrow_fields(BroadcastReport),
+            described("start_date", pa.date32(), "First day of the range the figures are over."),
+            described("end_date", pa.date32(), "Last day of the range the figures are over."),
+            CONNECTION,
+            # Further fields of the report, undocumented by the hub ("not shown"), as JSON.
+            ("report", pa.string()),
+            EXTRA,
+        ]
+    ),
+    daily=True,
+    # A broadcast has one snapshot per day; `date` is the hive folder's column (DuckDB reads
+    # it from the path, also in `unique_ids_check`).
+    key=("date", "broadcast_id"),
+    rows=report_rows_by_day,
+    description=(
+        "Day D: each broadcast's figures as of D, for the broadcasts whose figures can still "
+        "change (sent within 60 days, or scheduled) and those not yet in the lake."
+    ),
+    upstream=("broadcasts",),
+)
