@@ -1,14 +1,15 @@
 """What the Dagster UI's catalog shows of a table: its columns, their types and what they hold
-(docs/dagster.md). A stream's columns are its Arrow schema; a column's description is
-the one its declaration carries (`DESCRIPTION`, `pipelines/lake.py`), which for a column
-copied from a response model is the model field's docstring (`pipelines/schemas.py`)."""
+(docs/dagster.md). A stream's columns are its Arrow schema (and a daily stream's `date`,
+`Stream.day`); a column's description is the one its declaration carries (`DESCRIPTION`,
+`pipelines/stream.py`), which for a column copied from a response model is the model field's
+docstring (`pipelines/schemas.py`)."""
 
 from collections.abc import Iterable
 
 import dagster as dg
 import pyarrow as pa
 
-from pipelines.stream import DESCRIPTION, Stream
+from pipelines.stream import DESCRIPTION, Stream, described
 
 
 def column_schema(schema: pa.Schema) -> dg.TableSchema:
@@ -32,8 +33,18 @@ def table_metadata(schema: pa.Schema, relation: str) -> dict[str, object]:
     return {"dagster/column_schema": column_schema(schema), "dagster/table_name": relation}
 
 
+def catalog_schema(stream: Stream) -> pa.Schema:
+    """The columns the catalog shows of `stream`: its schema, and a daily stream's `date`
+    where its views have it, first (after `connection` where that comes first)."""
+    schema = stream.schema
+    if not stream.daily or "date" in schema.names:
+        return schema
+    day = described("date", pa.date32(), stream.day)
+    return schema.insert(1 if schema.names[:1] == ["connection"] else 0, day)
+
+
 def stream_metadata(stream: Stream) -> dict[str, object]:
-    return table_metadata(stream.schema, stream.relation)
+    return table_metadata(catalog_schema(stream), stream.relation)
 
 
 def row_count(rows: int, *, partition: bool) -> dict[str, int]:

@@ -33,6 +33,8 @@ class Stream:
     #: Daily streams: how many days up to today the service answers for; an older day can
     #: no longer be pulled (its landed file, if any, stays). None: no limit documented.
     served_days: int | None = None
+    #: Daily streams: what the `date` its relations read from the folders is the day of.
+    day: str = "The UTC day of the row's file (the partition)."
 
     @property
     def relation(self) -> str:

@@ -28,30 +28,52 @@ ACTIVITY_TREND_DAYS = 14
 
 class WorkspaceInfo(Model):
     id: str
+    """The workspace's id."""
     name: str | None = None
+    """The workspace's name; null when it has none."""
     plan: str | None = None
+    """The workspace's plan, as the service names it (no values are documented); null when
+    it has none."""
     trial_ends_at: Moment | None = None
+    """When the workspace's trial ends, in UTC; null when the service gives none."""
     service_status: str
+    """The service's status for the workspace, as the service sends it (no values are
+    documented)."""
     billing_url: str
+    """The address (URL) of the workspace's billing page."""
 
 
 class Me(Model):
     user: dict[str, Any] | None = None
+    """The key's `user` object of `GET /me`, as JSON text; its inner fields are not
+    documented."""
     workspace: WorkspaceInfo
     usage: dict[str, Any] | None = None
+    """The workspace's `usage` object of `GET /me`, as JSON text; its inner fields are not
+    documented. Null when the service gives none."""
     api_key: dict[str, Any] | None = None
 
 
 class Account(Model):
     id: str
+    """The connected account's id (an activity's or a trigger log's `account_id`)."""
     platform: str
-    """`instagram`, `facebook` or `threads`."""
+    """The account's platform: `instagram`, `facebook` or `threads`."""
     handle: str
+    """The account's handle on its platform."""
     username: str | None = None
+    """The account's username; null when the service gives none."""
     page_name: str | None = None
+    """The account's page name; null when the service gives none."""
     supported_triggers: list[str]
+    """The triggers the account supports, each one of an activity's `trigger` values
+    (`ig_comment`, `ig_story`, `ig_live`, `fb_comment`, `fb_live`, `fb_message`,
+    `threads_reply`)."""
     token_expires_at: Moment | None = None
+    """When the account's platform token expires, in UTC; null when none is given. A new
+    token takes a browser login at the platform (`connect_url` of `GET /accounts`)."""
     connected_at: Moment
+    """When the account was connected, in UTC."""
 
 
 class Accounts(Model):
@@ -61,10 +83,16 @@ class Accounts(Model):
 
 class Post(Model):
     id: str
+    """The post's id (what an activity's `post_ids` holds; a story's id for stories)."""
     caption: str | None = None
+    """The post's caption; null when it has none."""
     media_type: str | None = None
+    """The post's media type, as the platform gives it (no values are documented); null
+    when none is given."""
     timestamp: Moment | None = None
+    """The post's time, in UTC, as the platform gives it; null when none is given."""
     permalink: str | None = None
+    """The post's permanent link (URL) on its platform; null when none is given."""
 
 
 class Posts(Model):
@@ -73,44 +101,54 @@ class Posts(Model):
 
 class ActivityStats(Model):
     public_replies_sent: int
-    """Total public replies sent."""
+    """Public replies the activity has sent in all (its `stats` total)."""
     dms_sent: int
-    """Total DMs sent."""
+    """DMs the activity has sent in all (its `stats` total)."""
 
 
 class Activity(Model):
     id: str
-    """A uuid in paths."""
+    """The activity's id (a uuid)."""
     name: str
     """Internal name."""
     status: str
     """`draft`, `active` or `paused`."""
     account_id: str
+    """The connected account that replies (an account's `id`)."""
     platform: str
     """`instagram`, `facebook` or `threads`."""
     trigger: str
-    """What triggers it: `ig_comment`, `ig_story`, `ig_live`, `fb_comment`, `fb_live`,
-    `fb_message` or `threads_reply`."""
+    """What triggers it: `ig_comment` (a comment on a post or Reel), `ig_story` (a reply to,
+    or mention in, a Story), `ig_live` (a comment during an Instagram live), `fb_comment`
+    (a comment on a Page post), `fb_live` (a comment during a Facebook live), `fb_message`
+    (a private message to the Page) or `threads_reply` (a reply to a Threads post)."""
     keywords: list[str]
-    """Case-insensitive; empty: every comment triggers."""
+    """The keywords a comment is matched against; case-insensitive; empty: every comment
+    triggers."""
     match: str
     """`contains` (the comment contains a keyword) or `exact` (it equals one)."""
     public_replies: list[str]
-    """One is picked at random per reply."""
+    """The public reply texts; one is picked at random per reply."""
     dm: list[dict[str, Any]]
-    """The DM's blocks (`text`, `button`, `image`, `card`)."""
+    """The DM's blocks (`type` `text`, `button`, `image` or `card`), as JSON text."""
     post_scope: str
     """`all` (every post), `selected` (only `post_ids`) or `next_post` (the next post published)."""
     post_ids: list[str] | None = None
-    """The posts of scope `selected`; story ids for `ig_story`."""
+    """The posts of scope `selected`; story ids for `ig_story`. Null when none are set."""
     follow_gate: dict[str, Any] | None = None
-    """Asks the commenter to follow the account before the DM content is delivered."""
+    """Asks the commenter to follow the account before the DM content is delivered: the
+    gate (`enabled`, `opening_text`, `button_title`, `not_following_text`) as JSON text;
+    null: no gate."""
     start_at: Moment | None = None
+    """When the activity starts, in UTC; null when none is set."""
     end_at: Moment | None = None
-    """After `start_at`."""
+    """When the activity ends, in UTC: after `start_at`. Null when none is set."""
     created_at: Moment
+    """When the activity was created, in UTC."""
     updated_at: Moment
+    """When the activity was last updated, in UTC."""
     dashboard_url: str
+    """The activity's page (URL) in the service's dashboard."""
     stats: ActivityStats | None = None
 
 
@@ -120,7 +158,9 @@ class Activities(Model):
 
 class TrendDay(Model):
     date: Day
+    """The UTC day, one of the 14 of the activity's trend."""
     successful_triggers: int
+    """The activity's successful triggers that day."""
 
 
 class ActivityDetail(Model):
@@ -134,18 +174,33 @@ class TriggerLog(TypedDict):
     service adds later are kept in `_extra` (`_log_table`)."""
 
     id: str
+    """The trigger log's id."""
     activity_id: NotRequired[str | None]
+    """The activity that was triggered (an activity's `id`); null when the service gives
+    none."""
     activity_name: NotRequired[str | None]
+    """That activity's internal name; null when the service gives none."""
     account_id: str
+    """The connected account the activity replies as (an account's `id`)."""
     trigger: str
+    """The trigger that fired: `ig_comment`, `ig_story`, `ig_live`, `fb_comment`, `fb_live`,
+    `fb_message` or `threads_reply` (as an activity's `trigger`)."""
     username: NotRequired[str | None]
+    """The commenter's username; null when the service gives none."""
     comment_text: NotRequired[str | None]
+    """The text of the comment that triggered the activity; null when the service gives
+    none."""
     post_id: NotRequired[str | None]
+    """The post commented on (a post's `id`); null when the service gives none."""
     action: str
+    """What the activity did, as the service names it; the service documents no list of
+    values."""
     status: str
-    """`success` or `failed`."""
+    """`success` or `failed`: set when the log is written, never changed."""
     error: NotRequired[str | None]
+    """The error of the attempt, as the service words it; null when there is none."""
     created_at: Moment
+    """When the log was written, in UTC. Its UTC day is the row's `date`."""
 
 
 class LogsPage(TypedDict):
@@ -244,9 +299,13 @@ def _log_rows_table(logs: list[dict]) -> pa.Table:
 
 class StatsDay(Model):
     date: str
+    """The UTC day the figures count (landed as the partition, `date`)."""
     public_replies: int
+    """Public replies sent that UTC day."""
     dms: int
+    """DMs sent that UTC day."""
     failed: int
+    """Failed attempts that UTC day."""
 
 
 class Stats(Model):

@@ -47,18 +47,32 @@ class Channel(Model):
     """The full record of `list_channels` (the paginated list returns fewer fields)."""
 
     id: int
+    """The channel's id (a member's or a message's `channel_id`)."""
     uuid: str | None = None
+    """The channel's uuid."""
     name: str | None = None
+    """The channel's name."""
     type: str | None = None
+    """The channel's type: `fb`, `ig`, `line`, `whatsapp` or `wccs` (the service documents
+    only the sample `fb`)."""
     status: str | None = None
+    """`connected` or `disconnected` (the service documents only the sample `connected`)."""
     language_code: str | None = None
+    """The channel's language code (sample `en`)."""
     timezone: str | None = None
+    """The channel's time zone, as the service sends it."""
     external_channel_id: str | None = None
+    """The channel's external id, as the service sends it."""
     external_access_token_expired_at: Moment | None = None
+    """When the channel's external access token expires (or expired), in UTC."""
     broadcast_enabled: bool | None = None
+    """Whether broadcasts are enabled on the channel."""
     user_recognition_enabled: bool | None = None
+    """Whether user recognition is enabled on the channel; the service documents no more."""
     created_at: Moment | None = None
+    """When the channel was created, in UTC."""
     updated_at: Moment | None = None
+    """When the channel was last updated, in UTC."""
 
 
 class Channels(Model):
@@ -69,11 +83,18 @@ class Team(Model):
     """The list form, which carries no `editable`."""
 
     id: int
+    """The team's id (an assignment's `team_id`)."""
     name: str | None = None
+    """The team's name."""
     description: str | None = None
+    """The team's description."""
     category: str | None = None
+    """The team's category, as the service sends it (no values are documented)."""
     external_team_id: str | None = None
+    """The team's external id (what `get_team_by_external_team_id` looks up)."""
     routing_rule: str | None = None
+    """The team's routing rule: `by-queue`, `round-robin` or `manual` (the service documents
+    only the sample `by-queue`)."""
 
 
 class TeamsPage(Model):
@@ -85,17 +106,31 @@ class User(Model):
     """The list form, which omits `email`, `org_id`, `role_id` and `inviter_id`."""
 
     id: int
+    """The user's id (an assignment's `user_id`)."""
     name: str | None = None
+    """The user's name."""
     chat_name: str | None = None
+    """The user's chat name."""
     avatar: str | None = None
+    """The user's avatar, as the service sends it."""
     external_user_id: str | None = None
+    """The user's external id (what `get_user_by_external_user_id` looks up)."""
     created_at: Moment | None = None
+    """When the user was created, in UTC."""
     role_name: str | None = None
+    """The name of the user's role."""
     role_type: str | None = None
+    """`owner`, `admin` or `agent` (the service documents only the sample `owner`)."""
     on_duty_status: str | None = None
+    """`online`, `away` or `offline` (the service documents only the samples `away` and
+    `online`)."""
     status: str | None = None
+    """`active`, `invited` or `deactivated` (the service documents only the samples `active`
+    and `invited`)."""
     type: str | None = None
+    """`human` or `ai` (an AI agent; the service documents only the sample `ai`)."""
     is_internal_user: bool | None = None
+    """Whether the user is an internal user; the service documents no more."""
 
 
 class UsersPage(Model):
@@ -107,48 +142,87 @@ class Member(Model):
     """A member looked up by id; its fields are strings unless stated."""
 
     id: int
+    """The member's id (a message's `member_id`)."""
     account_manager: str | None = None
+    """The member's account manager, as the service sends it."""
     assign_type: str | None = None
+    """`case-based`, `permanent` or `unassigned`."""
     avatar: str | None = None
+    """The member's avatar, as the service sends it."""
     birthday: str | None = None
+    """The member's birthday, as text as the service sends it (no format is documented)."""
     city: str | None = None
+    """The member's city."""
     company: str | None = None
+    """The member's company."""
     connect_id: str | None = None
+    """The member's connect id, as the service sends it."""
     country: str | None = None
+    """The member's country code (sample `ae`)."""
     created_at: Moment | None = None
+    """When the member was created, in UTC."""
     custom_id: str | None = None
+    """As the service sends it; the service does not document it."""
     display_name: str | None = None
+    """The member's display name."""
     email: str | None = None
+    """The member's email address."""
     engagement_level: str | None = None
+    """`Lv1` to `Lv5` (the service documents only the sample `Lv1`)."""
     external_channel_id: str | None = None
+    """The external id of the member's channel, as the service sends it."""
     external_member_id: str | None = None
+    """The member's external id on the channel's platform."""
     gender: str | None = None
+    """The member's gender (sample `female`; no list of values is documented)."""
     last_member_message_send: Moment | None = None
+    """Undocumented by the service; by its name, when the member last sent a message. In
+    UTC."""
     last_message_at: Moment | None = None
+    """Undocumented by the service; by its name, when the member's last message was. In
+    UTC."""
     location: str | None = None
+    """As the service sends it; the service does not document it."""
     member_level: str | None = None
+    """The member's level, as the service sends it (no values are documented)."""
     mobile: str | None = None
+    """The member's mobile number."""
     name: str | None = None
+    """The member's name."""
     note: str | None = None
+    """The note on the member, as the service sends it."""
     original_email: str | None = None
+    """As the service sends it; the service does not document it."""
     original_mobile: str | None = None
+    """As the service sends it; the service does not document it."""
     original_name: str | None = None
+    """As the service sends it; the service does not document it."""
     processing_state: str | None = None
+    """The member's processing state: `new`, `open`, `pending`, `resolved` or
+    `blocked` (the service documents only the samples `blocked` and `resolved`). Closing the
+    conversation sets `resolved`."""
     star_mark: bool | None = None
+    """Whether the member is star-marked; the service documents no more."""
     status: str | None = None
+    """`active`, `inactive` or `unfollowed` (the service documents only the sample
+    `active`)."""
     type: str | None = None
+    """The type of the member's channel (sample `fb`), as in channels' `type`."""
     updated_at: Moment | None = None
+    """When the member was last updated, in UTC."""
 
 
 class AssignmentRelationship(Model):
     team_id: int | None = None
+    """The team the member is assigned to (a team's `id`); null when unassigned or no
+    team."""
     user_id: int | None = None
-    """The user the member is assigned to."""
+    """The user the member is assigned to (a user's `id`); null when unassigned."""
 
 
 class Assignment(Model):
     assign_type: str
-    """`case-based`, `permanent` or `unassigned`."""
+    """How the member is assigned: `case-based`, `permanent` or `unassigned`."""
     assignment_relationship: AssignmentRelationship | None = None
 
 

@@ -62,37 +62,56 @@ TASK_FAILED = "failed"
 
 class CustomFieldOption(Model):
     id: int
+    """The option's id."""
     key: str
+    """What a profile update sends to choose the option (never its name)."""
     name: str | None = None
+    """The option's name."""
     description: str | None = None
+    """The option's description."""
     position: int | None = None
+    """The option's position among the field's options."""
     active: bool | None = None
+    """Whether the option is active."""
 
 
 class CustomField(Model):
     id: int
+    """The custom field's id."""
     name: str | None = None
+    """The custom field's name."""
     key: str
-    """A profile update names the field `cl_custom_<key>`."""
+    """The field's key: a profile update names the field `cl_custom_<key>`."""
     type: str
-    """The value type (e.g. `text`): Text, Number, Date, DateTime or `single_select`."""
+    """The value type: `text`, `number`, `date`, `datetime` or `single_select` (the
+    service's sample is `text`)."""
     description: str | None = None
+    """The custom field's description."""
     slot_number: int | None = None
+    """The field's slot number, as the service sends it; the service does not document
+    it further."""
     active: bool
-    """False: archived."""
+    """True: active; false: archived."""
     #: Only `single_select` fields carry options; others answer null.
     options: list[CustomFieldOption] | None = None
-    """Only `single_select` fields carry options."""
+    """The options of a `single_select` field (`id`, `key`, `name`, `description`,
+    `position`, `active`), in the field's order; null for every other type."""
 
 
 class Broadcast(Model):
     id: int
+    """The broadcast's id (what `get_broadcast_report` takes)."""
     source: str | None = None
     """`maac` or `caac`."""
     name: str | None = None
+    """The broadcast's name."""
     sent_date: Parsed | None = None
+    """When the broadcast was sent, or is to be sent (in the future while scheduled), in
+    UTC."""
     status: str | None = None
+    """The broadcast's status (sample `sent`; the service documents no full list)."""
     created_at: Parsed | None = None
+    """When the broadcast was created, in UTC."""
 
 
 class BroadcastReport(Model):
@@ -100,13 +119,19 @@ class BroadcastReport(Model):
     kept in `model_extra`."""
 
     name: str | None = None
+    """The broadcast's name."""
     source: str | None = None
     """`maac` or `caac`."""
     sent_date: Parsed | None = None
+    """When the broadcast was sent, in UTC; in the future while it is scheduled."""
     segment_name: str | None = None
+    """The name of the broadcast's segment, as the service sends it."""
     sent: int
+    """The sent count over the report's date range (`start_date` to `end_date`)."""
     open_count: int
+    """The open count over the report's date range."""
     clicks: int
+    """The click count over the report's date range."""
 
 
 class Task(Model):

@@ -61,6 +61,7 @@ WEBHOOK_EVENTS = Stream(
     ),
     daily=True,
     key=("idempotency_key",),
+    day="The UTC day of the event's `timestamp` (the partition).",
 )
 WEBHOOK_QUARANTINE = Stream(
     "datahub",

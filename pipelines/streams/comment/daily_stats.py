@@ -23,6 +23,7 @@ DAILY_STATS = PulledStream(
     "daily_stats",
     connection_schema(arrow_fields(StatsDay, exclude=("date",))),  # the day is the folder
     daily=True,
+    day="The UTC day the figures count (the partition).",
     key=("date",),
     history_days=STATS_MAX_DAYS,
     served_days=STATS_MAX_DAYS,

@@ -23,7 +23,7 @@ from pipelines.clients.comment import (
 )
 from pipelines.landing import PulledStream, Turn
 from pipelines.schemas import arrow_fields, model_row
-from pipelines.stream import connection_schema
+from pipelines.stream import connection_schema, described
 from pipelines.transport import ServiceError
 
 SERVICE = CommentAutomation.service
@@ -50,7 +50,12 @@ WORKSPACE = PulledStream(
             *arrow_fields(WorkspaceInfo),
             # `user` and `usage` as JSON text: the service does not say their inner fields.
             *arrow_fields(Me, exclude=("workspace", "api_key")),
-            ("api_key_scope", pa.string()),  # the key itself is never landed
+            # The key itself is never landed.
+            described(
+                "api_key_scope",
+                pa.string(),
+                "The scope of the connection's API key: `read` or `read+write`.",
+            ),
         ]
     ),
     rows=workspace_rows,
@@ -98,7 +103,20 @@ POSTS = PulledStream(
     SERVICE,
     "posts",
     # The account listed, and which of its lists (`POST_KINDS`).
-    connection_schema([("account_id", pa.string()), ("kind", pa.string()), *arrow_fields(Post)]),
+    connection_schema(
+        [
+            described(
+                "account_id", pa.string(), "The account whose list it is (an account's `id`)."
+            ),
+            described(
+                "kind",
+                pa.string(),
+                "Which of the account's lists it is in (the `kind` asked of "
+                "`GET /accounts/{id}/posts`): `posts` or `story`.",
+            ),
+            *arrow_fields(Post),
+        ]
+    ),
     key=("account_id", "kind", "id"),
     rows=post_rows,
     description=(
@@ -145,7 +163,12 @@ def activity_daily_rows(turn: Turn) -> Iterator[dict]:
 ACTIVITY_DAILY = PulledStream(
     SERVICE,
     "activity_daily",
-    connection_schema([("activity_id", pa.string()), *arrow_fields(TrendDay)]),
+    connection_schema(
+        [
+            described("activity_id", pa.string(), "The activity (an activity's `id`)."),
+            *arrow_fields(TrendDay),
+        ]
+    ),
     key=("activity_id", "date"),
     rows=activity_daily_rows,
     description="The 14-day trend of successful triggers per activity (`GET /activities/{id}`).",

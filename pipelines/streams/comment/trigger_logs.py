@@ -270,6 +270,7 @@ TRIGGER_LOGS = PulledStream(
     "trigger_logs",
     connection_schema(LOG_SCHEMA),
     daily=True,
+    day="The UTC day of `created_at` (the partition).",
     history_days=LOGS_MAX_DAYS,
     served_days=LOGS_MAX_DAYS,
     rows=trigger_log_days,

@@ -16,22 +16,49 @@ from pipelines.drift import cast_texts, extra_column, place, watched_table
 from pipelines.errors import DataRefused, ServiceRefused
 from pipelines.lake import Lake
 from pipelines.landing import PulledStream, Turn, pulled_at
-from pipelines.stream import EXTRA, TIMESTAMP, connection_schema
+from pipelines.stream import EXTRA, TIMESTAMP, connection_schema, described
 
-#: The backup file's columns (the service documents no file format: sandbox/README.md).
+#: The backup file's columns (the service documents no file format: sandbox/README.md). What
+#: they hold is what the service documents of a message's fields (the AI agent request's).
 MESSAGE_SCHEMA = connection_schema(
     [
-        ("message_uuid", pa.string()),
-        ("conversation_id", pa.int64()),
-        ("channel_id", pa.int64()),
-        ("member_id", pa.int64()),
-        ("sender_type", pa.string()),
-        ("sender_id", pa.int64()),
-        ("message_type", pa.string()),
-        ("text", pa.string()),
-        ("url", pa.string()),
-        ("mime_type", pa.string()),
-        ("timestamp", TIMESTAMP),
+        described("message_uuid", pa.string(), "The message's uuid."),
+        described(
+            "conversation_id",
+            pa.int64(),
+            "The conversation the message belongs to: a member's run of messages without a "
+            "day of silence.",
+        ),
+        described("channel_id", pa.int64(), "The channel of the message (a channel's `id`)."),
+        described(
+            "member_id", pa.int64(), "The member whose conversation it is (a member's `id`)."
+        ),
+        described(
+            "sender_type",
+            pa.string(),
+            "Who sent it: `member`, `user` (an agent) or `bot` (the service documents only "
+            "`member`).",
+        ),
+        described(
+            "sender_id",
+            pa.int64(),
+            "The sender's id: the member's id when `sender_type` is `member`.",
+        ),
+        described(
+            "message_type",
+            pa.string(),
+            "`text` or `image` (the values the service documents; it shows no full list).",
+        ),
+        described("text", pa.string(), "The message's text; an empty string for an image."),
+        described(
+            "url",
+            pa.string(),
+            "An image message's durable public link to the image; null for other messages.",
+        ),
+        described(
+            "mime_type", pa.string(), "An image message's MIME type; null for other messages."
+        ),
+        described("timestamp", TIMESTAMP, "When the message was sent, in UTC."),
     ]
 )
 
@@ -220,6 +247,7 @@ MESSAGES = PulledStream(
     "messages",
     MESSAGE_SCHEMA,
     daily=True,
+    day="The UTC day of `timestamp` (the partition).",
     key=("message_uuid",),
     # The service documents no retention: a first sync reaches a full year back from now,
     # which touches 366 calendar days.

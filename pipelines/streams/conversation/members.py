@@ -25,7 +25,7 @@ from pipelines.clients.conversation import (
 from pipelines.lake import Lake
 from pipelines.landing import PulledStream, Turn
 from pipelines.schemas import arrow_fields, model_row
-from pipelines.stream import Stream, connection_schema
+from pipelines.stream import Stream, connection_schema, described
 from pipelines.streams.conversation.backups import MESSAGES
 from pipelines.transport import ServiceError
 
@@ -206,7 +206,16 @@ def member_rows(turn: Turn) -> Iterator[dict | pa.Table]:
 MEMBERS = PulledStream(
     ConversationService.service,
     "members",
-    connection_schema([("channel_id", pa.int64()), *arrow_fields(Member)]),
+    connection_schema(
+        [
+            described(
+                "channel_id",
+                pa.int64(),
+                "The channel the member was looked up in (a channel's `id`).",
+            ),
+            *arrow_fields(Member),
+        ]
+    ),
     # The lookup takes the channel with the id: key on both.
     key=("channel_id", "id"),
     rows=member_rows,
@@ -240,8 +249,12 @@ ASSIGNMENTS = PulledStream(
     # The member looked up, then its assignment with the relationship's ids as columns.
     connection_schema(
         [
-            ("channel_id", pa.int64()),
-            ("member_id", pa.int64()),
+            described(
+                "channel_id",
+                pa.int64(),
+                "The channel the member was looked up in (a channel's `id`).",
+            ),
+            described("member_id", pa.int64(), "The member (a member's `id`)."),
             *arrow_fields(Assignment, exclude=("assignment_relationship",)),
             *arrow_fields(AssignmentRelationship),
         ]

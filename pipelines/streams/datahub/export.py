@@ -41,13 +41,33 @@ MEMBER_TEXT_COLUMNS = (
     "account_manager",
 )
 
-#: What the hub documents of some contact profile fields.
+#: What each contact profile field of the export holds, as far as the hub documents it (null
+#: where the export had an empty value).
 _PROFILE_NOTES = {
-    "display_mobile": "E.164.",
+    "customer_id": "The contact's customer id; an import can match contacts on it.",
+    "connect_id": "The contact's connect id; an import can match contacts on it.",
+    "full_name": "The contact's full name.",
+    "display_name": "The contact's display name.",
+    "display_email": "The contact's email address; an import can match contacts on it.",
+    "display_mobile": "The contact's mobile number, E.164; an import can match contacts on it.",
     "gender": "`male`, `female`, `unknown` or `other`.",
-    "birthday": "YYYY-MM-DD.",
+    "birthday": "The contact's birthday, as YYYY-MM-DD text.",
     "region": "A region or country code.",
+    "city": "The contact's city.",
+    "address": "The contact's address.",
+    "company": "The contact's company.",
+    "member_level": "The contact's member level, as the hub sends it (no values are documented).",
     "source": "`maac` or `caac`.",
+    "line_uid": "The contact's LINE user id; an import can match contacts on it.",
+    "channel_type": (
+        "The contact's channel: `line`, `fb`, `ig`, `whatsapp`, `email`, `wccs` or `others` "
+        "(the hub's internal values)."
+    ),
+    "external_member_id": (
+        "The contact's member id on its channel (a profile update names the contact by it, "
+        "with `channel_type` and `external_channel_id`)."
+    ),
+    "account_manager": "The contact's account manager, as the hub sends it.",
 }
 
 #: The columns read from the export file, by header name.
@@ -197,13 +217,8 @@ MEMBERS = PulledStream(
     "members",
     pa.schema(
         [
-            ("member_id", pa.int64()),
-            *(
-                described(name, pa.string(), _PROFILE_NOTES[name])
-                if name in _PROFILE_NOTES
-                else (name, pa.string())
-                for name in MEMBER_TEXT_COLUMNS
-            ),
+            described("member_id", pa.int64(), "The member's id (a field of the export only)."),
+            *(described(name, pa.string(), _PROFILE_NOTES[name]) for name in MEMBER_TEXT_COLUMNS),
             CONNECTION,
             EXTRA,
         ]
@@ -211,6 +226,7 @@ MEMBERS = PulledStream(
     # One export per connection and day, kept: the latest is `datahub.members`, the
     # sequence is the profiles' change history (`marts.member_profile_history`).
     daily=True,
+    day="The UTC day the export task ended (the partition): one export per connection and day.",
     key=("date", "member_id"),
     lands=land_member_export,
     description=(

@@ -84,17 +84,33 @@ BROADCAST_REPORTS = PulledStream(
     "broadcast_reports",
     pa.schema(
         [
-            ("broadcast_id", pa.int64()),
+            described("broadcast_id", pa.int64(), "The broadcast (a broadcast's `id`)."),
             *arrow_fields(BroadcastReport),
-            described("start_date", pa.date32(), "First day of the range the figures are over."),
-            described("end_date", pa.date32(), "Last day of the range the figures are over."),
+            described(
+                "start_date",
+                pa.date32(),
+                "First day of the range the figures are over: the day the broadcast was sent "
+                "(the snapshot's day while it is scheduled).",
+            ),
+            described(
+                "end_date",
+                pa.date32(),
+                "Last day of the range the figures are over: the snapshot's day, but at most "
+                "the 60th day from `start_date` (the service's range limit).",
+            ),
             CONNECTION,
             # Further fields of the report, undocumented by the hub ("not shown"), as JSON.
-            ("report", pa.string()),
+            described(
+                "report",
+                pa.string(),
+                "The report's further fields, which the service does not document, as a JSON "
+                "object; `{}` when there are none.",
+            ),
             EXTRA,
         ]
     ),
     daily=True,
+    day="The UTC day of the snapshot: the figures as they stood that day (the partition).",
     # A broadcast has one snapshot per day; `date` is the hive folder's column (DuckDB reads
     # it from the path, also in `unique_ids_check`).
     key=("date", "broadcast_id"),
