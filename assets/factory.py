@@ -13,20 +13,33 @@ fails naming each failed connection and what to do.
 """
 
 # No `from __future__ import annotations`: Dagster reads the context's annotation.
-from datetime import date, timedelta
+from collections.abc import Mapping
+from datetime import UTC, date, datetime, timedelta
 
 import dagster as dg
+from dagster._core.storage.tags import (
+    AUTOMATION_CONDITION_TAG,
+    BACKFILL_ID_TAG,
+    SCHEDULE_NAME_TAG,
+    SENSOR_NAME_TAG,
+)
 
 from assets.catalog import row_count, stream_metadata
 from assets.partitions import daily, single_run
 from assets.told import told
+from pipelines.catalog import refresh_warehouse
 from pipelines.damaged import set_aside_damaged
+from pipelines.errors import SyncError, first_line
 from pipelines.lake import Lake
 from pipelines.landed import Landed
 from pipelines.landing import Pull, PulledStream, land, served_days, today
+from pipelines.run_history import RunRecord, outcome_of, record_run
 from pipelines.stream import Stream
 
 KINDS = frozenset({"python", "parquet"})
+#: The tag a run carries that says what started it, where Dagster's own tags do not
+#: (the command line sets it: `assets/sync.py`).
+STARTED_BY_TAG = "sync/started_by"
 
 
 def pool(service: str) -> str:
@@ -75,6 +88,7 @@ def stream_asset(stream: PulledStream) -> dg.AssetsDefinition:
     )
     @told
     def landed_stream(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+        started_at = datetime.now(UTC)
         lake = context.resources.lake.lake()
         days = partition_days(context) if partitioned else None
         # The run's own days only, each page read (a day may be merged with what it holds):
@@ -99,7 +113,11 @@ def stream_asset(stream: PulledStream) -> dg.AssetsDefinition:
             warn=context.log.warning,
             days=served if partitioned else None,
         )
-        landed = land(pull) if served or not partitioned else Landed()
+        try:
+            landed = land(pull) if served or not partitioned else Landed()
+        except Exception as error:
+            record(context, stream, started_at, days, Landed(), first_line(error))
+            raise
         if damaged:
             landed.figures["damaged_set_aside"] = [str(found) for found in damaged]
         if landed.drift:
@@ -108,6 +126,8 @@ def stream_asset(stream: PulledStream) -> dg.AssetsDefinition:
                 f"({landed.drift.summary()}); contract {pull.service.contract(stream.name)}: "
                 "see `_extra` and the check schema_matches"
             )
+        record(context, stream, started_at, days, landed)
+        refresh_views(context)
         if landed.failed:
             fail_connections(context, stream, landed, lake, days)
         if not partitioned:
@@ -126,6 +146,66 @@ def stream_asset(stream: PulledStream) -> dg.AssetsDefinition:
         return dg.MaterializeResult()
 
     return landed_stream
+
+
+def record(
+    context: dg.AssetExecutionContext,
+    stream: Stream,
+    started_at: datetime,
+    days: list[date] | None,
+    landed: Landed,
+    error: str | None = None,
+) -> None:
+    """The run's row of `sync.runs` (`pipelines/run_history.py`). A history that cannot be
+    written is said, and the run goes on: what it landed is in the lake either way."""
+    failed = "\n".join(landed.failed.values()) or None
+    outcome = "failed" if error else outcome_of(len(landed.rows_per_connection), len(landed.failed))
+    row = RunRecord(
+        run_id=context.run.run_id,
+        relation=stream.relation,
+        started_by=started_by(context.run.tags),
+        started_at=started_at,
+        ended_at=datetime.now(UTC),
+        first_day=days[0] if days else None,
+        last_day=days[-1] if days else None,
+        rows=landed.rows,
+        requests=landed.stats.requests,
+        throttled=landed.stats.throttled,
+        retries=landed.stats.retries,
+        outcome=outcome,
+        error=error or failed,
+    )
+    try:
+        record_run(context.resources.lake.lake(), row)
+    except (OSError, SyncError) as problem:
+        context.log.warning(f"{stream.relation}: its row of sync.runs was not written: {problem}")
+
+
+def started_by(tags: Mapping[str, str]) -> str:
+    """What launched a run, from the tags Dagster (and the command line) give it."""
+    if SCHEDULE_NAME_TAG in tags:
+        return f"schedule {tags[SCHEDULE_NAME_TAG]}"
+    if SENSOR_NAME_TAG in tags:
+        return f"sensor {tags[SENSOR_NAME_TAG]}"
+    if BACKFILL_ID_TAG in tags:
+        return f"backfill {tags[BACKFILL_ID_TAG]}"
+    if AUTOMATION_CONDITION_TAG in tags:
+        return "automation"
+    return tags.get(STARTED_BY_TAG, "UI or API")
+
+
+def refresh_views(context: dg.AssetExecutionContext) -> None:
+    """Bring the warehouse's views up to date after a landing, whatever started it: a
+    stream's first file makes its view (nothing to do when the definitions are the same).
+    A build that cannot be done is said, and the landing stands; the views asset, the next
+    landing or the next sync build them."""
+    lake = context.resources.lake
+    try:
+        outcome = refresh_warehouse(lake.lake_root, lake.warehouse_path, lake.warehouse_sql)
+    except SyncError as problem:
+        context.log.warning(f"warehouse: views not brought up to date: {problem}")
+    else:
+        context.log.info(f"warehouse: {outcome}")
 
 
 def fail_connections(

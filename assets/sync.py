@@ -22,6 +22,7 @@ from dagster._core.storage.tags import (
 
 from assets import webhooks
 from assets.console import LOGGERS, console_config
+from assets.factory import STARTED_BY_TAG
 from assets.partitions import daily
 from assets.resources import build_resources
 from assets.told import ERROR_CLASS
@@ -185,7 +186,10 @@ def _run(name: str, assets, resources, instance, report: SyncReport, label: str,
         loggers=LOGGERS,
     ).resolve_job_def(name)
     result = job_def.execute_in_process(
-        instance=instance, tags=tags, raise_on_error=False, run_config=console_config()
+        instance=instance,
+        tags={**(tags or {}), STARTED_BY_TAG: "command line"},
+        raise_on_error=False,
+        run_config=console_config(),
     )
     for event in result.all_events:
         if event.is_step_failure:

@@ -9,6 +9,7 @@ from pipelines.damaged import SetAside, set_aside_damaged
 from pipelines.errors import first_line
 from pipelines.lake import Lake
 from pipelines.object_store import disk_refusal, lake_fault
+from pipelines.run_history import RUNS
 from pipelines.streams import comment, conversation, datahub, sync
 from pipelines.warehouse import Warehouse, WarehouseUnavailable
 from pipelines.webhooks.compaction import WEBHOOK_EVENTS, WEBHOOK_QUARANTINE
@@ -16,11 +17,13 @@ from pipelines.webhooks.compaction import WEBHOOK_EVENTS, WEBHOOK_QUARANTINE
 #: The streams the pull lands, service by service.
 PULLED = [*comment.STREAMS, *conversation.STREAMS, *datahub.STREAMS]
 #: Every stream the product defines, so `sql/` may name it as a source: pulled streams, the
-#: push ledger, the webhook events and the ones the lake could not represent. The SQL of
+#: push ledger, the runs' history, the webhook events and the ones the lake could not
+#: represent. The SQL of
 #: `WAREHOUSE_SQL` may also name streams written by others (pipelines/warehouse.py).
 WAREHOUSE_STREAMS = [
     *PULLED,
     *sync.STREAMS,
+    RUNS,
     WEBHOOK_EVENTS,
     WEBHOOK_QUARANTINE,
 ]

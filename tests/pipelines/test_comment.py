@@ -90,6 +90,26 @@ def test_everything_lands_equal_to_the_truth(frozen_sandbox, sync_env):
     assert all(e.passed for e in checks if e.check_name != "tokens_not_expiring")
     reconciled = next(e for e in checks if e.check_name == "logs_match_daily_stats")
     assert reconciled.metadata["days_compared"].value == 89  # today is still open
+    # No run asked for the views: each landing made its relation queryable, and recorded
+    # its run in sync.runs.
+    with duckdb.connect(resources["lake"].warehouse_path, read_only=True) as warehouse:
+        for stream in streams.STREAMS:
+            [(count,)] = warehouse.execute(f"SELECT count(*) FROM {stream.relation}").fetchall()
+            assert count == truth[stream.name], stream.relation
+        runs = warehouse.execute(
+            "SELECT relation, started_by, first_day, last_day, rows, requests, outcome, error, "
+            "ended_at >= started_at FROM sync.runs"
+        ).fetchall()
+    last = today()
+    daily = {
+        "comment.trigger_logs": (last - timedelta(days=364), last),
+        "comment.daily_stats": (last - timedelta(days=89), last),
+    }
+    assert sorted(run[0] for run in runs) == sorted(s.relation for s in streams.STREAMS)
+    for relation, by, first, last_day, rows, requests, outcome, error, ordered in runs:
+        assert (by, outcome, error, ordered) == ("UI or API", "succeeded", None, True)
+        assert (first, last_day) == daily.get(relation, (None, None)), relation
+        assert rows == truth[relation.split(".")[1]] and requests > 0, relation
 
 
 def test_a_second_run_duplicates_nothing_and_asks_once_when_nothing_is_new(

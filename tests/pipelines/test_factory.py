@@ -8,19 +8,22 @@ from datetime import date, timedelta
 from typing import ClassVar
 
 import dagster as dg
+import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from dagster._core.storage.tags import (
     ASSET_PARTITION_RANGE_END_TAG,
     ASSET_PARTITION_RANGE_START_TAG,
 )
 
-from assets.factory import stream_asset
+from assets.factory import STARTED_BY_TAG, started_by, stream_asset
 from assets.resources import ConnectionConfig, LakeResource
 from pipelines.clients.base import Service
 from pipelines.errors import ServiceRefused
 from pipelines.lake import Lake
 from pipelines.landing import PulledStream, Turn, today
+from pipelines.run_history import RUNS
 from pipelines.stream import EXTRA, connection_schema, described
 
 SCHEMA = connection_schema([("id", pa.int64())])
@@ -160,6 +163,28 @@ def test_a_refusing_connection_fails_the_run_with_its_message_after_the_other_la
     )
     assert "Traceback" not in error.message
     assert failure.step_failure_data.user_failure_data.metadata["rows"].value == 1
+    # The run's history says the same, with the run's own figures.
+    history = Lake(tmp_path).relation(RUNS)
+    [(relation, outcome, rows, error)] = duckdb.sql(
+        f"SELECT relation, outcome, rows, error FROM {history}"
+    ).fetchall()
+    assert (relation, outcome, rows) == ("test.things", "partly failed", 1)
+    assert "things for 2026-10-01 cannot be pulled" in error
+
+
+@pytest.mark.parametrize(
+    ("tags", "said"),
+    [
+        ({"dagster/schedule_name": "hourly_streams"}, "schedule hourly_streams"),
+        ({"dagster/sensor_name": "webhooks"}, "sensor webhooks"),
+        ({"dagster/backfill": "abc"}, "backfill abc"),
+        ({"dagster/from_automation_condition": "true"}, "automation"),
+        ({STARTED_BY_TAG: "command line"}, "command line"),
+        ({}, "UI or API"),
+    ],
+)
+def test_a_run_says_what_started_it(tags, said):
+    assert started_by(tags) == said
 
 
 def test_the_catalog_shows_the_columns_with_their_descriptions_the_service_and_the_rows(

@@ -85,6 +85,15 @@ def test_two_syncs_of_one_lake_at_once_are_exact(frozen_sandbox, sync_env):
     for output in (finished(first), finished(second)):
         assert "FAILED" not in output
     assert_equals_truth(frozen_sandbox)
+    # Both syncs are in the history, each stream once per sync, said as the command line's.
+    with duckdb.connect(str(load_settings().warehouse_path), read_only=True) as con:
+        runs = con.execute(
+            "SELECT relation, count(DISTINCT run_id), list(DISTINCT started_by), "
+            "list(DISTINCT outcome) FROM sync.runs GROUP BY relation"
+        ).fetchall()
+    assert sorted(runs) == sorted(
+        (stream.relation, 2, ["command line"], ["succeeded"]) for stream in definitions.STREAMS
+    )
 
 
 def test_the_warehouse_command_rebuilds_the_views_of_an_empty_lake_and_a_synced_one(

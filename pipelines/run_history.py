@@ -1,0 +1,89 @@
+"""`sync.runs`: one row per run of a pulled stream, written by the run itself whatever started
+it (a schedule, a sensor, a backfill, the Dagster UI, the command line), so the warehouse says
+when each stream last landed, how many rows each run brought and what the services answered.
+
+Each row is a file of its own, `<lake>/sync/runs/date=<day it started>/<service>_<stream>-<run
+id>.parquet`:
+runs at once never write the same file, and a run killed before its end leaves no row (its
+run in Dagster says so)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from datetime import date, datetime
+
+import pyarrow as pa
+
+from pipelines.lake import Lake
+from pipelines.stream import TIMESTAMP, Stream, described
+
+RUNS = Stream(
+    "sync",
+    "runs",
+    pa.schema(
+        [
+            described("run_id", pa.string(), "The Dagster run's id."),
+            described("relation", pa.string(), "The stream, as `<service>.<stream>`."),
+            described(
+                "started_by",
+                pa.string(),
+                "What started the run: `schedule <name>`, `sensor <name>`, `backfill <id>`, "
+                "`automation`, `command line`, or `UI or API` (a run launched by hand).",
+            ),
+            described("started_at", TIMESTAMP, "When the stream's step started (UTC)."),
+            described("ended_at", TIMESTAMP, "When it ended (UTC)."),
+            described(
+                "first_day", pa.date32(), "A daily stream's first day of the run; null else."
+            ),
+            described("last_day", pa.date32(), "A daily stream's last day of the run; null else."),
+            described("rows", pa.int64(), "Rows the run landed, every connection."),
+            described("requests", pa.int64(), "Requests sent to the service, retries included."),
+            described("throttled", pa.int64(), "Answers 429 (rate limited) among them."),
+            described("retries", pa.int64(), "Requests sent again after a failure or a 429."),
+            described(
+                "outcome",
+                pa.string(),
+                "`succeeded`; `partly failed` (some connections landed, others failed); `failed`.",
+            ),
+            described(
+                "error",
+                pa.string(),
+                "What failed, with what to do, for each connection that failed; null when none.",
+            ),
+        ]
+    ),
+    daily=True,
+    key=("run_id", "relation"),
+    day="The UTC day the run started (the partition).",
+)
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One row of `sync.runs`."""
+
+    run_id: str
+    relation: str
+    started_by: str
+    started_at: datetime
+    ended_at: datetime
+    first_day: date | None
+    last_day: date | None
+    rows: int
+    requests: int
+    throttled: int
+    retries: int
+    outcome: str
+    error: str | None
+
+
+def outcome_of(landed_connections: int, failed_connections: int) -> str:
+    if not failed_connections:
+        return "succeeded"
+    return "partly failed" if landed_connections else "failed"
+
+
+def record_run(lake: Lake, record: RunRecord) -> None:
+    """Write the run's row as a file of its own, in the folder of the day it started."""
+    name = f"{record.relation.replace('.', '_')}-{record.run_id}"
+    lake.write(RUNS, name, [asdict(record)], day=record.started_at.date())

@@ -1,0 +1,19 @@
+-- One row per run of a pulled stream, whatever started it (pipelines/run_history.py): when
+-- it ran, what started it, the days it was for, what it landed and what the service
+-- answered. The newest run of a stream: ORDER BY started_at DESC.
+CREATE OR REPLACE VIEW sync.runs AS
+SELECT
+    run_id,
+    relation,                           -- <service>.<stream>
+    started_by,                         -- schedule <name>, sensor <name>, backfill <id>, automation, command line, UI or API
+    started_at,
+    ended_at,
+    first_day,                          -- a daily stream's range; null for a snapshot
+    last_day,
+    rows,
+    requests,
+    throttled,                          -- answers 429
+    retries,
+    outcome,                            -- succeeded, partly failed, failed
+    error
+FROM {{ source('sync', 'runs') }};
