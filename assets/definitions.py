@@ -10,7 +10,7 @@ from dagster._core.storage.tags import (
     ASSET_PARTITION_RANGE_START_TAG,
 )
 
-from assets import comment, conversation, datahub, push, setup_check, webhooks
+from assets import alerts, comment, conversation, datahub, push, setup_check, webhooks
 from assets.catalog import column_schema
 from assets.console import LOGGERS
 from assets.executors import executor
@@ -191,6 +191,7 @@ defs = dg.Definitions(
             default_status=dg.DefaultSensorStatus.RUNNING,
         ),
         *webhooks.SENSORS,
+        *alerts.SENSORS,
     ],
     resources=resources_or_problem(),
     loggers=LOGGERS,

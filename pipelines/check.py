@@ -1,7 +1,8 @@
 """`python -m pipelines check`: is the setup right? One cheap authenticated call per
 connection (the cheapest read each service documents), the lake written to, the shared
-store reached, and the webhook receiver's secret present, each with ok or the reason and
-what to do (`pipelines/clients/failures.py`, `pipelines/object_store.py`)."""
+store reached, the webhook receiver's secret present and the alerts' destinations
+(`ALERT_URLS`: off where unset) well formed, each with ok or the reason and what to do
+(`pipelines/clients/failures.py`, `pipelines/object_store.py`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 
 import pyarrow.fs as pafs
 
+from pipelines import alerts
 from pipelines.clients.base import Service
 from pipelines.clients.comment import CommentClient
 from pipelines.clients.failures import isolated
@@ -52,12 +54,13 @@ class Checked:
 
 def check_everything(services: dict[str, Service], lake_root: str) -> list[Checked]:
     """Every row of the check, in the order it is shown: the connections, then the lake,
-    the shared store and the webhook secret."""
+    the shared store, the webhook secret and the alerts."""
     return [
         *check_connections(services),
         check_lake(lake_root),
         check_shared_store(),
         check_webhook_secret(),
+        check_alerts(),
     ]
 
 
@@ -94,6 +97,16 @@ def check_webhook_secret() -> Checked:
         )
     )
     return Checked("datahub", "webhooks", f"${SECRET_VARIABLE}", warning=warning)
+
+
+def check_alerts() -> Checked:
+    """Where alerts go: the kinds of destination (never a URL: they hold tokens), "unset:
+    alerting off" without `ALERT_URLS`, or what is wrong with it. Nothing is sent."""
+    try:
+        settings = alerts.alert_settings()
+    except SetupError as problem:
+        return Checked("alerts", alerts.URLS_VARIABLE, "not shown", str(problem))
+    return Checked("alerts", alerts.URLS_VARIABLE, settings.describe())
 
 
 def check_lake(root: str) -> Checked:

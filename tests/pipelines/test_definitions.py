@@ -104,7 +104,13 @@ def test_the_definitions_load_with_every_stream_check_job_and_schedule():
     )
     assert view["jobs"] == JOBS
     assert view["schedules"] == SCHEDULES
-    assert view["sensors"] == {"freshness_checks_sensor", "datahub_webhooks_sensor"}
+    assert view["sensors"] == {
+        "freshness_checks_sensor",
+        "datahub_webhooks_sensor",
+        "alert_on_run_failure",
+        "alert_on_run_success",
+        "alert_on_state_changes",
+    }
     # The checks required: ids unique on every stream; the reconciliations of the streams that
     # have a total to reconcile against; token expiry; freshness.
     assert {f"{stream}:ids_unique" for stream in streams} <= view["checks"]

@@ -305,6 +305,7 @@ def test_check_lists_every_connection_with_what_to_fix(
         ("datahub", "webhooks"): "ok",
         ("lake", "LAKE_ROOT"): "ok",
         ("store", "SYNC_STORE"): "ok",
+        ("alerts", "ALERT_URLS"): "ok",
     }
     assert "AGENCY_KEY was refused" in captured.err
     assert "nothing answers at this address" in captured.err and "DATAHUB_JP_URL" in captured.err
@@ -323,7 +324,8 @@ def test_a_missing_webhook_secret_is_a_warning_where_every_connection_is_right(
     captured = capsys.readouterr()
     rows = {tuple(line.split()[:2]): line.split()[-1] for line in captured.out.splitlines()}
     assert rows.pop(("datahub", "webhooks")) == "WARN"
-    assert set(rows.values()) == {"ok"} and len(rows) == 7  # 5 connections, the lake, the store
+    # 5 connections, the lake, the store, the alerts
+    assert set(rows.values()) == {"ok"} and len(rows) == 8
     assert "WARN datahub webhooks: WEBHOOK_SECRET is not set" in captured.err
 
     result = check_setup.execute_in_process(resources=resources_or_problem())
@@ -373,7 +375,7 @@ def test_the_check_setup_job_shows_every_connection_and_fails_naming_the_wrong_o
         (row.data["service"], row.data["connection"]): row.data["result"]
         for row in user_failure.metadata["connections"].records
     }
-    assert len(rows) == 9 and rows.pop(("comment", "agency")) == user_failure.description
+    assert len(rows) == 10 and rows.pop(("comment", "agency")) == user_failure.description
     assert set(rows.values()) == {"ok"}
     assert "sa_live_wrong" not in str(failure)
 
