@@ -1,5 +1,5 @@
 """The Dagster code location: every service's assets and checks merged, the warehouse views,
-jobs per service, hourly and daily schedules, freshness checks (docs/dagster.md)."""
+jobs per service, hourly and daily schedules; freshness is each asset's policy (docs/dagster.md)."""
 
 from datetime import UTC, timedelta
 
@@ -27,8 +27,6 @@ process.prepare()
 SERVICES = {"comment": comment, "conversation": conversation, "datahub": datahub}
 STREAMS = PULLED
 STREAM_ASSETS = [asset for module in SERVICES.values() for asset in module.ASSETS.values()]
-#: Streams pulled every hour (logs, stats and messages: they change all day); the rest daily.
-HOURLY = {"trigger_logs", "daily_stats", "messages"}
 
 
 #: What the views asset is, as a table: the relations the warehouse defines (README.md,
@@ -158,38 +156,14 @@ def _schedules() -> list[dg.ScheduleDefinition]:
     ]
 
 
-def _freshness_checks() -> list[dg.AssetChecksDefinition]:
-    """Hourly streams within 2 h; everything else (dimensions, the daily report snapshot)
-    within 26 h."""
-    hourly = [a.key for a in STREAM_ASSETS if a.key.path[-1] in HOURLY]
-    daily_or_less = [a.key for a in STREAM_ASSETS if a.key not in hourly]
-    return [
-        *dg.build_last_update_freshness_checks(
-            assets=daily_or_less, lower_bound_delta=timedelta(hours=26)
-        ),
-        *dg.build_last_update_freshness_checks(assets=hourly, lower_bound_delta=timedelta(hours=2)),
-    ]
-
-
-FRESHNESS_CHECKS = _freshness_checks()
-
-
 EXECUTOR = executor()
 
 defs = dg.Definitions(
     assets=[*STREAM_ASSETS, warehouse_views, *webhooks.ASSETS, *push.SPECS],
-    asset_checks=[
-        *(check for module in SERVICES.values() for check in module.CHECKS),
-        *FRESHNESS_CHECKS,
-    ],
+    asset_checks=[check for module in SERVICES.values() for check in module.CHECKS],
     jobs=[*JOBS.values(), *push.JOBS, *webhooks.JOBS, *setup_check.JOBS],
     schedules=_schedules(),
     sensors=[
-        dg.build_sensor_for_freshness_checks(
-            freshness_checks=FRESHNESS_CHECKS,
-            name="freshness_checks_sensor",
-            default_status=dg.DefaultSensorStatus.RUNNING,
-        ),
         *webhooks.SENSORS,
         *alerts.SENSORS,
     ],

@@ -13,6 +13,8 @@ fails naming each failed connection and what to do.
 """
 
 # No `from __future__ import annotations`: Dagster reads the context's annotation.
+import os
+import re
 from collections.abc import Mapping
 from datetime import UTC, date, datetime, timedelta
 
@@ -29,7 +31,7 @@ from assets.partitions import daily, single_run
 from assets.told import told
 from pipelines.catalog import refresh_warehouse
 from pipelines.damaged import set_aside_damaged
-from pipelines.errors import SyncError, first_line
+from pipelines.errors import SetupError, SyncError, first_line
 from pipelines.lake import Lake
 from pipelines.landed import Landed
 from pipelines.landing import Pull, PulledStream, land, served_days, today
@@ -37,6 +39,20 @@ from pipelines.run_history import RunRecord, outcome_of, record_run
 from pipelines.stream import Stream
 
 KINDS = frozenset({"python", "parquet"})
+#: Streams pulled every hour (logs, stats and messages: they change all day); the rest daily
+#: (`assets/definitions.py` schedules them).
+HOURLY = {"trigger_logs", "daily_stats", "messages"}
+#: How late a stream may be before Dagster's freshness says so: an hourly one two hours
+#: (a run missed and the next late), a daily one a day and two hours.
+FRESHNESS = {
+    True: dg.FreshnessPolicy.time_window(fail_window=timedelta(hours=2)),
+    False: dg.FreshnessPolicy.time_window(fail_window=timedelta(hours=26)),
+}
+#: Who the catalog says owns the assets (`ASSET_OWNERS`: emails or `team:<name>`, comma
+#: separated), so a team can filter by its own.
+OWNERS_VARIABLE = "ASSET_OWNERS"
+EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
+DEFAULT_OWNERS = ("team:data",)
 #: The tag a run carries that says what started it, where Dagster's own tags do not
 #: (the command line sets it: `assets/sync.py`).
 STARTED_BY_TAG = "sync/started_by"
@@ -48,9 +64,22 @@ def pool(service: str) -> str:
     return f"{service}_api"
 
 
-def service_tag(service: str) -> dict[str, str]:
-    """The tag the catalog filters a service's assets by (kinds say what they are made of)."""
-    return {"service": service}
+def service_tag(service: str, direction: str = "pull") -> dict[str, str]:
+    """The tags the catalog filters by: the service, and whether its data is pulled from it or
+    pushed to it (kinds say what an asset is made of)."""
+    return {"service": service, "direction": direction}
+
+
+def owners(env: Mapping[str, str] | None = None) -> list[str]:
+    """`ASSET_OWNERS`, checked: Dagster takes an email or `team:<name>`."""
+    env = os.environ if env is None else env
+    named = [o.strip() for o in env.get(OWNERS_VARIABLE, "").split(",") if o.strip()]
+    wrong = [o for o in named if not (o.startswith("team:") or EMAIL.fullmatch(o))]
+    if wrong:
+        raise SetupError(
+            f"{OWNERS_VARIABLE} names {wrong}: give emails or `team:<name>`, comma separated"
+        )
+    return named or list(DEFAULT_OWNERS)
 
 
 def asset_key(stream: Stream) -> dg.AssetKey:
@@ -82,6 +111,8 @@ def stream_asset(stream: PulledStream) -> dg.AssetsDefinition:
         description=stream.description,
         metadata=stream_metadata(stream),
         tags=service_tag(stream.service),
+        owners=owners(),
+        freshness_policy=FRESHNESS[stream.name in HOURLY],
         partitions_def=daily if partitioned else None,
         backfill_policy=single_run if partitioned else None,
         required_resource_keys={"lake", stream.service},

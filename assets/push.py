@@ -11,7 +11,7 @@ its figures; a dry run records none."""
 import dagster as dg
 
 from assets.catalog import column_schema_of
-from assets.factory import pool, service_tag
+from assets.factory import owners, pool, service_tag
 from assets.resources import DataHubResource, LakeResource
 from assets.told import told
 from pipelines.push.plan import OUTBOUND
@@ -25,12 +25,27 @@ def _columns(record_type: str) -> dict[str, dg.TableSchema]:
     return {"dagster/column_schema": column_schema_of(view_columns(record_type))}
 
 
+def _lineage(record_type: str, view: dg.AssetKey) -> dict[str, dg.TableColumnLineage]:
+    """Each field the hub receives is the outbound view's column of the same name (validated,
+    never renamed), so Dagster draws where each comes from."""
+    return {
+        "dagster/column_lineage": dg.TableColumnLineage(
+            {
+                column: [dg.TableColumnDep(asset_key=view, column_name=column)]
+                for column, *_ in view_columns(record_type)
+            }
+        )
+    }
+
+
 OUTBOUND_VIEWS = {
     record_type: dg.AssetSpec(
         ["outbound", outbound.view],
         group_name="warehouse",
         kinds={"duckdb"},
         deps=[WAREHOUSE_VIEWS],
+        owners=owners(),
+        tags=service_tag("datahub", "push"),
         description=(
             f"`outbound.{outbound.view}`: the {record_type} records to push, a view of yours "
             "in a folder `WAREHOUSE_SQL` lists. Its columns are those validation reads."
@@ -44,14 +59,15 @@ HUB_RECORDS = {
         ["datahub", "records", record_type],
         group_name="push",
         kinds={"datahub"},
-        tags=service_tag("datahub"),
+        tags=service_tag("datahub", "push"),
+        owners=owners(),
         deps=[view.key],
         description=(
             f"The data hub's {record_type} records: what the `push` job sent of "
             f"`outbound.{OUTBOUND[record_type].view}` and the hub accepted (the ledger is "
             "`sync.pushed`)."
         ),
-        metadata=_columns(record_type),
+        metadata=_columns(record_type) | _lineage(record_type, view.key),
     )
     for record_type, view in OUTBOUND_VIEWS.items()
 }

@@ -8,14 +8,18 @@ import socket
 import subprocess
 import sys
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import dagster as dg
 import httpx
+import pytest
 
-from assets import definitions
+from assets import definitions, push
 from assets.definitions import defs
+from assets.factory import owners
 from assets.partitions import daily
+from pipelines.errors import SetupError
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVICES = ("comment", "conversation", "datahub")
@@ -105,14 +109,13 @@ def test_the_definitions_load_with_every_stream_check_job_and_schedule():
     assert view["jobs"] == JOBS
     assert view["schedules"] == SCHEDULES
     assert view["sensors"] == {
-        "freshness_checks_sensor",
         "datahub_webhooks_sensor",
         "alert_on_run_failure",
         "alert_on_run_success",
         "alert_on_state_changes",
     }
     # The checks required: ids unique on every stream; the reconciliations of the streams that
-    # have a total to reconcile against; token expiry; freshness.
+    # have a total to reconcile against; token expiry.
     assert {f"{stream}:ids_unique" for stream in streams} <= view["checks"]
     assert {
         "comment/trigger_logs:logs_match_daily_stats",
@@ -121,10 +124,17 @@ def test_the_definitions_load_with_every_stream_check_job_and_schedule():
         "datahub/members:rows_equal_export_row_count",
         "conversation/messages:rows_match_backup",
     } <= view["checks"]
-    fresh = {c.split(":")[0] for c in view["checks"] if c.endswith(":freshness_check")}
-    # Freshness: 26 h for the snapshot streams, 2 h for the hourly ones. The broadcast report
-    # snapshot (daily, partitioned) has none today; it is not required here.
-    assert streams - {"datahub/broadcast_reports"} <= fresh <= streams
+    # Freshness is Dagster's own policy on each stream, not a check: 2 h for the hourly
+    # streams, 26 h for the rest; owners and the tags a team filters by on every stream.
+    hourly = {"comment/trigger_logs", "comment/daily_stats", "conversation/messages"}
+    for asset in definitions.STREAM_ASSETS:
+        spec = asset.specs_by_key[asset.key]
+        name = "/".join(asset.key.path)
+        window = timedelta(hours=2 if name in hourly else 26)
+        assert spec.freshness_policy == dg.FreshnessPolicy.time_window(fail_window=window), name
+        assert spec.owners == ["team:data"], name
+        assert spec.tags["direction"] == "pull" and spec.tags["service"] == asset.key.path[0]
+    assert not {c for c in view["checks"] if "freshness" in c}
     # Jobs select what their name says.
     repository = defs.get_repository_def()
     graph = defs.resolve_asset_graph()
@@ -368,3 +378,30 @@ def test_the_repositorys_instance_settings_keep_the_runs_own_lines_and_the_cores
         said = {entry.user_message for entry in instance.all_logs(run.run_id)}
     assert {"the step's own line", "the core's warning"} <= said
     assert "the core's trace" not in said
+
+
+def test_each_field_the_hub_receives_traces_to_its_outbound_view_column():
+    """Column lineage of the push: every column of `datahub/records/<type>` comes from the
+    column of the same name of `outbound/<view>`, and no other."""
+    specs = {spec.key.to_user_string(): spec for spec in push.SPECS}
+    for record_type, view in PUSHED.items():
+        record = specs[f"datahub/records/{record_type}"]
+        lineage = record.metadata["dagster/column_lineage"].deps_by_column
+        columns = [c.name for c in record.metadata["dagster/column_schema"].columns]
+        assert sorted(lineage) == sorted(columns) and len(columns) > 2, record_type
+        for column, deps in lineage.items():
+            assert [(d.asset_key.to_user_string(), d.column_name) for d in deps] == [
+                (f"outbound/{view}", column)
+            ]
+        assert record.owners == ["team:data"]
+        assert record.tags["direction"] == "push"
+
+
+def test_owners_are_a_setting_and_a_wrong_one_is_said():
+    assert owners({"ASSET_OWNERS": "team:growth, ana@example.com"}) == [
+        "team:growth",
+        "ana@example.com",
+    ]
+    assert owners({}) == ["team:data"]
+    with pytest.raises(SetupError, match=r"ASSET_OWNERS names \['growth'\]: give emails"):
+        owners({"ASSET_OWNERS": "growth"})
