@@ -40,14 +40,29 @@ from tests.push.test_push import RECORDS, held_as_expected, pushable, submission
 from tests.webhooks.conftest import SECRET, envelope, signed
 
 STREAMS = ("--streams", "accounts", "trigger_logs")
-#: Days a sync onto the object store lands: long enough that the store is stopped while it
-#: still lands, short enough to be quick through the proxy.
+#: Days back from today that a sync here lands unless its test needs the whole history: long
+#: enough that the store is stopped while a sync onto it still lands, short enough to be
+#: quick, through the proxy or not.
 RECENT_DAYS = 20
 
 
-def truth_days(sandbox) -> dict[str, int]:
+def recent() -> tuple[str, tuple[str, ...]]:
+    """The first of the recent days, and `sync`'s options for them: the streams and the range
+    from that day to today."""
+    first = (today() - timedelta(days=RECENT_DAYS)).isoformat()
+    return first, (*STREAMS, "--start", first, "--end", today().isoformat())
+
+
+def truth_days(sandbox, first: str = "") -> dict[str, int]:
+    """The sandbox's trigger logs per day from `first` on (all, without it), the days with
+    any."""
     truth = sandbox.truth_days("comment", workspace_id(sandbox), "trigger_logs")
-    return {day: count for day, count in truth.items() if count}
+    return {day: count for day, count in truth.items() if count and first <= day}
+
+
+def truth_total(sandbox, first: str = "") -> int:
+    """The sandbox's trigger logs of the days from `first` on (all, without it)."""
+    return sum(truth_days(sandbox, first).values())
 
 
 def counted(output: str, relation: str) -> int:
@@ -61,18 +76,19 @@ def test_sync_on_a_full_disk_names_the_lake_and_the_warehouse_then_converges(
 ):
     sync_env(frozen_sandbox)
     lake_root, warehouse = os.environ["LAKE_ROOT"], os.environ["WAREHOUSE_PATH"]
+    first, sync = recent()
 
-    code, output = command("sync", *STREAMS, room=False)
+    code, output = command("sync", *sync, room=False)
     assert code == 1
     for stream in ("accounts", "trigger_logs"):
         told(output, f"FAILED comment__{stream}: comment.{stream}: 1 connection(s) failed")
     told(output, "- comment connection 'default'", f"LAKE_ROOT={lake_root}: its disk refused")
     told(output, "FAILED warehouse: ", f"WAREHOUSE_PATH={warehouse}: its disk refused")
 
-    code, output = command("sync", *STREAMS)
+    code, output = command("sync", *sync)
     assert code == 0, output
-    assert landed_days(Lake(lake_root)) == truth_days(frozen_sandbox)
-    assert counted(output, "comment.trigger_logs") == sum(truth_days(frozen_sandbox).values())
+    assert landed_days(Lake(lake_root)) == truth_days(frozen_sandbox, first)
+    assert counted(output, "comment.trigger_logs") == truth_total(frozen_sandbox, first)
 
 
 def test_sync_with_the_store_gone_mid_run_names_the_store_then_converges(
@@ -99,13 +115,13 @@ def test_sync_with_the_store_gone_mid_run_names_the_store_then_converges(
     object_store.start()
     code, output = command("sync", *args)
     assert code == 0, output
-    wanted = {day: n for day, n in truth_days(frozen_sandbox).items() if first <= day}
-    assert landed_days(Lake("s3://faults/lake")) == wanted
+    assert landed_days(Lake("s3://faults/lake")) == truth_days(frozen_sandbox, first)
 
 
 def test_warehouse_on_a_full_disk_names_its_path_then_converges(frozen_sandbox, sync_env):
     sync_env(frozen_sandbox)
-    assert command("sync", *STREAMS)[0] == 0
+    first, sync = recent()
+    assert command("sync", *sync)[0] == 0
     warehouse = Path(os.environ["WAREHOUSE_PATH"])
     warehouse.unlink()  # a rebuild is due
 
@@ -116,15 +132,15 @@ def test_warehouse_on_a_full_disk_names_its_path_then_converges(frozen_sandbox, 
 
     code, output = command("warehouse")
     assert code == 0, output
-    assert counted(output, "comment.trigger_logs") == sum(truth_days(frozen_sandbox).values())
+    assert counted(output, "comment.trigger_logs") == truth_total(frozen_sandbox, first)
 
 
 def test_warehouse_with_the_store_gone_names_the_store_then_converges(
     frozen_sandbox, sync_env, object_store, monkeypatch
 ):
     sync_env(frozen_sandbox, lake_root="s3://faults/lake")
-    first = (today() - timedelta(days=RECENT_DAYS)).isoformat()
-    assert command("sync", *STREAMS, "--start", first, "--end", today().isoformat())[0] == 0
+    first, sync = recent()
+    assert command("sync", *sync)[0] == 0
     Path(os.environ["WAREHOUSE_PATH"]).unlink()
     object_store.stop()
 
@@ -136,14 +152,14 @@ def test_warehouse_with_the_store_gone_names_the_store_then_converges(
     object_store.start()
     code, output = command("warehouse")
     assert code == 0, output
-    recent = [n for day, n in truth_days(frozen_sandbox).items() if first <= day]
-    assert counted(output, "comment.trigger_logs") == sum(recent)
+    assert counted(output, "comment.trigger_logs") == truth_total(frozen_sandbox, first)
 
 
 def test_warehouse_killed_while_it_builds_leaves_nothing_and_the_next_converges(
     frozen_sandbox, sync_env
 ):
     sync_env(frozen_sandbox)
+    # The whole history: the more files, the longer the build it is killed in takes.
     assert command("sync", *STREAMS)[0] == 0
     warehouse = Path(os.environ["WAREHOUSE_PATH"])
     warehouse.unlink()  # a rebuild is due
@@ -156,7 +172,7 @@ def test_warehouse_killed_while_it_builds_leaves_nothing_and_the_next_converges(
     assert code == -signal.SIGKILL and list(warehouse.parent.glob(temporary))
     code, output = command("warehouse")
     assert code == 0, output
-    assert counted(output, "comment.trigger_logs") == sum(truth_days(frozen_sandbox).values())
+    assert counted(output, "comment.trigger_logs") == truth_total(frozen_sandbox)
     assert list(warehouse.parent.glob(f".{warehouse.name}.*")) == []
 
 
@@ -200,10 +216,11 @@ def test_check_with_the_store_gone_names_it_and_checks_the_rest(
 
 def test_check_warns_of_a_damaged_file_set_aside_until_someone_deletes_it(frozen_sandbox, sync_env):
     sync_env(frozen_sandbox)
-    assert command("sync", *STREAMS)[0] == 0
+    _, sync = recent()
+    assert command("sync", *sync)[0] == 0
     lake = Lake(os.environ["LAKE_ROOT"])
     damage(Path(lake.files(TRIGGER_LOGS)[-1]), "truncated")
-    assert command("sync", *STREAMS)[0] == 0  # sets it aside, lands it again
+    assert command("sync", *sync)[0] == 0  # sets it aside, lands it again
 
     code, output = command("check")
     assert code == 0  # a warning: the day landed again

@@ -37,9 +37,14 @@ from tests.pipelines.test_warehouse import held_session
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDS = ("coupon", "order", "order_fulfillment", "membership_tier", "point", "reservation")
+#: The demo shop's customers where a test needs every kind of row (the planted invalid rows
+#: and conflicts among them) but not many of each.
+CUSTOMERS = 100
+#: Where a test needs many rows: a push killed or crashed part way, faults drawn at random.
+MANY_CUSTOMERS = 300
 
 
-def pushable(sandbox, sync_env, customers: int = 300, **env) -> dict:
+def pushable(sandbox, sync_env, customers: int = CUSTOMERS, **env) -> dict:
     """A lake with the data hub pulled (members, custom fields) and the demo shop written."""
     resources = sync_env(sandbox, **env)
     with dg.DagsterInstance.ephemeral() as instance:
@@ -202,7 +207,7 @@ def test_killed_half_way_and_run_again_every_row_is_accepted_once(
     start_sandbox, sync_env, monkeypatch
 ):
     sandbox = start_sandbox()
-    resources = pushable(sandbox, sync_env)
+    resources = pushable(sandbox, sync_env, customers=MANY_CUSTOMERS)
     original = DataHubClient.submit
     calls = {"n": 0}
     lock = threading.Lock()
@@ -228,7 +233,11 @@ def test_killed_half_way_and_run_again_every_row_is_accepted_once(
 def test_429s_with_retry_after_still_land_every_row_once_under_the_limit(start_sandbox, sync_env):
     sandbox = start_sandbox(rate_limits=True, rate_window_seconds=5)
     resources = pushable(
-        sandbox, sync_env, pace=True, sync_toml="[service.datahub]\nrate_window_seconds = 5\n"
+        sandbox,
+        sync_env,
+        customers=MANY_CUSTOMERS,
+        pace=True,
+        sync_toml="[service.datahub]\nrate_window_seconds = 5\n",
     )
     sandbox.app.sandbox.faults.spec = FaultSpec(rate=0.05, retry_after=1)
     figures = run_push(resources, record_types=["contact_profile", "coupon"])
@@ -518,7 +527,7 @@ def test_a_push_killed_at_random_points_resends_at_most_what_was_in_flight(start
     twice (529 behavior events among them): acknowledgements were written to the ledger
     every 500 rows, so a kill lost up to a batch of them."""
     sandbox = start_sandbox()
-    resources = pushable(sandbox, sync_env)
+    resources = pushable(sandbox, sync_env, customers=MANY_CUSTOMERS)
     types = [*RECORDS, "behavior_event"]
     planned = run_push(resources, dry_run=True, record_types=types)
     total = sum(figures["new"] for figures in planned.values())
