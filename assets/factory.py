@@ -147,7 +147,7 @@ def stream_asset(stream: PulledStream) -> dg.AssetsDefinition:
         try:
             landed = land(pull) if served or not partitioned else Landed()
         except Exception as error:
-            record(context, stream, started_at, days, Landed(), first_line(error))
+            record(context, lake, stream, started_at, days, Landed(), first_line(error))
             raise
         if damaged:
             landed.figures["damaged_set_aside"] = [str(found) for found in damaged]
@@ -157,7 +157,7 @@ def stream_asset(stream: PulledStream) -> dg.AssetsDefinition:
                 f"({landed.drift.summary()}); contract {pull.service.contract(stream.name)}: "
                 "see `_extra` and the check schema_matches"
             )
-        record(context, stream, started_at, days, landed)
+        record(context, lake, stream, started_at, days, landed)
         refresh_views(context)
         if landed.failed:
             fail_connections(context, stream, landed, lake, days)
@@ -181,6 +181,7 @@ def stream_asset(stream: PulledStream) -> dg.AssetsDefinition:
 
 def record(
     context: dg.AssetExecutionContext,
+    lake: Lake,
     stream: Stream,
     started_at: datetime,
     days: list[date] | None,
@@ -207,7 +208,7 @@ def record(
         error=error or failed,
     )
     try:
-        record_run(context.resources.lake.lake(), row)
+        record_run(lake, row)
     except (OSError, SyncError) as problem:
         context.log.warning(f"{stream.relation}: its row of sync.runs was not written: {problem}")
 

@@ -26,15 +26,20 @@ CHANNELS = PulledStream(
 )
 
 
-def team_rows(turn: Turn) -> Iterator[dict]:
-    client = turn.client
+def _cursor_listed(turn: Turn, listing: str, items: str) -> Iterator[dict]:
+    """Every row of a cursor-paged list: `client.<listing>(cursor)`, its rows in `<items>`."""
+    list_page = getattr(turn.client, listing)
 
     def fetch(cursor: str | None) -> tuple[list, str | None]:
-        page = client.list_teams(cursor)
-        return page.teams, page.cursor.after
+        page = list_page(cursor)
+        return getattr(page, items), page.cursor.after
 
-    for teams in cursor_pages(fetch):
-        yield from (model_row(team, turn.stream.schema) for team in teams)
+    for listed in cursor_pages(fetch):
+        yield from (model_row(item, turn.stream.schema) for item in listed)
+
+
+def team_rows(turn: Turn) -> Iterator[dict]:
+    return _cursor_listed(turn, "list_teams", "teams")
 
 
 TEAMS = PulledStream(
@@ -47,14 +52,7 @@ TEAMS = PulledStream(
 
 
 def user_rows(turn: Turn) -> Iterator[dict]:
-    client = turn.client
-
-    def fetch(cursor: str | None) -> tuple[list, str | None]:
-        page = client.list_users(cursor)
-        return page.users, page.cursor.after
-
-    for users in cursor_pages(fetch):
-        yield from (model_row(user, turn.stream.schema) for user in users)
+    return _cursor_listed(turn, "list_users", "users")
 
 
 USERS = PulledStream(
