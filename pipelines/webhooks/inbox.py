@@ -11,10 +11,8 @@ event it saw answered), so the inbox, not the lake, is the system of record for
 webhooks until compaction copies it out. Rows are never deleted: the unique idempotency key
 is what remembers, across restarts, which events were already accepted.
 
-Durability: SQLite's `synchronous = FULL` fsyncs the WAL at every commit. NORMAL would survive
-a crash of the process but could lose the last commits on power loss or an OS crash, after
-the sender was told 200 and stopped retrying; one fsync per event is cheap at webhook rates.
-Postgres commits synchronously, its default, for the same reason.
+Durability: SQLite's `synchronous = FULL` (`pipelines/sqlite_file.py` says why); Postgres
+commits synchronously, its default, for the same reason.
 
 Row ids only grow in commit order, so "every event of day D with id <= N" is a complete,
 stable set once N has been seen: the compaction's watermark. SQLite gets that from
@@ -25,18 +23,15 @@ inserts of one inbox are serialised by an advisory lock (`PostgresInbox.store` s
 from __future__ import annotations
 
 import os
-import sqlite3
-import threading
-import uuid
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from pipelines.local_data import data_dir
-from pipelines.shared_store import store_url, unavailable
+from pipelines.shared_store import store_url
+from pipelines.sqlite_file import SQLiteFile
 from pipelines.webhooks.envelope import Envelope
 
 if TYPE_CHECKING:
@@ -48,10 +43,6 @@ INBOX_VARIABLE = "WEBHOOK_INBOX"
 BATCH = 5000
 
 SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (
-    name TEXT PRIMARY KEY,
-    value TEXT NOT NULL
-);
 CREATE TABLE IF NOT EXISTS events (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     idempotency_key TEXT NOT NULL UNIQUE,  -- Service-Idempotency-Key
@@ -157,8 +148,6 @@ class WebhookInbox(Protocol):
     def close(self) -> None: ...
 
 
-#: What SQLite says of a file that is not, or no longer, a whole database.
-DAMAGED_WORDS = ("file is not a database", "malformed")
 DAMAGED_ADVICE = (
     "The file is damaged: move it aside (the events it holds that the lake lacks stay in it, "
     "for a person to recover) and start again, which makes a new inbox; then move the "
@@ -167,42 +156,12 @@ DAMAGED_ADVICE = (
 )
 
 
-class Inbox:
-    """Thread-safe: one connection, writes serialized by a lock (SQLite has one writer
-    anyway, and a Python lock queues fairly where SQLite's busy handler would sleep)."""
+class Inbox(SQLiteFile):
+    """Thread-safe (`pipelines/sqlite_file.py`); every failure to write a `StoreUnavailable`
+    naming the file, which the receiver answers 500 for in one line of log."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = Path(path)
-        self.location = str(self.path)
-        self._lock = threading.Lock()
-        try:  # a full disk or a folder that cannot be written: said, naming the file
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._open()
-        except (OSError, sqlite3.Error) as exc:
-            damaged = isinstance(exc, sqlite3.DatabaseError) and any(
-                words in str(exc) for words in DAMAGED_WORDS
-            )
-            advice = DAMAGED_ADVICE if damaged else ""
-            raise unavailable(
-                "the webhook inbox", self.location, INBOX_VARIABLE, exc, advice
-            ) from None
-
-    def _open(self) -> None:
-        self._db = sqlite3.connect(
-            self.path, isolation_level=None, check_same_thread=False, timeout=10.0
-        )
-        self._db.execute("PRAGMA journal_mode = WAL")
-        self._db.execute("PRAGMA synchronous = FULL")
-        with self._lock:
-            self._db.executescript(SCHEMA)
-            # Names this inbox: the lake records which inbox its files were compacted from.
-            self._db.execute(
-                "INSERT OR IGNORE INTO meta (name, value) VALUES ('inbox_uuid', ?)",
-                (str(uuid.uuid4()),),
-            )
-            self.uuid: str = self._db.execute(
-                "SELECT value FROM meta WHERE name = 'inbox_uuid'"
-            ).fetchone()[0]
+        super().__init__(path, "the webhook inbox", INBOX_VARIABLE, SCHEMA, DAMAGED_ADVICE)
 
     def __enter__(self) -> Inbox:
         return self
@@ -210,24 +169,10 @@ class Inbox:
     def __exit__(self, *_) -> None:
         self.close()
 
-    def close(self) -> None:
-        with self._lock:
-            self._db.close()
-
-    @contextmanager
-    def _writing(self) -> Iterator[None]:
-        """A write under the lock; a failure (a full disk, a file made read-only) is a
-        `StoreUnavailable`, which the receiver answers 500 for in one line of log."""
-        with self._lock:
-            try:
-                yield
-            except sqlite3.Error as exc:
-                raise unavailable("the webhook inbox", self.location, INBOX_VARIABLE, exc) from None
-
     def store(self, arrival: Arrival, envelope: Envelope) -> bool:
         """Commit one event; False if its idempotency key was already stored."""
-        with self._writing():
-            cursor = self._db.execute(
+        with self.writing() as db:
+            cursor = db.execute(
                 "INSERT INTO events (idempotency_key, received_at, user_agent, content_type, "
                 "body, event, timestamp, day, source, event_id) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
@@ -249,8 +194,8 @@ class Inbox:
 
     def reject(self, arrival: Arrival, reason: str) -> None:
         """Keep a signed delivery the receiver refused, with why (every attempt is a row)."""
-        with self._writing():
-            self._db.execute(
+        with self.writing() as db:
+            db.execute(
                 "INSERT INTO rejected (received_at, idempotency_key, user_agent, content_type, "
                 "reason, body) VALUES (?, ?, ?, ?, ?, ?)",
                 (
@@ -264,37 +209,30 @@ class Inbox:
             )
 
     def counts(self) -> dict[str, int]:
-        with self._lock:
-            return {
-                table: self._db.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
-                for table in ("events", "rejected")
-            }
+        return {
+            table: self.read(f"SELECT count(*) FROM {table}")[0][0]
+            for table in ("events", "rejected")
+        }
 
     def rejected(self) -> list[dict]:
-        with self._lock:
-            cursor = self._db.execute(
-                "SELECT received_at, idempotency_key, reason, body FROM rejected ORDER BY id"
-            )
-            names = [column[0] for column in cursor.description]
-            return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+        names = ("received_at", "idempotency_key", "reason", "body")
+        rows = self.read(f"SELECT {', '.join(names)} FROM rejected ORDER BY id")
+        return [dict(zip(names, row, strict=True)) for row in rows]
 
     def day_watermarks(self) -> dict[date, int]:
         """The newest row id of each day that holds events."""
-        with self._lock:
-            rows = self._db.execute("SELECT day, max(id) FROM events GROUP BY day").fetchall()
+        rows = self.read("SELECT day, max(id) FROM events GROUP BY day")
         return {date.fromisoformat(day): top for day, top in rows}
 
     def events_of(self, day: date, up_to: int) -> Iterator[StoredEvent]:
         """The day's events with id <= `up_to`, oldest first, read in batches."""
 
         def batch(after: int) -> list[tuple]:
-            with self._lock:
-                return self._db.execute(
-                    "SELECT id, idempotency_key, received_at, body, event, timestamp, source, "
-                    "event_id FROM events WHERE day = ? AND id > ? AND id <= ? "
-                    "ORDER BY id LIMIT ?",
-                    (day.isoformat(), after, up_to, BATCH),
-                ).fetchall()
+            return self.read(
+                "SELECT id, idempotency_key, received_at, body, event, timestamp, source, "
+                "event_id FROM events WHERE day = ? AND id > ? AND id <= ? ORDER BY id LIMIT ?",
+                (day.isoformat(), after, up_to, BATCH),
+            )
 
         for row_id, key, received_at, body, event, timestamp, source, event_id in by_id(batch):
             yield StoredEvent(

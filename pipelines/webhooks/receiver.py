@@ -56,7 +56,7 @@ def signature_matches(body: bytes, signature: str, key: bytes) -> bool:
     return hmac.compare_digest(expected, signature.lower().encode("latin-1"))
 
 
-async def _bounded_body(request: Request, limit: int) -> bytes | None:
+async def bounded_body(request: Request, limit: int) -> bytes | None:
     """The body, or None as soon as it is known to exceed `limit` bytes."""
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
@@ -90,7 +90,7 @@ def build_app(inbox: WebhookInbox, secret: str, max_body_bytes: int = MAX_BODY_B
 
     async def receive_datahub(request: Request) -> JSONResponse:
         received_at = datetime.now(UTC)
-        body = await _bounded_body(request, max_body_bytes)
+        body = await bounded_body(request, max_body_bytes)
         if body is None:
             log.warning("refused a webhook body over %d bytes", max_body_bytes)
             return JSONResponse({"error": f"body over {max_body_bytes} bytes"}, 413)

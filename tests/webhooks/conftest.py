@@ -4,15 +4,10 @@ thread (its inbox reachable from the test), and receivers as child processes (to
 import hashlib
 import hmac
 import json
-import os
-import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import httpx
 import pytest
@@ -21,9 +16,9 @@ import uvicorn
 from pipelines.webhooks.inbox import Inbox
 from pipelines.webhooks.receiver import WEBHOOK_PATH, build_app
 from tests.pipelines.conftest import frozen_sandbox, start_sandbox, sync_env  # noqa: F401
+from tests.servers import ROOT, ServerProcess, free_port, spawner  # noqa: F401
 
 SECRET = "whsec-test-3f1c9a"
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def envelope(event: str = "message.open", **fields) -> bytes:
@@ -51,12 +46,6 @@ def signed(body: bytes, key: str, secret: str = SECRET) -> dict[str, str]:
         "Service-Idempotency-Key": key,
         "User-Agent": "DataHub-Webhooks/1.0 (test)",
     }
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @dataclass
@@ -90,46 +79,8 @@ def receiver(tmp_path) -> Iterator[LiveReceiver]:
     inbox.close()
 
 
-@dataclass
-class ReceiverProcess:
-    url: str  # the webhook endpoint
-    process: subprocess.Popen
-    log: Path
-
-
 @pytest.fixture
-def spawn_receiver(tmp_path) -> Iterator[Callable[..., ReceiverProcess]]:
+def spawn_receiver(tmp_path) -> Iterator[Callable[[dict[str, str]], ServerProcess]]:
     """Start `python -m pipelines.webhooks` as a user would; every one is stopped at the end."""
-    started: list[subprocess.Popen] = []
-
-    def spawn(env: dict[str, str]) -> ReceiverProcess:
-        port = free_port()
-        log = tmp_path / f"receiver-{port}.log"
-        with log.open("wb") as output:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "pipelines.webhooks", "--port", str(port)],
-                cwd=ROOT,
-                env=os.environ | env,
-                stdout=output,
-                stderr=subprocess.STDOUT,
-            )
-        started.append(process)
-        base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"the receiver exited:\n{log.read_text()}")
-            try:
-                if httpx.get(f"{base}/health", timeout=1).status_code == 200:
-                    return ReceiverProcess(f"{base}{WEBHOOK_PATH}", process, log)
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"the receiver did not start:\n{log.read_text()}")
-            time.sleep(0.05)
-
-    yield spawn
-    for process in started:
-        if process.poll() is None:
-            process.terminate()
-            process.wait(timeout=10)
+    with spawner("pipelines.webhooks", WEBHOOK_PATH, tmp_path) as spawn:
+        yield spawn

@@ -1,0 +1,255 @@
+"""The agent inbox into the lake: `conversation/agent_requests/date=D/inbox.parquet` (a row
+per request, with its answer) and `conversation/agent_messages/date=D/inbox.parquet` (a row
+per message of each request), D being the UTC day the request was first received.
+
+As the webhook compaction does (`pipelines/webhooks/compaction.py`): a day is rewritten whole
+from the inbox when the inbox holds a newer request or answer of it than its file says
+(`inbox_max_request_id`, `inbox_max_answer_id` in the requests file's metadata). The
+messages file is written first and the requests file, which carries the watermark, last: a
+crash between them leaves the day stale, and the next run rewrites both.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+from itertools import islice
+
+import pyarrow as pa
+
+from pipelines.agent.inbox import Inbox, StoredTurn
+from pipelines.agent.reply import HANDOVER, OUTCOMES
+from pipelines.agent.request import AgentRequest, NotARequest, parse_request
+from pipelines.lake import Lake
+from pipelines.stream import TIMESTAMP, Stream, described
+from pipelines.webhooks.compaction import ForeignInbox
+
+DAY = "The UTC day the receiver first got the request (the partition)."
+REQUEST_KEY = described(
+    "request_key",
+    pa.string(),
+    "SHA-256 of the request's canonical JSON: the same turn sent again has the same key.",
+)
+CONVERSATION_ID = described(
+    "conversation_id", pa.int64(), "The conversation, as `conversation.messages` has it."
+)
+AGENT_REQUESTS = Stream(
+    "conversation",
+    "agent_requests",
+    pa.schema(
+        [
+            REQUEST_KEY,
+            CONVERSATION_ID,
+            described("org_uuid", pa.string(), "The organization (one per region)."),
+            described("version", pa.string(), "The AI agent API version: `1.0` or `1.1`."),
+            described("prompt", pa.string(), "The prompt configured for the agent, if sent."),
+            described(
+                "member_id", pa.int64(), "The conversation's member (its first participant)."
+            ),
+            described("channel_id", pa.int64(), "The member's channel."),
+            described("channel_type", pa.string(), "The channel's type, e.g. `fb`."),
+            described(
+                "external_member_id",
+                pa.string(),
+                "The member's id outside the service (the data hub's member id when the "
+                "brand links them).",
+            ),
+            described("participants", pa.string(), "Every participant, as JSON."),
+            described("message_count", pa.int32(), "Messages the request carried."),
+            described("received_at", TIMESTAMP, "When the receiver first got it, UTC."),
+            described("answered_at", TIMESTAMP, "When its answer was stored, UTC; null: none."),
+            described("reply_text", pa.string(), "The answer sent (`reply_text`)."),
+            described(
+                "handover",
+                pa.bool_(),
+                f"The answer asks for a human agent (its text holds `{HANDOVER}`).",
+            ),
+            described(
+                "outcome",
+                pa.string(),
+                "Who answered: `replied` (the reply function), `default` (no function set), "
+                "or the handover because the function `failed`, was `late` or returned "
+                f"`not text` ({', '.join(OUTCOMES)}); null while not answered.",
+            ),
+            described("error", pa.string(), "Why the function's reply was not used."),
+            described(
+                "latency_ms", pa.float64(), "From receiving it to storing its answer, in ms."
+            ),
+            described("body", pa.string(), "The request as received, JSON text."),
+        ]
+    ),
+    daily=True,
+    key=("request_key",),
+    day=DAY,
+)
+AGENT_MESSAGES = Stream(
+    "conversation",
+    "agent_messages",
+    pa.schema(
+        [
+            REQUEST_KEY,
+            CONVERSATION_ID,
+            described("position", pa.int32(), "The message's place in the request, from 1."),
+            described("message_uuid", pa.string(), "As `conversation.messages` has it."),
+            described("sender_type", pa.string(), "`member`, or who else wrote it."),
+            described("sender_id", pa.int64(), "The sender's id."),
+            described("message_type", pa.string(), "`text` or `image`."),
+            described("text", pa.string(), "The text; empty for an image."),
+            described("url", pa.string(), "Version 1.1 images: a public link to the image."),
+            described("mime_type", pa.string(), "Version 1.1 images: e.g. `image/png`."),
+            described("timestamp", TIMESTAMP, "When the message was sent, UTC."),
+        ]
+    ),
+    daily=True,
+    key=("request_key", "position"),
+    day=DAY,
+)
+STREAMS = [AGENT_REQUESTS, AGENT_MESSAGES]
+FILE_NAME = "inbox"
+INBOX_UUID = "inbox_uuid"
+WATERMARKS = ("inbox_max_request_id", "inbox_max_answer_id")
+#: Turns decided together: one Arrow table per chunk.
+CHUNK_TURNS = 1000
+
+
+@dataclass
+class Compaction:
+    days: list[date] = field(default_factory=list)
+    requests: int = 0
+    messages: int = 0
+
+
+def compacted(lake: Lake) -> dict[date, tuple[str, tuple[int, int]]]:
+    """Per landed day: the inbox it came from and the newest ids it holds."""
+    found = {}
+    for day in lake.days(AGENT_REQUESTS, FILE_NAME):
+        metadata = lake.read_metadata(lake.path(AGENT_REQUESTS, FILE_NAME, day))
+        tops = tuple(int(metadata.get(name, 0)) for name in WATERMARKS)
+        found[day] = (metadata.get(INBOX_UUID, ""), tops)
+    return found
+
+
+def stale_days(inbox: Inbox, lake: Lake) -> dict[date, tuple[int, int]]:
+    """Days whose files lack requests or answers the inbox holds, with its newest ids."""
+    landed = compacted(lake)
+    foreign = {uuid for uuid, _ in landed.values()} - {inbox.uuid}
+    if foreign:
+        # A new inbox restarts ids at 1: its watermarks mean nothing beside the old ones.
+        raise ForeignInbox(
+            f"{lake.uri(lake.stream_dir(AGENT_REQUESTS))} was compacted from agent inbox(es) "
+            f"{sorted(foreign)}, not from {inbox.location} ({inbox.uuid}); move its files and "
+            f"{AGENT_MESSAGES.name}'s aside, or point AGENT_INBOX (or SYNC_STORE) at the inbox "
+            "they came from"
+        )
+    return {
+        day: tops
+        for day, tops in inbox.day_watermarks().items()
+        if tops != landed.get(day, ("", (0, 0)))[1]
+    }
+
+
+def _text(text: str | None) -> str | None:
+    """`text`, with what UTF-8 cannot encode written as escapes."""
+    return None if text is None else text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _request_row(turn: StoredTurn, request: AgentRequest | None) -> dict:
+    answer = turn.answer
+    member = request.member if request else None
+    row = {
+        "request_key": turn.request_key,
+        "received_at": turn.received_at,
+        "body": turn.body.decode("utf-8", "backslashreplace"),
+        "answered_at": answer.answered_at if answer else None,
+        "reply_text": answer.answer.reply_text if answer else None,
+        "handover": answer.answer.handover if answer else None,
+        "outcome": answer.answer.outcome if answer else None,
+        "error": answer.answer.error if answer else None,
+        "latency_ms": (
+            (answer.answered_at - turn.received_at).total_seconds() * 1000 if answer else None
+        ),
+    }
+    if request is not None:
+        row |= {
+            "conversation_id": request.conversation_id,
+            "org_uuid": _text(request.org_uuid),
+            "version": request.version,
+            "prompt": _text(request.prompt),
+            "participants": json.dumps(
+                request.participants.model_dump(mode="json")["members"], ensure_ascii=True
+            ),
+            "message_count": len(request.messages),
+        }
+    if member is not None:
+        row |= {
+            "member_id": member.member_id,
+            "channel_id": member.channel_id,
+            "channel_type": _text(member.channel_type),
+            "external_member_id": _text(member.external_member_id),
+        }
+    return row
+
+
+def _message_rows(turn: StoredTurn, request: AgentRequest) -> Iterator[dict]:
+    for position, message in enumerate(request.messages, 1):
+        yield {
+            "request_key": turn.request_key,
+            "conversation_id": request.conversation_id,
+            "position": position,
+            "message_uuid": _text(message.message_uuid),
+            "sender_type": _text(message.sender_type),
+            "sender_id": message.sender_id,
+            "message_type": _text(message.message_type),
+            "text": _text(message.text),
+            "url": _text(message.url),
+            "mime_type": _text(message.mime_type),
+            "timestamp": message.timestamp,
+        }
+
+
+def _rows(turns: list[StoredTurn]) -> tuple[pa.Table, pa.Table]:
+    requests, messages = [], []
+    for turn in turns:
+        try:
+            request, _ = parse_request(turn.body)
+        except NotARequest:
+            # Stored as a request by an older reader: kept whole, in `body`.
+            request = None
+        requests.append(_request_row(turn, request))
+        if request is not None:
+            messages.extend(_message_rows(turn, request))
+    return (
+        pa.Table.from_pylist(requests, schema=AGENT_REQUESTS.schema),
+        pa.Table.from_pylist(messages, schema=AGENT_MESSAGES.schema),
+    )
+
+
+def _compact_day(inbox: Inbox, lake: Lake, day: date, tops: tuple[int, int]) -> tuple[int, int]:
+    metadata = {
+        INBOX_UUID: inbox.uuid,
+        **{name: str(top) for name, top in zip(WATERMARKS, tops, strict=True)},
+        "compacted_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    with (
+        lake.writer(AGENT_REQUESTS, FILE_NAME, day, metadata) as requests,
+        lake.writer(AGENT_MESSAGES, FILE_NAME, day, metadata) as messages,
+    ):
+        turns = inbox.turns_of(day, tops)
+        while chunk := list(islice(turns, CHUNK_TURNS)):
+            request_table, message_table = _rows(chunk)
+            requests.extend([request_table])
+            messages.extend([message_table])
+    return requests.rows, messages.rows
+
+
+def compact(inbox: Inbox, lake: Lake) -> Compaction:
+    """Rewrite every stale day from the inbox; each file is replaced atomically."""
+    done = Compaction()
+    for day, tops in sorted(stale_days(inbox, lake).items()):
+        requests, messages = _compact_day(inbox, lake, day, tops)
+        done.requests += requests
+        done.messages += messages
+        done.days.append(day)
+    return done

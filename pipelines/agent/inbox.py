@@ -1,0 +1,235 @@
+"""The agent's durable inbox: every turn the service sends, kept once before it is answered,
+and each answer beside it. It lives where the webhook inbox does
+(`pipelines/webhooks/inbox.py`), by the same rules (`open_agent_inbox`):
+
+- `AGENT_INBOX` set: that SQLite file;
+- else `SYNC_STORE` set: the deployment's Postgres (`pipelines/agent/postgres_inbox.py`),
+  scoped by the lake root, so receivers on any host behind one address share it;
+- else `agent/inbox.sqlite3` beside the lake.
+
+Two append-only tables: `requests` (one row per request key, the day it was first received)
+and `answers` (at most one per request, carrying its request's day). A request is committed
+before its reply is asked for, its answer before the service is told it. Rows are never
+changed or deleted, and ids only grow in commit order, so "the day's requests with id <= R
+and their answers with id <= A" is a complete, stable set once (R, A) has been seen: the
+compaction's watermark (`pipelines/agent/compaction.py`). A request whose receiver died
+before answering lands without an answer; the service's retry answers it, and the day is
+compacted again.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import date, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from pipelines.agent.reply import Answer
+from pipelines.local_data import data_dir
+from pipelines.shared_store import store_url
+from pipelines.sqlite_file import SQLiteFile
+from pipelines.webhooks.inbox import BATCH, by_id
+
+if TYPE_CHECKING:
+    from pipelines.agent.postgres_inbox import PostgresAgentInbox
+
+#: The setting that names a SQLite inbox; it wins over the shared store (`SYNC_STORE`).
+INBOX_VARIABLE = "AGENT_INBOX"
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS requests (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    request_key TEXT NOT NULL UNIQUE,   -- pipelines/agent/request.py: request_key
+    received_at TEXT NOT NULL,          -- UTC, ISO 8601
+    day TEXT NOT NULL,                  -- UTC day of received_at: the lake partition
+    body BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS requests_by_day ON requests (day, id);
+CREATE TABLE IF NOT EXISTS answers (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    request_key TEXT NOT NULL UNIQUE,
+    day TEXT NOT NULL,                  -- its request's
+    answered_at TEXT NOT NULL,
+    reply_text TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    error TEXT
+);
+CREATE TABLE IF NOT EXISTS rejected (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    received_at TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    body BLOB NOT NULL
+);
+"""
+DAMAGED_ADVICE = (
+    "The file is damaged: move it aside (the turns it holds that the lake lacks stay in it, "
+    "for a person to recover) and start again, which makes a new inbox; then move the "
+    "lake's conversation/agent_requests and agent_messages folders aside too, since they "
+    "were compacted from the old one."
+)
+
+
+def inbox_path(lake_root: str | os.PathLike[str], env: Mapping[str, str] | None = None) -> Path:
+    """`AGENT_INBOX`, else `agent/inbox.sqlite3` in the lake's data directory."""
+    env = os.environ if env is None else env
+    if env.get(INBOX_VARIABLE):
+        return Path(env[INBOX_VARIABLE])
+    return data_dir(lake_root, env) / "agent" / "inbox.sqlite3"
+
+
+def open_agent_inbox(
+    lake_root: str | os.PathLike[str],
+    env: Mapping[str, str] | None = None,
+    *,
+    create: bool = True,
+) -> AgentInbox | PostgresAgentInbox | None:
+    """The agent inbox of the lake at `lake_root`: `AGENT_INBOX`, else the shared store, else
+    the SQLite file beside the lake. With `create=False`, None where that would be a SQLite
+    file not made yet."""
+    env = os.environ if env is None else env
+    url = None if env.get(INBOX_VARIABLE) else store_url(env)
+    if url is not None:
+        # Imported here: it imports this module.
+        from pipelines.agent.postgres_inbox import PostgresAgentInbox
+
+        return PostgresAgentInbox(url, os.fspath(lake_root))
+    path = inbox_path(lake_root, env)
+    if not create and not path.exists():
+        return None
+    return AgentInbox(path)
+
+
+@dataclass(frozen=True)
+class StoredAnswer:
+    answer: Answer
+    answered_at: datetime
+
+
+@dataclass(frozen=True)
+class StoredTurn:
+    id: int
+    request_key: str
+    received_at: datetime
+    body: bytes
+    answer: StoredAnswer | None
+
+
+class Inbox(Protocol):
+    """What the receiver and the compaction use of an agent inbox, SQLite's or Postgres's."""
+
+    uuid: str
+    location: str  # for messages: no password
+
+    def store(self, key: str, received_at: datetime, body: bytes) -> bool: ...
+    def answer_of(self, key: str) -> StoredAnswer | None: ...
+    def store_answer(self, key: str, answer: Answer, answered_at: datetime) -> StoredAnswer: ...
+    def reject(self, received_at: datetime, reason: str, body: bytes) -> None: ...
+    def counts(self) -> dict[str, int]: ...
+    def rejected(self) -> list[dict]: ...
+    def day_watermarks(self) -> dict[date, tuple[int, int]]: ...
+    def turns_of(self, day: date, up_to: tuple[int, int]) -> Iterator[StoredTurn]: ...
+    def close(self) -> None: ...
+
+
+def stored_answer(row: tuple) -> StoredAnswer | None:
+    """(answered_at, reply_text, outcome, error) as read, or None for a turn not answered."""
+    answered_at, reply_text, outcome, error = row
+    if answered_at is None:
+        return None
+    when = answered_at if isinstance(answered_at, datetime) else datetime.fromisoformat(answered_at)
+    return StoredAnswer(Answer(reply_text, outcome, error), when)
+
+
+class AgentInbox(SQLiteFile):
+    """The SQLite inbox; thread-safe, every failure to write a `StoreUnavailable` naming the
+    file (`pipelines/sqlite_file.py`)."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        super().__init__(path, "the agent inbox", INBOX_VARIABLE, SCHEMA, DAMAGED_ADVICE)
+
+    def __enter__(self) -> AgentInbox:
+        return self
+
+    def __exit__(self, *_) -> None:
+        self.close()
+
+    def store(self, key: str, received_at: datetime, body: bytes) -> bool:
+        """Commit one request; False if its key was already stored."""
+        with self.writing() as db:
+            cursor = db.execute(
+                "INSERT INTO requests (request_key, received_at, day, body) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (request_key) DO NOTHING",
+                (key, received_at.isoformat(), received_at.date().isoformat(), body),
+            )
+            return cursor.rowcount == 1
+
+    def answer_of(self, key: str) -> StoredAnswer | None:
+        rows = self.read(
+            "SELECT answered_at, reply_text, outcome, error FROM answers WHERE request_key = ?",
+            (key,),
+        )
+        return stored_answer(rows[0]) if rows else None
+
+    def store_answer(self, key: str, answer: Answer, answered_at: datetime) -> StoredAnswer:
+        """Commit the request's answer unless one is stored already (two receivers answering
+        one request at once): the answer stored first is the one given, by both."""
+        with self.writing() as db:
+            db.execute(
+                "INSERT INTO answers (request_key, day, answered_at, reply_text, outcome, error) "
+                "SELECT request_key, day, ?, ?, ?, ? FROM requests WHERE request_key = ? "
+                "ON CONFLICT (request_key) DO NOTHING",
+                (answered_at.isoformat(), answer.reply_text, answer.outcome, answer.error, key),
+            )
+        stored = self.answer_of(key)
+        if stored is None:
+            raise KeyError(f"no request {key} in {self.location}")
+        return stored
+
+    def reject(self, received_at: datetime, reason: str, body: bytes) -> None:
+        """Keep a body the receiver refused, with why (every attempt is a row)."""
+        with self.writing() as db:
+            db.execute(
+                "INSERT INTO rejected (received_at, reason, body) VALUES (?, ?, ?)",
+                (received_at.isoformat(), reason, body),
+            )
+
+    def counts(self) -> dict[str, int]:
+        return {
+            table: self.read(f"SELECT count(*) FROM {table}")[0][0]
+            for table in ("requests", "answers", "rejected")
+        }
+
+    def rejected(self) -> list[dict]:
+        names = ("received_at", "reason", "body")
+        rows = self.read(f"SELECT {', '.join(names)} FROM rejected ORDER BY id")
+        return [dict(zip(names, row, strict=True)) for row in rows]
+
+    def day_watermarks(self) -> dict[date, tuple[int, int]]:
+        """Per day that holds requests: the newest request id and the newest answer id."""
+        rows = self.read(
+            "SELECT r.day, r.top, coalesce(a.top, 0) FROM "
+            "(SELECT day, max(id) AS top FROM requests GROUP BY day) AS r LEFT JOIN "
+            "(SELECT day, max(id) AS top FROM answers GROUP BY day) AS a ON a.day = r.day"
+        )
+        return {date.fromisoformat(day): (requests, answers) for day, requests, answers in rows}
+
+    def turns_of(self, day: date, up_to: tuple[int, int]) -> Iterator[StoredTurn]:
+        """The day's requests with id <= `up_to[0]`, oldest first, each with its answer if
+        that has id <= `up_to[1]`; read in batches."""
+        top_request, top_answer = up_to
+
+        def batch(after: int) -> list[tuple]:
+            return self.read(
+                "SELECT r.id, r.request_key, r.received_at, r.body, a.answered_at, "
+                "a.reply_text, a.outcome, a.error FROM requests AS r LEFT JOIN answers AS a "
+                "ON a.request_key = r.request_key AND a.id <= ? "
+                "WHERE r.day = ? AND r.id > ? AND r.id <= ? ORDER BY r.id LIMIT ?",
+                (top_answer, day.isoformat(), after, top_request, BATCH),
+            )
+
+        for row_id, key, received_at, body, *answer in by_id(batch):
+            yield StoredTurn(
+                row_id, key, datetime.fromisoformat(received_at), body, stored_answer(answer)
+            )

@@ -1,0 +1,197 @@
+"""The agent inbox in the deployment's Postgres (`SYNC_STORE`, `pipelines/shared_store.py`):
+what `pipelines/agent/inbox.py` keeps in a SQLite file, kept where every receiver replica and
+every run reaches it. Rows carry their inbox's scope, the lake root as the settings give it
+(`LAKE_ROOT`), as the webhook inbox's do (`pipelines/webhooks/postgres_inbox.py`, which says
+how ids come to be visible in the order they were taken: the inserts of one scope queue on
+an advisory lock).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, date, datetime
+
+from pipelines.agent.inbox import StoredAnswer, StoredTurn, stored_answer
+from pipelines.agent.reply import Answer
+from pipelines.shared_store import STORE_VARIABLE, Postgres, shown
+from pipelines.webhooks.inbox import BATCH, by_id
+
+REQUESTS = "warehouse_sync_agent_requests"
+ANSWERS = "warehouse_sync_agent_answers"
+REJECTED = "warehouse_sync_agent_rejected"
+META = "warehouse_sync_agent_meta"
+
+SETUP = (
+    f"CREATE TABLE IF NOT EXISTS {META} (inbox text NOT NULL, name text NOT NULL, "
+    "value text NOT NULL, PRIMARY KEY (inbox, name))",
+    f"CREATE TABLE IF NOT EXISTS {REQUESTS} ("
+    "id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, inbox text NOT NULL, "
+    "request_key text NOT NULL, received_at timestamptz NOT NULL, day date NOT NULL, "
+    "body bytea NOT NULL, UNIQUE (inbox, request_key))",
+    f"CREATE INDEX IF NOT EXISTS {REQUESTS}_by_day ON {REQUESTS} (inbox, day, id)",
+    # Reply texts and errors are the reply function's: bytes, since Postgres text cannot
+    # hold `\u0000`, which a function may return.
+    f"CREATE TABLE IF NOT EXISTS {ANSWERS} ("
+    "id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, inbox text NOT NULL, "
+    "request_key text NOT NULL, day date NOT NULL, answered_at timestamptz NOT NULL, "
+    "reply_text bytea NOT NULL, outcome text NOT NULL, error bytea, "
+    "UNIQUE (inbox, request_key))",
+    f"CREATE TABLE IF NOT EXISTS {REJECTED} ("
+    "id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, inbox text NOT NULL, "
+    "received_at timestamptz NOT NULL, reason text NOT NULL, body bytea NOT NULL)",
+    "DO $$ BEGIN IF current_setting('synchronous_commit') = 'off' THEN "
+    "SET synchronous_commit = on; END IF; END $$",
+)
+
+
+def _utf8(text: str | None) -> bytes | None:
+    return None if text is None else text.encode("utf-8")
+
+
+def _from_store(row: tuple) -> StoredAnswer | None:
+    answered_at, reply_text, outcome, error = row
+    return stored_answer(
+        (
+            None if answered_at is None else answered_at.astimezone(UTC),
+            None if reply_text is None else bytes(reply_text).decode("utf-8"),
+            outcome,
+            None if error is None else bytes(error).decode("utf-8"),
+        )
+    )
+
+
+class PostgresAgentInbox:
+    """The interface of `AgentInbox` (`pipelines/agent/inbox.py`) over the `Postgres` helper."""
+
+    def __init__(self, url: str, scope: str) -> None:
+        self.scope = scope
+        self.location = f"{shown(url)} ({STORE_VARIABLE}), agent inbox of {scope}"
+        digest = hashlib.sha256(f"{REQUESTS} {scope}".encode()).digest()
+        self._insert_lock = int.from_bytes(digest[:8], "big", signed=True)
+        self._db = Postgres(url, "the agent inbox", STORE_VARIABLE, SETUP)
+        self._db.run(
+            f"INSERT INTO {META} (inbox, name, value) "
+            "VALUES (%(inbox)s, 'inbox_uuid', %(uuid)s) ON CONFLICT DO NOTHING",
+            {"inbox": scope, "uuid": str(uuid.uuid4())},
+        )
+        [(self.uuid,)] = self._db.run(
+            f"SELECT value FROM {META} WHERE inbox = %(inbox)s AND name = 'inbox_uuid'",
+            {"inbox": scope},
+        )
+
+    def __enter__(self) -> PostgresAgentInbox:
+        return self
+
+    def __exit__(self, *_) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._db.close()
+
+    def _insert(self, statement: str, values: dict) -> int:
+        """One insert of the scope, its id taken and committed under the scope's lock."""
+        with self._db.transaction() as db:
+            db.execute("SELECT pg_advisory_xact_lock(%s)", (self._insert_lock,))
+            return db.execute(statement, {"inbox": self.scope, **values}).rowcount
+
+    def store(self, key: str, received_at: datetime, body: bytes) -> bool:
+        return (
+            self._insert(
+                f"INSERT INTO {REQUESTS} (inbox, request_key, received_at, day, body) "
+                "VALUES (%(inbox)s, %(key)s, %(received_at)s, %(day)s, %(body)s) "
+                "ON CONFLICT (inbox, request_key) DO NOTHING",
+                {"key": key, "received_at": received_at, "day": received_at.date(), "body": body},
+            )
+            == 1
+        )
+
+    def answer_of(self, key: str) -> StoredAnswer | None:
+        rows = self._db.run(
+            f"SELECT answered_at, reply_text, outcome, error FROM {ANSWERS} "
+            "WHERE inbox = %(inbox)s AND request_key = %(key)s",
+            {"inbox": self.scope, "key": key},
+        )
+        return _from_store(rows[0]) if rows else None
+
+    def store_answer(self, key: str, answer: Answer, answered_at: datetime) -> StoredAnswer:
+        self._insert(
+            f"INSERT INTO {ANSWERS} (inbox, request_key, day, answered_at, reply_text, outcome, "
+            "error) SELECT inbox, request_key, day, %(answered_at)s, %(reply_text)s, "
+            f"%(outcome)s, %(error)s FROM {REQUESTS} WHERE inbox = %(inbox)s AND "
+            "request_key = %(key)s ON CONFLICT (inbox, request_key) DO NOTHING",
+            {
+                "key": key,
+                "answered_at": answered_at,
+                "reply_text": _utf8(answer.reply_text),
+                "outcome": answer.outcome,
+                "error": _utf8(answer.error),
+            },
+        )
+        stored = self.answer_of(key)
+        if stored is None:
+            raise KeyError(f"no request {key} in {self.location}")
+        return stored
+
+    def reject(self, received_at: datetime, reason: str, body: bytes) -> None:
+        # Not `run`, which sends a statement again on a dropped connection.
+        with self._db.transaction() as db:
+            db.execute(
+                f"INSERT INTO {REJECTED} (inbox, received_at, reason, body) "
+                "VALUES (%(inbox)s, %(received_at)s, %(reason)s, %(body)s)",
+                {"inbox": self.scope, "received_at": received_at, "reason": reason, "body": body},
+            )
+
+    def counts(self) -> dict[str, int]:
+        tables = {"requests": REQUESTS, "answers": ANSWERS, "rejected": REJECTED}
+        counted = ", ".join(
+            f"(SELECT count(*) FROM {table} WHERE inbox = %(inbox)s)" for table in tables.values()
+        )
+        [row] = self._db.run(f"SELECT {counted}", {"inbox": self.scope})
+        return dict(zip(tables, row, strict=True))
+
+    def rejected(self) -> list[dict]:
+        rows = self._db.run(
+            f"SELECT received_at, reason, body FROM {REJECTED} WHERE inbox = %(inbox)s ORDER BY id",
+            {"inbox": self.scope},
+        )
+        return [
+            {"received_at": when.astimezone(UTC).isoformat(), "reason": reason, "body": bytes(body)}
+            for when, reason, body in rows
+        ]
+
+    def day_watermarks(self) -> dict[date, tuple[int, int]]:
+        rows = self._db.run(
+            f"SELECT r.day, r.top, coalesce(a.top, 0) FROM "
+            f"(SELECT day, max(id) AS top FROM {REQUESTS} WHERE inbox = %(inbox)s GROUP BY day) "
+            f"AS r LEFT JOIN (SELECT day, max(id) AS top FROM {ANSWERS} "
+            "WHERE inbox = %(inbox)s GROUP BY day) AS a ON a.day = r.day",
+            {"inbox": self.scope},
+        )
+        return {day: (requests, answers) for day, requests, answers in rows}
+
+    def turns_of(self, day: date, up_to: tuple[int, int]) -> Iterator[StoredTurn]:
+        top_request, top_answer = up_to
+
+        def batch(after: int) -> list[tuple]:
+            return self._db.run(
+                "SELECT r.id, r.request_key, r.received_at, r.body, a.answered_at, "
+                f"a.reply_text, a.outcome, a.error FROM {REQUESTS} AS r LEFT JOIN {ANSWERS} "
+                "AS a ON a.inbox = r.inbox AND a.request_key = r.request_key "
+                "AND a.id <= %(top_answer)s WHERE r.inbox = %(inbox)s AND r.day = %(day)s "
+                "AND r.id > %(after)s AND r.id <= %(top_request)s ORDER BY r.id LIMIT %(batch)s",
+                {
+                    "inbox": self.scope,
+                    "day": day,
+                    "after": after,
+                    "top_request": top_request,
+                    "top_answer": top_answer,
+                    "batch": BATCH,
+                },
+            )
+
+        for row_id, key, received_at, body, *answer in by_id(batch):
+            yield StoredTurn(
+                row_id, key, received_at.astimezone(UTC), bytes(body), _from_store(tuple(answer))
+            )
