@@ -10,7 +10,7 @@ from dagster._core.storage.tags import (
     ASSET_PARTITION_RANGE_START_TAG,
 )
 
-from assets import alerts, comment, conversation, datahub, push, setup_check, webhooks
+from assets import agent, alerts, comment, conversation, datahub, push, setup_check, webhooks
 from assets.catalog import column_schema
 from assets.console import LOGGERS
 from assets.executors import executor
@@ -159,12 +159,13 @@ def _schedules() -> list[dg.ScheduleDefinition]:
 EXECUTOR = executor()
 
 defs = dg.Definitions(
-    assets=[*STREAM_ASSETS, warehouse_views, *webhooks.ASSETS, *push.SPECS],
+    assets=[*STREAM_ASSETS, warehouse_views, *webhooks.ASSETS, *agent.ASSETS, *push.SPECS],
     asset_checks=[check for module in SERVICES.values() for check in module.CHECKS],
-    jobs=[*JOBS.values(), *push.JOBS, *webhooks.JOBS, *setup_check.JOBS],
+    jobs=[*JOBS.values(), *push.JOBS, *webhooks.JOBS, *agent.JOBS, *setup_check.JOBS],
     schedules=_schedules(),
     sensors=[
         *webhooks.SENSORS,
+        *agent.SENSORS,
         *alerts.SENSORS,
     ],
     resources=resources_or_problem(),

@@ -20,7 +20,7 @@ from dagster._core.storage.tags import (
     ASSET_PARTITION_RANGE_START_TAG,
 )
 
-from assets import webhooks
+from assets import agent, webhooks
 from assets.console import LOGGERS, console_config
 from assets.factory import STARTED_BY_TAG
 from assets.partitions import daily
@@ -238,7 +238,7 @@ def run_sync(
                     ASSET_PARTITION_RANGE_END_TAG: last.isoformat(),
                 }
             _run(job_name(run), assets, resources, instance, report, label, tags)
-        if not streams:  # a full sync also lands the webhook events the receiver stored
+        if not streams:  # a full sync also lands what the webhook and agent receivers stored
             _run(
                 "sync_datahub_webhook_events",
                 webhooks.ASSETS,
@@ -246,6 +246,14 @@ def run_sync(
                 instance,
                 report,
                 "datahub.webhook_events",
+            )
+            _run(
+                "sync_conversation_agent",
+                agent.ASSETS,
+                resources,
+                instance,
+                report,
+                "conversation.agent_requests",
             )
     report.warehouse, failed = refreshed(settings)
     if failed:

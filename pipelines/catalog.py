@@ -5,6 +5,7 @@ from pathlib import Path
 
 import duckdb
 
+from pipelines.agent.compaction import STREAMS as AGENT_STREAMS
 from pipelines.damaged import SetAside, set_aside_damaged
 from pipelines.errors import first_line
 from pipelines.lake import Lake
@@ -18,7 +19,7 @@ from pipelines.webhooks.compaction import WEBHOOK_EVENTS, WEBHOOK_QUARANTINE
 PULLED = [*comment.STREAMS, *conversation.STREAMS, *datahub.STREAMS]
 #: Every stream the product defines, so `sql/` may name it as a source: pulled streams, the
 #: push ledger, the runs' history, the webhook events and the ones the lake could not
-#: represent. The SQL of
+#: represent, and the AI agent's turns. The SQL of
 #: `WAREHOUSE_SQL` may also name streams written by others (pipelines/warehouse.py).
 WAREHOUSE_STREAMS = [
     *PULLED,
@@ -26,6 +27,7 @@ WAREHOUSE_STREAMS = [
     RUNS,
     WEBHOOK_EVENTS,
     WEBHOOK_QUARANTINE,
+    *AGENT_STREAMS,
 ]
 
 

@@ -1,6 +1,7 @@
 """`python -m pipelines check`: is the setup right? One cheap authenticated call per
 connection (the cheapest read each service documents), the lake written to, the shared
-store reached, the webhook receiver's secret present and the alerts' destinations
+store reached, the webhook receiver's secret and the AI agent's settings present and the
+alerts' destinations
 (`ALERT_URLS`: off where unset) well formed, each with ok or the reason and what to do
 (`pipelines/clients/failures.py`, `pipelines/object_store.py`)."""
 
@@ -14,6 +15,8 @@ from dataclasses import dataclass
 import pyarrow.fs as pafs
 
 from pipelines import alerts
+from pipelines.agent.receiver import AGENT_PATH, TOKEN_VARIABLE
+from pipelines.agent.reply import REPLY_VARIABLE, deadline_of, load_function
 from pipelines.clients.base import Service
 from pipelines.clients.comment import CommentClient
 from pipelines.clients.failures import isolated
@@ -54,12 +57,13 @@ class Checked:
 
 def check_everything(services: dict[str, Service], lake_root: str) -> list[Checked]:
     """Every row of the check, in the order it is shown: the connections, then the lake,
-    the shared store, the webhook secret and the alerts."""
+    the shared store, the webhook secret, the agent and the alerts."""
     return [
         *check_connections(services),
         check_lake(lake_root),
         check_shared_store(),
         check_webhook_secret(),
+        check_agent(),
         check_alerts(),
     ]
 
@@ -97,6 +101,29 @@ def check_webhook_secret() -> Checked:
         )
     )
     return Checked("datahub", "webhooks", f"${SECRET_VARIABLE}", warning=warning)
+
+
+def check_agent() -> Checked:
+    """The AI agent's endpoint and what answers there: `AGENT_TOKEN` missing is a warning (only
+    the agent's receiver needs it, and it refuses to start without it); a reply function
+    that cannot be loaded or a wrong deadline is a failure, as the receiver would fail."""
+    function = os.environ.get(REPLY_VARIABLE, "")
+    try:
+        if function:
+            load_function(function)
+        seconds = deadline_of(os.environ)
+    except SetupError as problem:
+        return Checked("conversation", "agent", AGENT_PATH, str(problem))
+    answered = f"{REPLY_VARIABLE}={function}" if function else "the default reply (handover)"
+    where = f"{AGENT_PATH}: {answered} within {seconds:g} s"
+    if os.environ.get(TOKEN_VARIABLE, "").strip():
+        return Checked("conversation", "agent", where)
+    warning = (
+        f"{TOKEN_VARIABLE} is not set: the agent's receiver needs the token the conversation "
+        "service sends; set it where `python -m pipelines.agent` runs (pulls and pushes do "
+        "not need it)"
+    )
+    return Checked("conversation", "agent", where, warning=warning)
 
 
 def check_alerts() -> Checked:

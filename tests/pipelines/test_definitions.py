@@ -45,6 +45,7 @@ JOBS = {
     "push",
     "push_dry_run",
     "datahub_webhooks",
+    "conversation_agent",
     "check_setup",
 }
 SCHEDULES = {
@@ -103,13 +104,17 @@ def test_the_definitions_load_with_every_stream_check_job_and_schedule():
     view = defs_view()
     streams = {f"{service}/{name}" for service, names in STREAMS.items() for name in names}
     assert len(streams) == 17
-    assert view["assets"] == streams | {"warehouse/views", "datahub/webhook_events"} | set(
-        PUSH_LINEAGE
-    )
+    received = {
+        "datahub/webhook_events",
+        "conversation/agent_requests",
+        "conversation/agent_messages",
+    }
+    assert view["assets"] == streams | {"warehouse/views"} | received | set(PUSH_LINEAGE)
     assert view["jobs"] == JOBS
     assert view["schedules"] == SCHEDULES
     assert view["sensors"] == {
         "datahub_webhooks_sensor",
+        "conversation_agent_sensor",
         "alert_on_run_failure",
         "alert_on_run_success",
         "alert_on_state_changes",
@@ -306,7 +311,8 @@ def test_the_webserver_loads_workspace_yaml_with_everything(
     }
     expected = defs_view()
     assert served == expected
-    assert len(served["assets"]) == 19 + 2 * len(PUSHED) and served["jobs"] == JOBS
+    # 17 streams, the views, the webhook events, the agent's two; two assets per record type.
+    assert len(served["assets"]) == 21 + 2 * len(PUSHED) and served["jobs"] == JOBS
     assert served["schedules"] == SCHEDULES
     assert {n["groupName"] for n in nodes} == {*SERVICES, "warehouse", "push"}
     _assert_the_catalog_shows_columns_services_and_the_push(nodes)

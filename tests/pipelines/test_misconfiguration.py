@@ -289,6 +289,8 @@ def test_check_lists_every_connection_with_what_to_fix(
     monkeypatch.setenv("AGENCY_KEY", "sa_live_wrong")
     monkeypatch.setenv("DATAHUB_JP_URL", "http://127.0.0.1:9/datahub-jp")
     monkeypatch.setenv("WEBHOOK_SECRET", "s")
+    monkeypatch.setenv("AGENT_TOKEN", "agent-secret-token")
+    monkeypatch.setenv("AGENT_REPLY", "string:capwords")
 
     code = main(["check"])
 
@@ -303,10 +305,13 @@ def test_check_lists_every_connection_with_what_to_fix(
         ("datahub", "default"): "ok",
         ("datahub", "jp"): "FAILED",
         ("datahub", "webhooks"): "ok",
+        ("conversation", "agent"): "ok",
         ("lake", "LAKE_ROOT"): "ok",
         ("store", "SYNC_STORE"): "ok",
         ("alerts", "ALERT_URLS"): "ok",
     }
+    assert "/agent/reply: AGENT_REPLY=string:capwords within 20 s" in captured.out
+    assert "agent-secret-token" not in captured.out + captured.err
     assert "AGENCY_KEY was refused" in captured.err
     assert "nothing answers at this address" in captured.err and "DATAHUB_JP_URL" in captured.err
     assert "sa_live_wrong" not in captured.out + captured.err
@@ -319,11 +324,14 @@ def test_a_missing_webhook_secret_is_a_warning_where_every_connection_is_right(
     `make dev`, where no receiver runs, check_setup failed with all six connections ok."""
     sync_env(frozen_sandbox)
     monkeypatch.delenv("WEBHOOK_SECRET", raising=False)
+    monkeypatch.delenv("AGENT_TOKEN", raising=False)
 
     assert main(["check"]) == 0
     captured = capsys.readouterr()
     rows = {tuple(line.split()[:2]): line.split()[-1] for line in captured.out.splitlines()}
     assert rows.pop(("datahub", "webhooks")) == "WARN"
+    assert rows.pop(("conversation", "agent")) == "WARN"
+    assert "WARN conversation agent: AGENT_TOKEN is not set" in captured.err
     # 5 connections, the lake, the store, the alerts
     assert set(rows.values()) == {"ok"} and len(rows) == 8
     assert "WARN datahub webhooks: WEBHOOK_SECRET is not set" in captured.err
@@ -338,7 +346,30 @@ def test_a_missing_webhook_secret_is_a_warning_where_every_connection_is_right(
     ]
     found = {(r.data["service"], r.data["connection"]): r.data["result"] for r in table.records}
     assert found.pop(("datahub", "webhooks")).startswith("warning: WEBHOOK_SECRET is not set")
+    assert found.pop(("conversation", "agent")).startswith("warning: AGENT_TOKEN is not set")
     assert set(found.values()) == {"ok"}
+
+
+@pytest.mark.parametrize(
+    "env, said",
+    [
+        ({"AGENT_REPLY": "no_such_module:reply"}, "AGENT_REPLY='no_such_module:reply' cannot be"),
+        ({"AGENT_REPLY_SECONDS": "60"}, "AGENT_REPLY_SECONDS='60': give seconds above 0"),
+    ],
+)
+def test_a_reply_function_or_deadline_the_agent_would_refuse_fails_the_check(
+    frozen_sandbox, sync_env, monkeypatch, capsys, env, said
+):
+    sync_env(frozen_sandbox)
+    monkeypatch.setenv("AGENT_TOKEN", "agent-secret-token")
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+
+    assert main(["check"]) == 1
+    captured = capsys.readouterr()
+    rows = {tuple(line.split()[:2]): line.split()[-1] for line in captured.out.splitlines()}
+    assert rows[("conversation", "agent")] == "FAILED"
+    assert said in captured.err and "agent-secret-token" not in captured.out + captured.err
 
 
 def test_the_log_total_check_compares_the_connections_it_can_ask_and_names_the_other(
@@ -363,6 +394,7 @@ def test_the_check_setup_job_shows_every_connection_and_fails_naming_the_wrong_o
     sync_env(frozen_sandbox, sync_toml=AGENCY.format(url=frozen_sandbox.url))
     monkeypatch.setenv("AGENCY_KEY", "sa_live_wrong")
     monkeypatch.setenv("WEBHOOK_SECRET", "s")
+    monkeypatch.setenv("AGENT_TOKEN", "t")
 
     result = check_setup.execute_in_process(resources=resources_or_problem(), raise_on_error=False)
 
@@ -375,7 +407,7 @@ def test_the_check_setup_job_shows_every_connection_and_fails_naming_the_wrong_o
         (row.data["service"], row.data["connection"]): row.data["result"]
         for row in user_failure.metadata["connections"].records
     }
-    assert len(rows) == 10 and rows.pop(("comment", "agency")) == user_failure.description
+    assert len(rows) == 11 and rows.pop(("comment", "agency")) == user_failure.description
     assert set(rows.values()) == {"ok"}
     assert "sa_live_wrong" not in str(failure)
 

@@ -1,0 +1,112 @@
+"""The AI agent's conversations in the lake: the asset that compacts the agent inbox into
+`conversation.agent_requests` and `conversation.agent_messages`
+(`pipelines/agent/compaction.py`), and the sensor that runs it when the inbox holds turns or
+answers the lake lacks (docs/agent.md). `python -m pipelines sync` runs it too."""
+
+# No `from __future__ import annotations`: Dagster reads the context and resource annotations.
+import dagster as dg
+
+from assets.catalog import stream_metadata
+from assets.factory import service_tag
+from assets.resources import LakeResource
+from assets.told import told
+from pipelines.agent.compaction import AGENT_MESSAGES, AGENT_REQUESTS, compact, stale_days
+from pipelines.agent.inbox import inbox_path, open_agent_inbox
+from pipelines.catalog import refresh_warehouse
+
+DESCRIPTIONS = {
+    AGENT_REQUESTS: (
+        "Every turn the conversation service sent the AI agent (`python -m pipelines.agent`), "
+        "once each, with the answer it was given: the reply function's, or the handover and "
+        "why. By the UTC day it was first received; days holding turns or answers the lake "
+        "lacks are rewritten whole from the agent inbox."
+    ),
+    AGENT_MESSAGES: (
+        "The messages each turn carried, a row per message and turn (the view keeps one row "
+        "per message): joinable with `conversation.messages` by `message_uuid`."
+    ),
+}
+
+
+@dg.multi_asset(
+    specs=[
+        dg.AssetSpec(
+            key=[stream.service, stream.name],
+            group_name=stream.service,
+            kinds={"python", "parquet", "sqlite"},
+            metadata=stream_metadata(stream),
+            tags=service_tag(stream.service),
+            description=DESCRIPTIONS[stream],
+        )
+        for stream in (AGENT_REQUESTS, AGENT_MESSAGES)
+    ],
+)
+@told
+def agent_conversations(context: dg.AssetExecutionContext, lake: LakeResource):
+    inbox = open_agent_inbox(lake.lake_root, create=False)
+    if inbox is None:
+        path = inbox_path(lake.lake_root)
+        context.log.info(f"agent: no inbox at {path}, nothing to compact")
+        for stream in (AGENT_REQUESTS, AGENT_MESSAGES):
+            yield dg.MaterializeResult(
+                asset_key=[stream.service, stream.name],
+                metadata={"rows": 0, "days": 0, "inbox": str(path)},
+            )
+        return
+    with inbox:
+        done = compact(inbox, lake.lake())
+        counts = inbox.counts()
+    context.log.info(
+        f"{AGENT_REQUESTS.relation}: {done.requests} requests and {done.messages} messages "
+        f"over {len(done.days)} day(s) rewritten"
+    )
+    warehouse = refresh_warehouse(lake.lake_root, lake.warehouse_path, lake.warehouse_sql)
+    days = [day.isoformat() for day in done.days]
+    common = {"days": len(days), "days_rewritten": days, "inbox": inbox.location}
+    yield dg.MaterializeResult(
+        asset_key=[AGENT_REQUESTS.service, AGENT_REQUESTS.name],
+        metadata={
+            "rows": done.requests,
+            **common,
+            "inbox_requests": counts["requests"],
+            "inbox_answers": counts["answers"],
+            "inbox_rejected": counts["rejected"],
+            "warehouse": warehouse,
+        },
+    )
+    yield dg.MaterializeResult(
+        asset_key=[AGENT_MESSAGES.service, AGENT_MESSAGES.name],
+        metadata={"rows": done.messages, **common},
+    )
+
+
+conversation_agent = dg.define_asset_job(
+    "conversation_agent",
+    selection=dg.AssetSelection.assets(agent_conversations),
+    description="Compact the agent inbox into conversation.agent_requests and agent_messages.",
+)
+
+
+@dg.sensor(
+    job=conversation_agent,
+    minimum_interval_seconds=60,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Runs the compaction when the agent inbox holds turns the lake lacks.",
+)
+def conversation_agent_sensor(lake: LakeResource) -> dg.RunRequest | dg.SkipReason:
+    inbox = open_agent_inbox(lake.lake_root, create=False)
+    if inbox is None:
+        return dg.SkipReason(f"no agent inbox at {inbox_path(lake.lake_root)}")
+    with inbox:
+        stale = stale_days(inbox, lake.lake())
+        inbox_uuid = inbox.uuid
+    if not stale:
+        return dg.SkipReason("every turn the agent stored is in the lake")
+    # One run per newest inbox state: an evaluation while that run is queued asks for no other.
+    requests, answers = (max(tops[n] for tops in stale.values()) for n in (0, 1))
+    return dg.RunRequest(run_key=f"{inbox_uuid}-{requests}-{answers}")
+
+
+ASSETS = [agent_conversations]
+JOBS = [conversation_agent]
+SENSORS = [conversation_agent_sensor]
