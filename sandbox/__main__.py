@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from datetime import datetime
 
@@ -83,6 +84,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--webhook-url")
     parser.add_argument("--webhook-secret", help="HMAC secret; WEBHOOK_SECRET is read if unset")
+    parser.add_argument(
+        "--agent-url",
+        help="the brand's AI agent: each live member message is sent to it "
+        "(default region version 1.1, jp 1.0)",
+    )
+    parser.add_argument(
+        "--agent-token", help="the agent's bearer token; AGENT_TOKEN is read if unset"
+    )
     parser.add_argument("--no-rate-limits", action="store_true")
     parser.add_argument(
         "--rate-window",
@@ -108,15 +117,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.drift = DriftSpec.parse(args.drift, args.drift_from)
     except ValueError as exc:
         parser.error(f"argument --drift: {exc}")
-    if bool(args.webhook_url) != bool(args.webhook_secret or _env_secret()):
+    args.webhook_secret = args.webhook_secret or os.environ.get("WEBHOOK_SECRET")
+    if bool(args.webhook_url) != bool(args.webhook_secret):
         parser.error("--webhook-url and a secret (--webhook-secret or WEBHOOK_SECRET) go together")
+    args.agent_token = args.agent_token or os.environ.get("AGENT_TOKEN")
+    if bool(args.agent_url) != bool(args.agent_token):
+        parser.error("--agent-url and a token (--agent-token or AGENT_TOKEN) go together")
     return args
-
-
-def _env_secret() -> str | None:
-    import os
-
-    return os.environ.get("WEBHOOK_SECRET")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -129,7 +136,9 @@ def main(argv: list[str] | None = None) -> None:
         faults=args.faults,
         drift=args.drift,
         webhook_url=args.webhook_url,
-        webhook_secret=args.webhook_secret or _env_secret(),
+        webhook_secret=args.webhook_secret,
+        agent_url=args.agent_url,
+        agent_token=args.agent_token,
         rate_limits=not args.no_rate_limits,
         rate_window_seconds=args.rate_window,
         arrivals_per_minute=args.arrivals_per_minute,
@@ -150,6 +159,9 @@ def main(argv: list[str] | None = None) -> None:
             file=sys.stderr,
         )
     print(f"  ground truth           {base}/_sandbox/truth", file=sys.stderr)
+    if config.agent_url:
+        versions = ", ".join(f"{r} {v}" for r, v in config.agent_versions.items())
+        print(f"  AI agent called at     {config.agent_url} ({versions})", file=sys.stderr)
     for key, (workspace, scope) in COMMENT_KEYS.items():
         print(
             f"  comment automation key {key} (workspace {workspace}, scope {scope})",

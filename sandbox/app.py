@@ -11,6 +11,7 @@ from sandbox.comment import build as build_comment
 from sandbox.config import SandboxConfig
 from sandbox.context import MOUNTS, Sandbox
 from sandbox.conversation import build as build_conversation
+from sandbox.conversation.agent import AgentCaller
 from sandbox.datahub import build as build_datahub
 from sandbox.drift import DriftInjector
 from sandbox.encoding import JSONResponse
@@ -27,10 +28,11 @@ class SandboxApp:
     ) -> None:
         self.sandbox = Sandbox.create(config, webhook_transport)
         self.traffic = Traffic()
+        self.agent = _agent_caller(config)
         self.services: dict[tuple[str, str], Service] = {
             ("comment", "default"): build_comment(self.sandbox),
-            ("conversation", "default"): build_conversation(self.sandbox, "default"),
-            ("conversation", "jp"): build_conversation(self.sandbox, "jp"),
+            ("conversation", "default"): build_conversation(self.sandbox, "default", self.agent),
+            ("conversation", "jp"): build_conversation(self.sandbox, "jp", self.agent),
             ("datahub", "default"): build_datahub(self.sandbox, "default"),
             ("datahub", "jp"): build_datahub(self.sandbox, "jp"),
         }
@@ -164,6 +166,28 @@ class SandboxApp:
         def webhooks(wait: float = 0.0) -> dict:
             idle = sandbox.webhooks.wait_idle(wait) if wait else sandbox.webhooks.pending() == 0
             return {"idle": idle, "deliveries": [d.summary() for d in sandbox.webhooks.deliveries]}
+
+        @root.get("/_sandbox/agent")
+        def agent(wait: float = 0.0) -> dict:
+            """The conversation service's calls to the brand's AI agent
+            (sandbox/conversation/agent.py): once every turn of the messages arrived by now
+            is answered or given up on, or `wait` seconds passed (`idle` says which)."""
+            if self.agent is None:
+                return {"idle": True, "calls": []}
+            for (name, _), service in self.services.items():
+                if name == "conversation":
+                    service.catch_up()
+            idle = self.agent.wait_idle(wait)
+            return {"idle": idle, "calls": [call.summary() for call in self.agent.calls]}
+
+
+def _agent_caller(config: SandboxConfig) -> AgentCaller | None:
+    """The caller of the brand's AI agent, when one is configured."""
+    if bool(config.agent_url) != bool(config.agent_token):
+        raise ValueError("agent_url and agent_token go together")
+    if not config.agent_url:
+        return None
+    return AgentCaller(config.agent_url, config.agent_token, config.agent_retry_delay)
 
 
 def build_app(

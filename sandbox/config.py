@@ -57,6 +57,9 @@ SCALES: dict[str, Scale] = {
 }
 
 
+AGENT_PROMPT = "You are the shop's assistant. Answer briefly, in the member's language."
+
+
 @dataclass
 class SandboxConfig:
     seed: int = 7
@@ -71,6 +74,16 @@ class SandboxConfig:
     webhook_secret: str | None = None
     # Seconds between webhook retries (attempt n waits n * this); the spec does not say.
     webhook_retry_delay: float = 1.0
+    # The brand's AI agent, called for each live member message (conversation service spec
+    # section 2; sandbox/conversation/agent.py); none by default. The token is never shown.
+    agent_url: str | None = None
+    agent_token: str | None = field(default=None, repr=False)
+    # Each region's agent configuration: its version, and a prompt where one is set, so both
+    # versions and both forms of the request occur.
+    agent_versions: dict[str, str] = field(default_factory=lambda: {"default": "1.1", "jp": "1.0"})
+    agent_prompts: dict[str, str] = field(default_factory=lambda: {"default": AGENT_PROMPT})
+    # Seconds before an agent call is tried again; the spec does not say.
+    agent_retry_delay: float = 1.0
     # Rate limits: on by default, as documented. The window can be shortened for benchmarks
     # ("120 per 5 s" instead of "120 per 60 s"); the counts stay those of the spec.
     rate_limits: bool = True

@@ -7,6 +7,7 @@ Modules:
 - `members`: members and their assignments (numpy columns);
 - `messages`: a year of messages plus live arrivals (numpy columns);
 - `backups`: message backup tasks and their CSV files;
+- `agent`: the calls to the brand's AI agent, a turn per live member message;
 - `pages`: cursor pagination; `routes`: the operations; `table`: growable columns.
 
 The two regions hold different data: every generator is seeded with the region's name.
@@ -20,6 +21,7 @@ from fastapi import APIRouter, Depends, HTTPException
 
 from sandbox.clock import day_counts
 from sandbox.context import MOUNTS, Sandbox
+from sandbox.conversation.agent import AgentCaller, AgentTurns
 from sandbox.conversation.backups import Backups
 from sandbox.conversation.directory import Directory
 from sandbox.conversation.members import Members
@@ -36,7 +38,9 @@ STREAMS = ("channels", "teams", "users", "messages", "members", "assignments", "
 class ConversationService:
     service = "conversation"
 
-    def __init__(self, sandbox: Sandbox, region: str, mount: str) -> None:
+    def __init__(
+        self, sandbox: Sandbox, region: str, mount: str, agent: AgentCaller | None = None
+    ) -> None:
         self.region = region
         self._sandbox = sandbox
         shared = pools(sandbox.config.seed)
@@ -45,32 +49,44 @@ class ConversationService:
         self.messages = Messages(sandbox, region, self.directory, self.members)
         download = f"{sandbox.config.public_url}{mount}{BACKUP_DOWNLOAD[1]}"
         self.backups = Backups(sandbox, region, self.messages, download)
+        self.agent_turns = (
+            None
+            if agent is None
+            else AgentTurns(sandbox, region, self.directory, self.members, self.messages, agent)
+        )
         self.app = service_app(f"Conversation service ({region})")
-        # Live messages are derived when a request comes (no background thread); backups need
-        # nothing done when they complete (see backups.py).
+        # Live messages are derived when a request comes (a thread only calls the agent, below);
+        # backups need nothing done when they complete (see backups.py).
         live = Depends(self.catch_up)
         self.app.include_router(conversation_router(self), dependencies=[Depends(apikey), live])
         self.admin = APIRouter(tags=["sandbox"])
         self.admin.add_api_route("/teams/{team_id}/users", self._team_users, methods=["GET"])
+        # The agent is called as members write, asked or not: the one place the clock is
+        # followed by a thread (last, so it never catches up a half-built service).
+        if agent is not None and not sandbox.clock.frozen:
+            agent.watch(self.catch_up)
 
     def catch_up(self) -> None:
         self.messages.catch_up()
+        if self.agent_turns is not None:
+            self.agent_turns.catch_up()
 
     def truth(self) -> dict[str, dict[str, int]]:
         self.catch_up()
         lo, hi = self.messages.year()
         seen = len(self.messages.member_rows(lo, hi))
-        return {
-            self.region: {
-                "channels": len(self.directory.channels),
-                "teams": len(self.directory.teams),
-                "users": len(self.directory.users),
-                "messages": hi - lo,
-                "members": seen,
-                "assignments": seen,
-                "members_total": self.members.size,
-            }
+        counts = {
+            "channels": len(self.directory.channels),
+            "teams": len(self.directory.teams),
+            "users": len(self.directory.users),
+            "messages": hi - lo,
+            "members": seen,
+            "assignments": seen,
+            "members_total": self.members.size,
         }
+        if self.agent_turns is not None:
+            counts |= self.agent_turns.counts()
+        return {self.region: counts}
 
     def truth_ids(self, scope: str, stream: str) -> list:
         if scope != self.region or stream not in STREAMS:
@@ -107,5 +123,5 @@ class ConversationService:
         return JSONResponse({"user_ids": self.directory.team_users[team_id]})
 
 
-def build(sandbox: Sandbox, region: str) -> ConversationService:
-    return ConversationService(sandbox, region, MOUNTS[("conversation", region)])
+def build(sandbox: Sandbox, region: str, agent: AgentCaller | None = None) -> ConversationService:
+    return ConversationService(sandbox, region, MOUNTS[("conversation", region)], agent)
