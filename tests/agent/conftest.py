@@ -14,8 +14,8 @@ import uvicorn
 from pipelines.agent.inbox import AgentInbox
 from pipelines.agent.receiver import AGENT_PATH, build_app
 from pipelines.agent.reply import HANDOVER, Replier, ReplyFunction, WarehouseSession
-from tests.servers import ServerProcess, spawner
-from tests.webhooks.conftest import free_port
+from tests.pipelines.conftest import start_sandbox  # noqa: F401
+from tests.servers import ServerProcess, free_port, spawner
 
 TOKEN = "agent-token-7d41c0e9"
 AUTHORIZED = {"Authorization": f"Bearer {TOKEN}"}

@@ -239,3 +239,13 @@ def test_the_receiver_refuses_to_start_on_a_wrong_setting_in_one_line(tmp_path, 
     assert finished.returncode == code
     assert said in finished.stderr and "Traceback" not in finished.stderr
     assert TOKEN not in finished.stderr + finished.stdout
+
+
+def test_a_receiver_whose_inbox_cannot_be_made_says_so_in_one_line(tmp_path):
+    (tmp_path / "taken").write_text("a file where the inbox's folder should be")
+    inbox = tmp_path / "taken" / "inbox.sqlite3"
+    finished = start({"AGENT_TOKEN": TOKEN, "AGENT_INBOX": str(inbox)})
+    assert finished.returncode == 2
+    [line] = finished.stderr.strip().splitlines()
+    assert f"the agent inbox at {inbox} (AGENT_INBOX) cannot be used" in line
+    assert TOKEN not in line

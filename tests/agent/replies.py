@@ -1,0 +1,10 @@
+"""A reply function for the tests, named as a user names theirs (`AGENT_REPLY`): it hands
+a question over to a person and thanks for anything else."""
+
+from pipelines.agent.reply import HANDOVER
+
+
+def thank_or_hand_over(request, _warehouse) -> str:
+    if "?" in request.last_text:
+        return HANDOVER
+    return f"Thank you, conversation {request.conversation_id}."
