@@ -61,6 +61,7 @@ class ConversationService:
         self.app.include_router(conversation_router(self), dependencies=[Depends(apikey), live])
         self.admin = APIRouter(tags=["sandbox"])
         self.admin.add_api_route("/teams/{team_id}/users", self._team_users, methods=["GET"])
+        self.admin.add_api_route("/agent/replay", self._replay, methods=["POST"])
         # The agent is called as members write, asked or not: the one place the clock is
         # followed by a thread (last, so it never catches up a half-built service).
         if agent is not None and not sandbox.clock.frozen:
@@ -115,6 +116,15 @@ class ConversationService:
             return self.messages.uuids(lo, hi)
         # Members (and their assignments) are pulled by id for the members seen in messages.
         return (self.members.first_id + self.messages.member_rows(lo, hi)).tolist()
+
+    def _replay(self, count: int = 20) -> JSONResponse:
+        """Sandbox only: the agent is sent again the turns of the region's last `count` member
+        messages of the history (`AgentTurns.replay`); 409 without an agent."""
+        if self.agent_turns is None:
+            raise HTTPException(409, "no agent is configured (--agent-url)")
+        if not 0 <= count <= 10_000:
+            raise HTTPException(400, "count must be 0 to 10000")
+        return JSONResponse({"sent": self.agent_turns.replay(count)})
 
     def _team_users(self, team_id: int) -> JSONResponse:
         """Sandbox view of a team's users (the spec has no operation that shows them)."""

@@ -224,7 +224,8 @@ class AgentTurns:
         self._messages = messages
         self._caller = caller
         self._lock = threading.Lock()
-        self._next = messages.rows_at(sandbox.clock.anchor)  # live rows follow the history
+        self._anchor = sandbox.clock.anchor
+        self._next = messages.rows_at(self._anchor)  # live rows follow the history
 
     def catch_up(self) -> None:
         """Send a turn for each member message that arrived since the last time."""
@@ -237,6 +238,17 @@ class AgentTurns:
                 body = self.turn(row)
                 if body is not None:
                     self._caller.send(self.region, body)
+
+    def replay(self, count: int) -> int:
+        """Send the turns of the last `count` member messages of the history, oldest first:
+        what the service sent for them, for a frozen sandbox (the demo's), where no member
+        writes. How many were sent (a 1.0 agent is sent no image)."""
+        table, history = self._messages.table, self._messages.rows_at(self._anchor)
+        written = np.flatnonzero(table["kind"][:history] == MEMBER)[-count:] if count else []
+        bodies = [body for row in written.tolist() if (body := self.turn(row)) is not None]
+        for body in bodies:
+            self._caller.send(self.region, body)
+        return len(bodies)
 
     def counts(self) -> dict[str, int]:
         return self._caller.counts(self.region)

@@ -424,6 +424,30 @@ def test_without_an_agent_or_a_moving_clock_nothing_is_called(with_agent, frozen
     assert {k: v for k, v in truth.items() if k.startswith("agent_")} == expected
 
 
+def test_a_frozen_sandbox_replays_the_turns_of_its_last_member_messages():
+    with serving() as agent, sandbox(agent.url, frozen=True) as (app, http):
+        sent = {
+            region: http.post(f"/_sandbox/conversation/{region}/agent/replay", params={"count": 5})
+            for region in ("default", "jp")
+        }
+        calls = agent_calls(http)
+    assert {region: answer.json()["sent"] for region, answer in sent.items()} == {
+        region: sum(call["region"] == region for call in calls) for region in ("default", "jp")
+    }
+    assert sent["default"].json()["sent"] == 5 and 0 < sent["jp"].json()["sent"] <= 5
+    assert all(call["answered"] for call in calls) and len(agent.requests) == len(calls)
+    for call in calls:
+        [member] = call["request"]["participants"]["members"]
+        assert call["request"]["messages"][-1]["sender_type"] == "member"
+        assert call["request"]["messages"][-1]["sender_id"] == member["member_id"]
+
+
+def test_a_replay_without_an_agent_is_refused():
+    with sandbox(None, frozen=True) as (_, http):
+        answer = http.post("/_sandbox/conversation/default/agent/replay")
+    assert answer.status_code == 409 and "--agent-url" in answer.text
+
+
 # -- configuration ----------------------------------------------------------------------
 
 
