@@ -108,7 +108,7 @@ def dagster_instance() -> Iterator[dg.DagsterInstance]:
 
 
 def _checks_of(assets: list[dg.AssetsDefinition]) -> list[dg.AssetChecksDefinition]:
-    keys = {a.key for a in assets}
+    keys = {key for a in assets for key in a.keys}
     services = sorted({key.path[0] for key in keys})
     checks = [c for service in services for c in service_module(service).CHECKS]
     return [c for c in checks if {k.asset_key for k in c.check_keys} & keys]

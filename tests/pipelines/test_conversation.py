@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from assets.conversation import ASSETS, CHECKS
+from pipelines.agent.compaction import STREAMS as AGENT_STREAMS
 from pipelines.clients.conversation import ConversationService
 from pipelines.lake import Lake
 from pipelines.landing import today
@@ -72,7 +73,9 @@ def _warehouse(resources: dict, tmp_path: Path) -> duckdb.DuckDBPyConnection:
     if not (sql_dir / "conversation").exists():
         (sql_dir / "conversation").symlink_to(SQL_DIR / "conversation")
     lake = resources["lake"]
-    warehouse = Warehouse(lake.warehouse_path, lake.lake(), STREAMS, sql_dir=sql_dir)
+    # The folder holds the agent's views too: their streams are named.
+    streams = [*STREAMS, *AGENT_STREAMS]
+    warehouse = Warehouse(lake.warehouse_path, lake.lake(), streams, sql_dir=sql_dir)
     warehouse.refresh()
     return duckdb.connect(lake.warehouse_path, read_only=True)
 
