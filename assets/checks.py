@@ -1,7 +1,12 @@
 """Asset checks that every stream shares, read from the lake with an in-memory DuckDB (never
-the warehouse file, so a check never waits on its lock)."""
+the warehouse file, so a check never waits on its lock), and what Dagster records of a run's
+checks (`plan_checks_once`)."""
 
 import dagster as dg
+import sqlalchemy as db
+from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
+from dagster._core.storage.event_log.schema import AssetCheckExecutionsTable
+from dagster._core.storage.event_log.sql_event_log import SqlEventLogStorage
 
 from assets.resources import LakeResource
 from pipelines.damaged import FOLDER, REASON_SUFFIX, damaged_of, set_aside_damaged
@@ -148,3 +153,51 @@ def stream_checks(streams: list[Stream]) -> list[dg.AssetChecksDefinition]:
         for stream in streams
         for check in STREAM_CHECKS
     ]
+
+
+def plan_checks_once(context: dg.AssetExecutionContext) -> None:
+    """One planned evaluation per check of this asset and run, as Dagster means to record a
+    check without partitions (docs/dagster.md, where it says what a check's history shows).
+
+    Dagster 1.13 plans such a check once per partition of a run over days, then records its
+    one evaluation beside those (`DagsterRun.get_resolved_partitions_subset_for_events` in
+    `dagster/_core/storage/dagster_run.py` returns the run's partitions before it looks at the
+    check's, which are none); the UI shows each planned day as "Skipped". A backfill launched
+    from the UI puts every check of its assets in its runs, so only what is recorded can be
+    mended: here, in the asset's step, which runs after Dagster plans the run and before the
+    asset's checks. Each check keeps one planned row, without a partition, which its evaluation
+    completes (or which the UI shows as failed if the run fails first)."""
+    storage = context.instance.event_log_storage
+    if not isinstance(storage, SqlEventLogStorage):
+        return  # a storage of another kind keeps its records as Dagster writes them
+    graph = context.job_def.asset_layer.asset_graph
+    names = [
+        key.name
+        for key in graph.get_check_keys_for_assets({context.asset_key})
+        if graph.get(key).partitions_def is None
+    ]
+    table = AssetCheckExecutionsTable.c
+    per_partition = db.and_(
+        table.asset_key == context.asset_key.to_string(),
+        table.run_id == context.run.run_id,
+        table.check_name.in_(names),
+        table.execution_status == AssetCheckExecutionRecordStatus.PLANNED.value,
+        table.partition.isnot(None),
+    )
+    first_of_each = db.select(db.func.min(table.id)).where(per_partition).group_by(table.check_name)
+    try:
+        with storage.index_transaction() as connection:
+            kept = [row[0] for row in connection.execute(first_of_each)]
+            if kept:  # a run without partitions writes nothing here
+                connection.execute(
+                    AssetCheckExecutionsTable.update()
+                    .where(table.id.in_(kept))
+                    .values(partition=None)
+                )
+                connection.execute(AssetCheckExecutionsTable.delete().where(per_partition))
+    except db.exc.SQLAlchemyError as problem:
+        # The landing matters more than the checks' history: it goes on, and says so.
+        context.log.warning(
+            f"checks of {context.asset_key.to_user_string()}: recorded as planned once per day "
+            f"of the run, not once: {problem}"
+        )

@@ -27,6 +27,7 @@ from dagster._core.storage.tags import (
 )
 
 from assets.catalog import row_count, stream_metadata
+from assets.checks import plan_checks_once
 from assets.partitions import daily, single_run
 from assets.told import told
 from pipelines.catalog import refresh_warehouse
@@ -120,6 +121,7 @@ def stream_asset(stream: PulledStream) -> dg.AssetsDefinition:
     @told
     def landed_stream(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         started_at = datetime.now(UTC)
+        plan_checks_once(context)
         lake = context.resources.lake.lake()
         days = partition_days(context) if partitioned else None
         # The run's own days only, each page read (a day may be merged with what it holds):

@@ -477,11 +477,13 @@ def wait_for_backfill(ui: str, backfill_id: str, what: str, log: Path) -> dict:
         time.sleep(2)
 
 
-def materialize_all(soak: Soak, instance) -> dict:
+def materialize_all(soak: Soak, defs, instance, warehouse: Path) -> dict:
     """The UI's "Materialize all", once, at hour 0: `dagster-webserver` on the soak's instance
     and code location (workspace.yaml, as `make dev`), the backfill the UI launches through
     its GraphQL API, and `dagster-daemon run` for as long as the backfill takes (the daemon
-    executes backfills). Its runs are recorded as `execute` records a run."""
+    executes backfills). Its runs are recorded as `execute` records a run; what the instance
+    recorded of each check in them, and the relations the warehouse holds once it is done, are
+    reported."""
     import dagster as dg
     from dagster._core.storage.dagster_run import DagsterRunStatus, RunsFilter
     from dagster._core.storage.tags import (
@@ -566,10 +568,48 @@ def materialize_all(soak: Soak, instance) -> dict:
         "partitions": len(params["partitionNames"]),
         "runs": len(records),
         "check_evaluations": len(soak.checks) - checks_before,
+        "checks": checks_recorded(defs, instance, ids),
+        "warehouse_relations": relations_in(warehouse),
         "schedules_and_sensors_stopped": stopped,
         "seconds_to_webserver_serving": round(serving, 1),
         "seconds": round(time.monotonic() - started, 1),
     }
+
+
+def checks_recorded(defs, instance, run_ids: list[str]) -> dict:
+    """Per check of the code location, what the instance holds of it for `run_ids`, as the
+    asset's Checks tab lists it: the evaluations of each run that has any (one is the
+    check's result for the run), and how many are still planned (a finished run's show as
+    "Skipped")."""
+    from dagster._core.storage.asset_check_execution_record import (
+        AssetCheckExecutionRecordStatus,
+    )
+
+    recorded = {}
+    for key in sorted(defs.resolve_asset_graph().asset_check_keys, key=str):
+        history = [
+            r
+            for r in instance.event_log_storage.get_asset_check_execution_history(key, limit=5000)
+            if r.run_id in run_ids
+        ]
+        recorded[key.to_user_string()] = {
+            "records_per_run": sorted(Counter(r.run_id for r in history).values()),
+            "planned_left": sum(
+                r.status == AssetCheckExecutionRecordStatus.PLANNED for r in history
+            ),
+        }
+    return recorded
+
+
+def relations_in(warehouse: Path) -> list[str]:
+    """The relations `warehouse.duckdb` defines, read as an analyst would (read-only)."""
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        return sorted(
+            f"{schema}.{name}"
+            for schema, name in con.execute(
+                "SELECT table_schema, table_name FROM information_schema.tables"
+            ).fetchall()
+        )
 
 
 # -- plants --------------------------------------------------------------------------------
@@ -792,7 +832,9 @@ def run(hours: int, scale: str, plant_hours: dict[str, int], start_hour: int | N
             start = anchor + timedelta(hours=hour)
             clock.move_to(advance_to(base, start))
             if hour == 0:
-                soak.materialize_all = materialize_all(soak, instance)
+                soak.materialize_all = materialize_all(
+                    soak, defs, instance, settings.warehouse_path
+                )
             if hour == hours // 2:
                 session.close()
                 session = HeldSession(settings.warehouse_path, read_only=False)

@@ -1,8 +1,8 @@
 """The asset factory (assets/factory.py) on streams of its own: each day of a range run
 records its own figures, days the service no longer serves are not asked for and say so,
 a connection's refusal fails the run with its message, no traceback, after the other
-connection's rows are recorded, and the catalog shows each asset's columns, service, rows
-and description."""
+connection's rows are recorded, a range run records each check once, not once per day, and
+the catalog shows each asset's columns, service, rows and description."""
 
 from datetime import date, timedelta
 from typing import ClassVar
@@ -12,11 +12,13 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
 from dagster._core.storage.tags import (
     ASSET_PARTITION_RANGE_END_TAG,
     ASSET_PARTITION_RANGE_START_TAG,
 )
 
+from assets.checks import stream_checks
 from assets.factory import STARTED_BY_TAG, started_by, stream_asset
 from assets.resources import ConnectionConfig, LakeResource
 from pipelines.clients.base import Service
@@ -48,10 +50,11 @@ def resources(tmp_path) -> dict:
     }
 
 
-def materialize(tmp_path, stream: PulledStream, first: date, last: date):
+def materialize(tmp_path, stream: PulledStream, first: date, last: date, checks=(), instance=None):
     return dg.materialize(
-        [stream_asset(stream)],
+        [stream_asset(stream), *checks],
         resources=resources(tmp_path),
+        instance=instance,
         tags={
             ASSET_PARTITION_RANGE_START_TAG: first.isoformat(),
             ASSET_PARTITION_RANGE_END_TAG: last.isoformat(),
@@ -170,6 +173,42 @@ def test_a_refusing_connection_fails_the_run_with_its_message_after_the_other_la
     ).fetchall()
     assert (relation, outcome, rows) == ("test.things", "partly failed", 1)
     assert "things for 2026-10-01 cannot be pulled" in error
+
+
+@pytest.mark.parametrize(
+    ("refused", "recorded"),
+    [
+        (False, AssetCheckExecutionRecordStatus.SUCCEEDED),
+        # The checks do not run: the one planned evaluation is the UI's "failed" of the run.
+        (True, AssetCheckExecutionRecordStatus.PLANNED),
+    ],
+)
+def test_a_range_run_records_each_check_once_not_once_per_day(tmp_path, refused, recorded):
+    first = date(2026, 10, 1)
+
+    def rows(turn: Turn):
+        if refused:
+            raise ServiceRefused("not served")
+        for day in turn.days:
+            yield day, [{"id": day.day}]
+
+    things = PulledStream("test", "things", SCHEMA, daily=True, rows=rows)
+    checks = stream_checks([things])
+    with dg.instance_for_test() as instance:
+        result = materialize(
+            tmp_path, things, first, first + timedelta(days=4), checks=checks, instance=instance
+        )
+        records = {
+            key.name: instance.event_log_storage.get_asset_check_execution_history(key, limit=100)
+            for check in checks
+            for key in check.check_keys
+        }
+    assert result.success is not refused
+    assert len(records) == 3
+    for name, history in records.items():
+        assert [(r.run_id, r.status, r.partition) for r in history] == [
+            (result.run_id, recorded, None)
+        ], name
 
 
 @pytest.mark.parametrize(
