@@ -29,12 +29,18 @@ class SandboxApp:
         self.sandbox = Sandbox.create(config, webhook_transport)
         self.traffic = Traffic()
         self.agent = _agent_caller(config)
+        hubs = {region: build_datahub(self.sandbox, region) for region in ("default", "jp")}
+        # The people who write to the brand's conversation channels are the hub's members.
+        conversations = {
+            region: build_conversation(
+                self.sandbox, region, self.agent, hub.hub.contacts.channel_member_ids()
+            )
+            for region, hub in hubs.items()
+        }
         self.services: dict[tuple[str, str], Service] = {
             ("comment", "default"): build_comment(self.sandbox),
-            ("conversation", "default"): build_conversation(self.sandbox, "default", self.agent),
-            ("conversation", "jp"): build_conversation(self.sandbox, "jp", self.agent),
-            ("datahub", "default"): build_datahub(self.sandbox, "default"),
-            ("datahub", "jp"): build_datahub(self.sandbox, "jp"),
+            **{("conversation", region): service for region, service in conversations.items()},
+            **{("datahub", region): service for region, service in hubs.items()},
         }
         root = FastAPI(
             title="sandbox",

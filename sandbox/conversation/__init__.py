@@ -39,13 +39,18 @@ class ConversationService:
     service = "conversation"
 
     def __init__(
-        self, sandbox: Sandbox, region: str, mount: str, agent: AgentCaller | None = None
+        self,
+        sandbox: Sandbox,
+        region: str,
+        mount: str,
+        agent: AgentCaller | None = None,
+        hub_ids: dict[str, list[str]] | None = None,
     ) -> None:
         self.region = region
         self._sandbox = sandbox
         shared = pools(sandbox.config.seed)
         self.directory = Directory(sandbox, region, shared)
-        self.members = Members(sandbox, region, self.directory, shared)
+        self.members = Members(sandbox, region, self.directory, shared, hub_ids)
         self.messages = Messages(sandbox, region, self.directory, self.members)
         download = f"{sandbox.config.public_url}{mount}{BACKUP_DOWNLOAD[1]}"
         self.backups = Backups(sandbox, region, self.messages, download)
@@ -133,5 +138,11 @@ class ConversationService:
         return JSONResponse({"user_ids": self.directory.team_users[team_id]})
 
 
-def build(sandbox: Sandbox, region: str, agent: AgentCaller | None = None) -> ConversationService:
-    return ConversationService(sandbox, region, MOUNTS[("conversation", region)], agent)
+def build(
+    sandbox: Sandbox,
+    region: str,
+    agent: AgentCaller | None = None,
+    hub_ids: dict[str, list[str]] | None = None,
+) -> ConversationService:
+    """`hub_ids`: see `Members`; the region's data hub contacts' channel ids."""
+    return ConversationService(sandbox, region, MOUNTS[("conversation", region)], agent, hub_ids)

@@ -62,7 +62,17 @@ UNASSIGNED = ASSIGN_TYPES.index("unassigned")
 
 
 class Members:
-    def __init__(self, sandbox: Sandbox, region: str, directory: Directory, pools: Pools) -> None:
+    def __init__(
+        self,
+        sandbox: Sandbox,
+        region: str,
+        directory: Directory,
+        pools: Pools,
+        hub_ids: dict[str, list[str]] | None = None,
+    ) -> None:
+        """`hub_ids`: the region's data hub contacts' ids on their channels, by channel type
+        (`ContactTable.channel_member_ids`): members of a channel of that type are those
+        people, in order, as far as they go, so a conversation joins the hub's member."""
         self._sandbox = sandbox
         self._directory = directory
         self._pools = pools
@@ -78,8 +88,11 @@ class Members:
         activity[rng.random(count) < 0.12] = 0.0
         self.activity = activity
         channels = directory.channels
+        linked = {kind: iter(ids) for kind, ids in (hub_ids or {}).items()}
         self.external_ids = [
-            self._external_id(channels[c], i) for i, c in enumerate(self.table["channel"].tolist())
+            next(linked.get(channels[c]["type"], iter(())), None)
+            or self._external_id(channels[c], i)
+            for i, c in enumerate(self.table["channel"].tolist())
         ]
         self._by_external = {
             (c, e): i

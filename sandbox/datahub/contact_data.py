@@ -145,6 +145,17 @@ class ContactTable:
     def size(self) -> int:
         return self.base_size + len(self.created)
 
+    def channel_member_ids(self) -> dict[str, list[str]]:
+        """Each generated contact's id on its channel (`external_member_id`), by channel
+        type, in row order: the same people write to the brand's conversation channels."""
+        found: dict[str, list[str]] = {}
+        columns = zip(self.market.tolist(), self.channel.tolist(), *self.uid.tolist(), strict=True)
+        for row, (market, channel, hi, lo) in enumerate(columns):
+            channel_type, _, _, _, member = self._identity(row, market, channel, hi, lo)
+            if member:
+                found.setdefault(channel_type, []).append(member)
+        return found
+
     def member_ids(self) -> list[int]:
         generated = range(self.first_member_id, self.first_member_id + self.base_size)
         return [*generated, *(row["member_id"] for row in self.created)]

@@ -1721,3 +1721,19 @@ def test_odd_bodies_are_400_not_500(shared, body):
     )
     assert response.status_code == 400
     assert response.json()["error"]["code"] == "invalid_request"
+
+
+def test_members_are_the_data_hubs_contacts_on_their_channels(shared):
+    """A conversation member's external id is a data hub contact's id on a channel of the same
+    type, in the same region: the member joins the hub's member (and the brand's customer)."""
+    app = shared.app
+    for region in ("default", "jp"):
+        members = app.services[("conversation", region)].members
+        hub = app.services[("datahub", region)].hub.contacts.channel_member_ids()
+        channels = app.services[("conversation", region)].directory.channels
+        kinds = [channels[c]["type"] for c in members.table["channel"].tolist()]
+        linked = [
+            e in set(hub.get(k, ())) for k, e in zip(kinds, members.external_ids, strict=True)
+        ]
+        assert sum(linked) > 0.9 * len(linked)
+        assert len(set(zip(kinds, members.external_ids, strict=True))) == len(linked)
