@@ -1,5 +1,6 @@
 """`make demo`: start a sandbox, run the full sync against it, show the warehouse, then push
-a demo shop's records to the data hub, twice (the second run sends nothing).
+a demo shop's records to the data hub, twice (the second run sends nothing), and let the
+conversation service's AI agent answer its members from the shop's orders (demo/agent.py).
 `python -m demo`.
 
 The sandbox runs frozen (its data stops at start), so the warehouse must equal its ground
@@ -19,7 +20,7 @@ import duckdb
 import httpx
 
 import demo
-from assets import definitions, webhooks
+from assets import agent, definitions, webhooks
 from assets.cli import run_push_command
 from assets.resources import build_resources
 from assets.sync import run_sync
@@ -48,6 +49,44 @@ def land_webhook_events(base: str, settings) -> dict[str, int]:
     return dict(sorted(rows))
 
 
+#: Member messages per region whose turns the frozen sandbox sends the agent again.
+AGENT_TURNS = 300
+
+
+def answer_conversations(base: str, settings) -> dict[str, int]:
+    """The sandbox's service sends the agent the turns of its latest member messages; the
+    agent's inbox is compacted into the lake. Figures of the sandbox's calls and of the
+    warehouse's `conversation.agent_requests`, and two of the answers."""
+    for region in ("default", "jp"):
+        replay = f"{base}/_sandbox/conversation/{region}/agent/replay"
+        httpx.post(replay, params={"count": AGENT_TURNS}, timeout=60).raise_for_status()
+    seen = httpx.get(f"{base}/_sandbox/agent", params={"wait": 120}, timeout=180).json()
+    with dg.DagsterInstance.ephemeral() as instance:
+        dg.materialize(agent.ASSETS, resources=build_resources(settings), instance=instance)
+    with duckdb.connect(str(settings.warehouse_path), read_only=True) as con:
+        requests, answered, handovers, orders = con.execute(
+            "SELECT count(*), count(answered_at), count(*) FILTER (handover), "
+            "count(*) FILTER (outcome = 'replied' AND NOT handover) "
+            "FROM conversation.agent_requests"
+        ).fetchone()
+        examples = con.execute(
+            "SELECT m.text, r.reply_text FROM conversation.agent_requests AS r "
+            "JOIN conversation.agent_messages AS m ON m.first_request_key = r.request_key "
+            "WHERE NOT r.handover AND m.sender_type = 'member' ORDER BY r.received_at LIMIT 2"
+        ).fetchall()
+    for question, reply in examples:
+        print(f"  member: {question!r}\n  agent:  {reply!r}")
+    calls = seen["calls"]
+    return {
+        "sandbox calls": len(calls),
+        "sandbox answered": sum(call["answered"] for call in calls),
+        "requests": requests,
+        "answers": answered,
+        "handovers": handovers,
+        "order answers": orders,
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m demo")
     parser.add_argument("--port", type=int, default=8765)
@@ -61,15 +100,23 @@ def main() -> int:
     # A fresh signing secret per demo, shared through the environment only: never printed,
     # never in a command line.
     os.environ.setdefault("WEBHOOK_SECRET", secrets.token_hex(24))
-    receiver_port = args.port + 1
+    # The same for the agent's token; its reply function reads the demo's warehouse.
+    os.environ.setdefault("AGENT_TOKEN", secrets.token_hex(24))
+    os.environ["AGENT_REPLY"] = "demo.agent:reply"
+    os.environ["WAREHOUSE_PATH"] = str(args.data / "warehouse.duckdb")
+    receiver_port, agent_port = args.port + 1, args.port + 2
     hook = f"http://127.0.0.1:{receiver_port}/webhooks/datahub"
+    agent_url = f"http://127.0.0.1:{agent_port}/agent/reply"
     sandbox_args = ["--frozen", "--rate-window", str(RATE_WINDOW_SECONDS), "--webhook-url", hook]
+    sandbox_args += ["--agent-url", agent_url, "--task-phase-seconds", "0.2"]
     with (
         running_process("pipelines.webhooks", receiver_port),
-        running_sandbox(args.port, *sandbox_args, "--task-phase-seconds", "0.2") as base,
+        running_process("pipelines.agent", agent_port, ready_path="/health"),
+        running_sandbox(args.port, *sandbox_args) as base,
     ):
         print(f"sandbox: {base} (frozen, small, seed 7; rate limits per {RATE_WINDOW_SECONDS} s)")
         print(f"webhook receiver: {hook} (the sandbox's data hub signs and sends to it)")
+        print(f"AI agent: {agent_url} (demo.agent:reply answers order questions from shop.*)")
         os.environ.update(point_at_sandbox(base, args.data) | demo.environment())
         settings = load_settings()
         declare_shop(Lake(settings.lake_root))  # the shop's views build before it is written
@@ -87,6 +134,8 @@ def main() -> int:
         print("push again: nothing changed, so nothing is sent …")
         again = run_push_command(dry_run=False, record_types=[])
         events = land_webhook_events(base, settings)
+        print("AI agent: the sandbox's members ask; the agent answers from the shop's orders …")
+        conversations = answer_conversations(base, settings)
     rows = reconcile(
         Lake(settings.lake_root), str(settings.warehouse_path), definitions.STREAMS, truth
     )
@@ -97,6 +146,7 @@ def main() -> int:
         mark = "ok" if r.equal else "DIFFERS"
         print(f"{r.relation:<{width}}  {r.rows:>9,}  {truth_rows:>9}  {mark}")
     print(f"\nwebhook events in datahub.webhook_events: {events}")
+    print(f"AI agent, in conversation.agent_requests: {conversations}")
     print(
         f"\nlake: {settings.lake_root}/  warehouse: {settings.warehouse_path}\n"
         "Query it read-only (an open session never blocks a sync):\n"
@@ -105,7 +155,9 @@ def main() -> int:
         "Open the Dagster UI on the same setup: make dev"
     )
     landed = report.ok and all(r.equal for r in rows) and pushed == again == 0
-    return 0 if landed and events else 1
+    figures = list(conversations.values())
+    answered = figures[0] > 0 and len(set(figures[:4])) == 1  # every call, kept once, answered
+    return 0 if landed and events and answered else 1
 
 
 if __name__ == "__main__":

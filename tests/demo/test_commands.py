@@ -1,6 +1,7 @@
 """`make demo` and `make dev` as the README gives them, run as the Makefile runs them
 (`python -m demo`, `python -m demo.dev` with the instance settings of `dagster.yaml`)."""
 
+import ast
 import os
 import shutil
 import signal
@@ -16,6 +17,7 @@ from assets import definitions
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "demo-test-signing-secret"
+AGENT_TOKEN = "demo-test-agent-token"
 
 
 def free_ports(count: int) -> int:
@@ -36,9 +38,10 @@ def free_ports(count: int) -> int:
 
 def test_make_demo_lands_every_relation_equal_to_the_truth_and_pushes_once(tmp_path):
     finished = subprocess.run(
-        [sys.executable, "-m", "demo", "--port", str(free_ports(2)), "--data", str(tmp_path)],
+        [sys.executable, "-m", "demo", "--port", str(free_ports(3)), "--data", str(tmp_path)],
         cwd=tmp_path,  # the demo names every path it writes; nothing lands in the checkout
-        env=os.environ | {"WEBHOOK_SECRET": SECRET, "PYTHONPATH": str(ROOT)},
+        env=os.environ
+        | {"WEBHOOK_SECRET": SECRET, "AGENT_TOKEN": AGENT_TOKEN, "PYTHONPATH": str(ROOT)},
         capture_output=True,
         text=True,
         timeout=900,
@@ -48,7 +51,13 @@ def test_make_demo_lands_every_relation_equal_to_the_truth_and_pushes_once(tmp_p
     equal = {line.split()[0] for line in finished.stdout.splitlines() if line.endswith(" ok")}
     assert equal == {stream.relation for stream in definitions.STREAMS}, output
     assert "webhook events in datahub.webhook_events: {" in finished.stdout
-    assert "Traceback" not in output and SECRET not in output
+    # The agent answered every turn the sandbox sent, each kept once; some from the orders.
+    [line] = [x for x in finished.stdout.splitlines() if x.startswith("AI agent, in conversation")]
+    agent = ast.literal_eval(line.partition(": ")[2])
+    calls = agent["sandbox calls"]
+    assert calls > 0 and agent["sandbox answered"] == agent["requests"] == agent["answers"] == calls
+    assert 0 < agent["order answers"] == calls - agent["handovers"]
+    assert "Traceback" not in output and SECRET not in output and AGENT_TOKEN not in output
 
 
 def test_make_dev_serves_the_code_location_in_the_dagster_ui(tmp_path):
