@@ -193,6 +193,7 @@ def test_check_on_a_full_disk_fails_the_lake_row_and_checks_the_rest(frozen_sand
     assert code == 1
     rows = checked(output)
     assert rows.pop("lake LAKE_ROOT") == "FAILED" and rows.pop("datahub webhooks") == "WARN"
+    assert rows.pop("conversation agent") == "WARN"  # no AGENT_TOKEN here
     assert set(rows.values()) == {"ok"}
     told(output, "FAILED lake LAKE_ROOT: ", f"LAKE_ROOT={lake_root}: its disk refused a write")
     assert command("check")[0] == 0

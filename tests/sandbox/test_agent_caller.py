@@ -411,13 +411,14 @@ def test_a_live_clock_calls_the_agent_unasked():
     ("with_agent", "frozen"), [(False, False), (True, True)], ids=["no-agent", "frozen"]
 )
 def test_without_an_agent_or_a_moving_clock_nothing_is_called(with_agent, frozen):
+    before = set(threading.enumerate())  # other tests' live sandboxes may tick meanwhile
     with serving() as agent:
         url = agent.url if with_agent else None
         with sandbox(url, frozen=frozen) as (app, http):
             advance(http, HOUR)
             answer = http.get("/_sandbox/agent", params={"wait": 1}).json()
             truth = http.get("/_sandbox/truth").json()["conversation"]["default"]
-            names = {thread.name for thread in threading.enumerate()}
+            names = {thread.name for thread in set(threading.enumerate()) - before}
     assert answer == {"idle": True, "calls": []} and agent.requests == []
     assert (app.agent is not None) == with_agent and "agent-clock" not in names
     expected = {"agent_calls": 0, "agent_answered": 0, "agent_handovers": 0} if with_agent else {}
