@@ -16,8 +16,8 @@ from sandbox.app import SandboxApp, build_app
 from sandbox.config import SandboxConfig
 
 ANCHOR = datetime(2026, 11, 1, 12, 0, 0, tzinfo=UTC)
-#: Tests of minutes, run first: with `make test`'s two workers (`--dist worksteal`) each then
-#: runs beside the others instead of alone at the end (the soak was the suite's last 5 minutes).
+#: Tests of minutes, run first: with `make test`'s workers (`--dist worksteal`) each then runs
+#: beside the others instead of alone at the end (the soak was the suite's last 5 minutes).
 LONGEST = ("tests/test_soak.py::",)
 
 
