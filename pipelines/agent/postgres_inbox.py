@@ -8,8 +8,6 @@ an advisory lock).
 
 from __future__ import annotations
 
-import hashlib
-import uuid
 from collections.abc import Iterator
 from datetime import UTC, date, datetime
 
@@ -17,6 +15,7 @@ from pipelines.agent.inbox import StoredAnswer, StoredTurn, stored_answer
 from pipelines.agent.reply import Answer
 from pipelines.shared_store import STORE_VARIABLE, Postgres, shown
 from pipelines.webhooks.inbox import BATCH, by_id
+from pipelines.webhooks.postgres_inbox import inbox_uuid, insert_lock
 
 REQUESTS = "warehouse_sync_agent_requests"
 ANSWERS = "warehouse_sync_agent_answers"
@@ -68,18 +67,9 @@ class PostgresAgentInbox:
     def __init__(self, url: str, scope: str) -> None:
         self.scope = scope
         self.location = f"{shown(url)} ({STORE_VARIABLE}), agent inbox of {scope}"
-        digest = hashlib.sha256(f"{REQUESTS} {scope}".encode()).digest()
-        self._insert_lock = int.from_bytes(digest[:8], "big", signed=True)
+        self._insert_lock = insert_lock(REQUESTS, scope)
         self._db = Postgres(url, "the agent inbox", STORE_VARIABLE, SETUP)
-        self._db.run(
-            f"INSERT INTO {META} (inbox, name, value) "
-            "VALUES (%(inbox)s, 'inbox_uuid', %(uuid)s) ON CONFLICT DO NOTHING",
-            {"inbox": scope, "uuid": str(uuid.uuid4())},
-        )
-        [(self.uuid,)] = self._db.run(
-            f"SELECT value FROM {META} WHERE inbox = %(inbox)s AND name = 'inbox_uuid'",
-            {"inbox": scope},
-        )
+        self.uuid = inbox_uuid(self._db, META, scope)
 
     def __enter__(self) -> PostgresAgentInbox:
         return self

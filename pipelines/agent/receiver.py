@@ -78,8 +78,9 @@ def build_app(
                 await run_in_threadpool(inbox.reject, received_at, str(problem), body)
                 log.warning("rejected an agent call: %s", problem)
                 return JSONResponse({"error": str(problem)}, 400)
-            await run_in_threadpool(inbox.store, key, received_at, body)
-            stored = await run_in_threadpool(inbox.answer_of, key)
+            first = await run_in_threadpool(inbox.store, key, received_at, body)
+            # A request stored just now has no answer yet: only a copy's is looked up.
+            stored = None if first else await run_in_threadpool(inbox.answer_of, key)
             if stored is None:
                 answer = await replier.answer(turn)
                 stored = await run_in_threadpool(inbox.store_answer, key, answer, datetime.now(UTC))

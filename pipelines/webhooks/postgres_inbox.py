@@ -70,6 +70,28 @@ INSERT_EVENT = (
 )
 
 
+def insert_lock(table: str, scope: str) -> int:
+    """The advisory lock the inserts of one scope into `table` queue on: any number, the same
+    in every process."""
+    digest = hashlib.sha256(f"{table} {scope}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def inbox_uuid(db: Postgres, meta: str, scope: str) -> str:
+    """The uuid naming the scope's inbox, made on first use: the lake records which inbox its
+    files were compacted from."""
+    db.run(
+        f"INSERT INTO {meta} (inbox, name, value) "
+        "VALUES (%(inbox)s, 'inbox_uuid', %(uuid)s) ON CONFLICT DO NOTHING",
+        {"inbox": scope, "uuid": str(uuid.uuid4())},
+    )
+    [(value,)] = db.run(
+        f"SELECT value FROM {meta} WHERE inbox = %(inbox)s AND name = 'inbox_uuid'",
+        {"inbox": scope},
+    )
+    return value
+
+
 def _utf8(text: str | None) -> bytes | None:
     return None if text is None else text.encode("utf-8")
 
@@ -86,20 +108,9 @@ class PostgresInbox:
     def __init__(self, url: str, scope: str) -> None:
         self.scope = scope
         self.location = f"{shown(url)} ({STORE_VARIABLE}), inbox of {scope}"
-        # The inserts of one scope queue on this lock (any number, the same in every process).
-        digest = hashlib.sha256(f"{EVENTS} {scope}".encode()).digest()
-        self._insert_lock = int.from_bytes(digest[:8], "big", signed=True)
+        self._insert_lock = insert_lock(EVENTS, scope)
         self._db = Postgres(url, "the webhook inbox", STORE_VARIABLE, SETUP)
-        # Names this inbox: the lake records which inbox its files were compacted from.
-        self._db.run(
-            f"INSERT INTO {META} (inbox, name, value) "
-            "VALUES (%(inbox)s, 'inbox_uuid', %(uuid)s) ON CONFLICT DO NOTHING",
-            {"inbox": scope, "uuid": str(uuid.uuid4())},
-        )
-        [(self.uuid,)] = self._db.run(
-            f"SELECT value FROM {META} WHERE inbox = %(inbox)s AND name = 'inbox_uuid'",
-            {"inbox": scope},
-        )
+        self.uuid = inbox_uuid(self._db, META, scope)
 
     def __enter__(self) -> PostgresInbox:
         return self
