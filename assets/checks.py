@@ -1,17 +1,54 @@
 """Asset checks that every stream shares, read from the lake with an in-memory DuckDB (never
 the warehouse file, so a check never waits on its lock), and what Dagster records of a run's
-checks (`plan_checks_once`)."""
+checks (`plan_checks_once`).
+
+A check of a daily stream looks at the days its run landed, so an hourly run costs what it
+lands, not what the lake has kept. What needs the whole stream (a key repeated across days,
+a page damaged in a day no run lands again) is the same checks in the job
+`whole_stream_checks`, which a daily schedule runs (`assets/definitions.py`)."""
+
+from datetime import date, timedelta
 
 import dagster as dg
 import sqlalchemy as db
 from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
 from dagster._core.storage.event_log.schema import AssetCheckExecutionsTable
 from dagster._core.storage.event_log.sql_event_log import SqlEventLogStorage
+from dagster._core.storage.tags import (
+    ASSET_PARTITION_RANGE_END_TAG,
+    ASSET_PARTITION_RANGE_START_TAG,
+    PARTITION_NAME_TAG,
+)
 
 from assets.resources import LakeResource
 from pipelines.damaged import FOLDER, REASON_SUFFIX, damaged_of, set_aside_damaged
 from pipelines.drift import drift_in_lake
 from pipelines.stream import Stream
+
+#: The job that runs every stream's checks over the whole stream, daily.
+WHOLE_STREAM_JOB = "whole_stream_checks"
+
+
+def checked_days(context: dg.AssetCheckExecutionContext, stream: Stream) -> list[date] | None:
+    """The days a check of a daily stream looks at: its run's partitions, which the run
+    landed. None, the whole stream, for a snapshot stream, in `WHOLE_STREAM_JOB`, or in a
+    run without partitions (a check run alone from the UI), or called outside a run."""
+    try:
+        run = context.run
+    except dg.DagsterError:  # called directly, outside a run: there is none
+        return None
+    tags = run.tags
+    first = tags.get(ASSET_PARTITION_RANGE_START_TAG) or tags.get(PARTITION_NAME_TAG)
+    last = tags.get(ASSET_PARTITION_RANGE_END_TAG) or tags.get(PARTITION_NAME_TAG)
+    if not stream.daily or run.job_name == WHOLE_STREAM_JOB or not (first and last):
+        return None
+    start, end = date.fromisoformat(first), date.fromisoformat(last)
+    return [start + timedelta(days=n) for n in range((end - start).days + 1)]
+
+
+def scope(days: list[date] | None) -> dict[str, str]:
+    """What a check looked at, as its metadata says."""
+    return {"scope": f"days {days[0]} to {days[-1]}" if days else "the whole stream"}
 
 
 def nothing_compared(reason: str, metadata: dict | None = None) -> dg.AssetCheckResult:
@@ -33,13 +70,16 @@ def unique_ids_check(stream: Stream, asset_key: dg.AssetKey) -> dg.AssetChecksDe
         asset=asset_key,
         name="ids_unique",
         blocking=False,
-        description=f"No ({key}) repeats across every landed file of {stream.relation}.",
+        description=(
+            f"No ({key}) repeats in {stream.relation}: within the days a run landed, and "
+            f"across every landed file in the job {WHOLE_STREAM_JOB}."
+        ),
     )
-    def ids_unique(lake: LakeResource) -> dg.AssetCheckResult:
-        store = lake.lake()
-        relation = store.relation(stream)
+    def ids_unique(context: dg.AssetCheckExecutionContext, lake: LakeResource):
+        store, days = lake.lake(), checked_days(context, stream)
+        relation = store.relation(stream, days)
         if relation is None:
-            return nothing_compared(f"{stream.relation} not landed")
+            return nothing_compared(f"{stream.relation} not landed", scope(days))
         # Keys counted by their 64-bit hash: a repeated key always hashes alike, so none is
         # missed, and the table is a third of the keys' (a year of trigger logs checks in
         # 16 MB). Two keys sharing a hash (about 1e-8 for a million) look repeated: an
@@ -53,7 +93,12 @@ def unique_ids_check(stream: Stream, asset_key: dg.AssetKey) -> dg.AssetChecksDe
             )
         return dg.AssetCheckResult(
             passed=rows == distinct,
-            metadata={"rows": rows, "distinct_keys": distinct, "repeated": rows - distinct},
+            metadata={
+                "rows": rows,
+                "distinct_keys": distinct,
+                "repeated": rows - distinct,
+                **scope(days),
+            },
         )
 
     return ids_unique
@@ -70,13 +115,15 @@ def schema_matches_check(stream: Stream, asset_key: dg.AssetKey) -> dg.AssetChec
         blocking=False,
         description=(
             f"Every landed row of {stream.relation} matches its declared columns: no field "
-            "the service added, retyped or left out (what did is kept in `_extra`)."
+            "the service added, retyped or left out (what did is kept in `_extra`). The "
+            f"rows of the days a run landed; every row in the job {WHOLE_STREAM_JOB}."
         ),
     )
-    def schema_matches(lake: LakeResource) -> dg.AssetCheckResult:
-        rows, drift = drift_in_lake(lake.lake(), stream)
+    def schema_matches(context: dg.AssetCheckExecutionContext, lake: LakeResource):
+        days = checked_days(context, stream)
+        rows, drift = drift_in_lake(lake.lake(), stream, days)
         if not rows:
-            return nothing_compared(f"{stream.relation} holds no rows")
+            return nothing_compared(f"{stream.relation} holds no rows", scope(days))
         described = {
             f"{kind}: {path}": f"{count} rows"
             for kind, paths in drift.items()
@@ -91,7 +138,7 @@ def schema_matches_check(stream: Stream, asset_key: dg.AssetKey) -> dg.AssetChec
                 if drift
                 else None
             ),
-            metadata={"rows": rows, "schema_drift": drift},
+            metadata={"rows": rows, "schema_drift": drift, **scope(days)},
         )
 
     return schema_matches
@@ -111,16 +158,17 @@ def files_readable_check(stream: Stream, asset_key: dg.AssetKey) -> dg.AssetChec
             f"Every page of every file of {stream.relation} reads as Parquet, checksums "
             f"verified, and no damaged file lies in `{FOLDER}/` in the lake. One found damaged "
             "is moved there with its reason, and its day or snapshot lands again with the "
-            "next sync."
+            f"next sync. The files of the days a run landed; every file in the job "
+            f"{WHOLE_STREAM_JOB}."
         ),
     )
-    def files_readable(lake: LakeResource) -> dg.AssetCheckResult:
-        store = lake.lake()
-        found = set_aside_damaged(store, stream, pages=True)
-        files = store.files(stream)
+    def files_readable(context: dg.AssetCheckExecutionContext, lake: LakeResource):
+        store, days = lake.lake(), checked_days(context, stream)
+        found = set_aside_damaged(store, stream, days, pages=True)
+        files = store.files(stream, days)
         set_aside = damaged_of(store, stream)
         if not files and not set_aside:
-            return nothing_compared(f"{stream.relation} not landed")
+            return nothing_compared(f"{stream.relation} not landed", scope(days))
         return dg.AssetCheckResult(
             passed=not set_aside,
             severity=dg.AssetCheckSeverity.WARN,
@@ -136,6 +184,7 @@ def files_readable_check(stream: Stream, asset_key: dg.AssetKey) -> dg.AssetChec
                 "files": len(files),
                 "found_now": {f.path: f.reason for f in found},
                 "set_aside": set_aside,
+                **scope(days),
             },
         )
 

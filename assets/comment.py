@@ -9,12 +9,12 @@ from dataclasses import asdict
 
 import dagster as dg
 
-from assets.checks import nothing_compared, stream_checks
+from assets.checks import checked_days, nothing_compared, scope, stream_checks
 from assets.factory import stream_assets
 from assets.resources import CommentAutomationResource, LakeResource
 from pipelines.clients.failures import isolated
 from pipelines.landing import today
-from pipelines.streams.comment import SERVICE, STREAMS
+from pipelines.streams.comment import SERVICE, STREAMS, TRIGGER_LOGS
 from pipelines.streams.comment.checks import (
     CLOSED_DAYS_SERVED,
     TOKEN_WARNING_DAYS,
@@ -49,12 +49,16 @@ ASSETS = stream_assets(STREAMS)
         "the day ended. Warns when no such day is landed."
     ),
 )
-def logs_match_daily_stats(lake: LakeResource) -> dg.AssetCheckResult:
+def logs_match_daily_stats(
+    context: dg.AssetCheckExecutionContext, lake: LakeResource
+) -> dg.AssetCheckResult:
     """The two are separate endpoints of the service, so this reconciles them; today and
     days pulled while still open keep changing, so they are left out
-    (`logs_against_stats`)."""
-    verdict = logs_against_stats(lake.lake(), today())
+    (`logs_against_stats`). The days the run landed; every day in the whole-stream job."""
+    days = checked_days(context, TRIGGER_LOGS)
+    verdict = logs_against_stats(lake.lake(), today(), days)
     figures = {
+        **scope(days),
         "days_compared": verdict.days_compared,
         "days_pulled_before_they_ended": verdict.days_pulled_before_they_ended,
     }

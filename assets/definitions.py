@@ -12,6 +12,7 @@ from dagster._core.storage.tags import (
 
 from assets import agent, alerts, comment, conversation, datahub, push, setup_check, webhooks
 from assets.catalog import column_schema
+from assets.checks import WHOLE_STREAM_JOB
 from assets.console import LOGGERS
 from assets.executors import executor
 from assets.resources import LakeResource, resources_or_problem
@@ -96,6 +97,17 @@ def _jobs() -> dict:
     )
     jobs.append(
         dg.define_asset_job(
+            WHOLE_STREAM_JOB,
+            selection=dg.AssetSelection.checks_for_assets(*STREAM_ASSETS),
+            description=(
+                "Every check of every pulled stream over the whole stream, materializing "
+                "nothing: a key repeated across days, a page damaged in a day no run lands "
+                "again. A landing's own checks look at its days only."
+            ),
+        )
+    )
+    jobs.append(
+        dg.define_asset_job(
             "all_daily",
             selection=dg.AssetSelection.assets(
                 *(k for m in SERVICES.values() for k in _keys(m, partitioned=True))
@@ -144,6 +156,13 @@ def _schedules() -> list[dg.ScheduleDefinition]:
             JOBS["datahub_daily"],
             hour_of_day=23,
             minute_of_hour=30,
+            default_status=dg.DefaultScheduleStatus.RUNNING,
+        ),
+        dg.ScheduleDefinition(
+            name=f"{WHOLE_STREAM_JOB}_daily",
+            cron_schedule="45 3 * * *",
+            job_name=WHOLE_STREAM_JOB,
+            execution_timezone="UTC",
             default_status=dg.DefaultScheduleStatus.RUNNING,
         ),
         dg.ScheduleDefinition(

@@ -36,8 +36,9 @@ from pipelines.errors import SetupError, SyncError, first_line
 from pipelines.lake import Lake
 from pipelines.landed import Landed
 from pipelines.landing import Pull, PulledStream, land, served_days, today
-from pipelines.run_history import RunRecord, outcome_of, record_run
+from pipelines.run_history import RUNS, RunRecord, outcome_of, record_run
 from pipelines.stream import Stream
+from pipelines.warehouse import Written
 
 KINDS = frozenset({"python", "parquet"})
 #: Streams pulled every hour (logs, stats and messages: they change all day); the rest daily
@@ -160,7 +161,7 @@ def stream_asset(stream: PulledStream) -> dg.AssetsDefinition:
                 "see `_extra` and the check schema_matches"
             )
         record(context, lake, stream, started_at, days, landed)
-        refresh_views(context)
+        refresh_views(context, written_by(stream, days, started_at))
         if landed.failed:
             fail_connections(context, stream, landed, lake, days)
         if not partitioned:
@@ -228,14 +229,27 @@ def started_by(tags: Mapping[str, str]) -> str:
     return tags.get(STARTED_BY_TAG, "UI or API")
 
 
-def refresh_views(context: dg.AssetExecutionContext) -> None:
-    """Bring the warehouse's views up to date after a landing, whatever started it: a
-    stream's first file makes its view (nothing to do when the definitions are the same).
-    A build that cannot be done is said, and the landing stands; the views asset, the next
-    landing or the next sync build them."""
+def written_by(stream: Stream, days: list[date] | None, started_at: datetime) -> set[Written]:
+    """What a landing of `days` (None: a snapshot) may have written, its run's row with it."""
+    # The run's row is filed under the day it started; a run across midnight ends the next.
+    run_days = {started_at.date(), datetime.now(UTC).date()}
+    runs = {(RUNS.relation, day) for day in run_days}
+    if days is None or not stream.daily:
+        return {(stream.relation, None), *runs}
+    return {(stream.relation, day) for day in days} | runs
+
+
+def refresh_views(context: dg.AssetExecutionContext, written: set[Written]) -> None:
+    """Bring the warehouse up to date after a landing, whatever started it: nothing to do
+    when its views read what the landing wrote already (`Warehouse.refresh`); a stream's
+    first file, a new day or a closed day landed again rebuild it. A build that cannot be
+    done is said, and the landing stands; the views asset, the next landing or the next sync
+    build them."""
     lake = context.resources.lake
     try:
-        outcome = refresh_warehouse(lake.lake_root, lake.warehouse_path, lake.warehouse_sql)
+        outcome = refresh_warehouse(
+            lake.lake_root, lake.warehouse_path, lake.warehouse_sql, written
+        )
     except SyncError as problem:
         context.log.warning(f"warehouse: views not brought up to date: {problem}")
     else:

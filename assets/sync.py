@@ -11,7 +11,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 from types import ModuleType
 
 import dagster as dg
@@ -22,7 +22,7 @@ from dagster._core.storage.tags import (
 
 from assets import agent, webhooks
 from assets.console import LOGGERS, console_config
-from assets.factory import STARTED_BY_TAG
+from assets.factory import STARTED_BY_TAG, written_by
 from assets.partitions import daily
 from assets.resources import build_resources
 from assets.told import ERROR_CLASS
@@ -31,7 +31,7 @@ from pipelines.damaged import set_aside_damaged
 from pipelines.lake import Lake
 from pipelines.landing import PulledStream, today
 from pipelines.settings import Settings, load_settings
-from pipelines.warehouse import WarehouseBusy, WarehouseUnavailable
+from pipelines.warehouse import WarehouseBusy, WarehouseUnavailable, Written
 
 FIRST_PARTITION = daily.start.date()
 
@@ -71,9 +71,15 @@ def select_streams(names: list[str] | None) -> list[PulledStream]:
     return chosen
 
 
+def served_window(stream: PulledStream) -> list[date]:
+    """The days a sync of an empty lake pulls: what the service still serves, up to today."""
+    last = today()
+    return [last - timedelta(days=n) for n in range(stream.history_days)]
+
+
 def default_range(stream: PulledStream, lake: Lake, connections: list[str]) -> tuple[date, date]:
     last = today()
-    served = [last - timedelta(days=n) for n in range(stream.history_days)]
+    served = served_window(stream)
     landed = [set(lake.days(stream, c)) for c in connections]  # a listing each, not a day
     missing = [d for d in served if any(d not in days for days in landed)]
     return min([*missing, last - timedelta(days=1)]), last
@@ -210,6 +216,8 @@ def run_sync(
     resources = build_resources(settings)
     lake = Lake(settings.lake_root)
     lake.sweep_temporary()
+    started_at = datetime.now(UTC)
+    written: set[Written] = set()
     with dagster_instance() as instance:
         report = SyncReport()
         chosen = [s for s in select_streams(streams) if settings.connections[s.service]]
@@ -219,13 +227,17 @@ def run_sync(
             tags = None
             if run[0].partitioned:
                 (stream,) = run
-                # Set aside before the range is chosen: a damaged day is then missing, and
-                # this sync lands it again.
-                for found in set_aside_damaged(lake, stream):
-                    report.notes.append(f"{stream.relation}: damaged file set aside: {found}")
-                names = [c.name for c in settings.connections[stream.service]]
-                first, last = default_range(stream, lake, names)
-                first, last = start or first, end or last
+                if start and end:
+                    # The landing reads every page of its own days' files first.
+                    first, last = start, end
+                else:
+                    # Set aside before the range is chosen: a damaged day is then missing,
+                    # and this sync lands it again. Older days cannot be pulled again.
+                    for found in set_aside_damaged(lake, stream, served_window(stream)):
+                        report.notes.append(f"{stream.relation}: damaged file set aside: {found}")
+                    names = [c.name for c in settings.connections[stream.service]]
+                    first, last = default_range(stream, lake, names)
+                    first, last = start or first, end or last
                 if first < FIRST_PARTITION:
                     report.notes.append(
                         f"{stream.relation}: days before {FIRST_PARTITION} are older than the "
@@ -238,6 +250,9 @@ def run_sync(
                     ASSET_PARTITION_RANGE_END_TAG: last.isoformat(),
                 }
             _run(job_name(run), assets, resources, instance, report, label, tags)
+            days = [first + timedelta(n) for n in range((last - first).days + 1)] if tags else None
+            for stream in run:
+                written |= written_by(stream, days, started_at)
         if not streams:  # a full sync also lands what the webhook and agent receivers stored
             _run(
                 "sync_datahub_webhook_events",
@@ -255,19 +270,22 @@ def run_sync(
                 report,
                 "conversation.agent_requests",
             )
-    report.warehouse, failed = refreshed(settings)
+    # A full sync also compacts the receivers' inboxes, whose days it does not know: the
+    # views are then compared with the whole lake.
+    report.warehouse, failed = refreshed(settings, written if streams else None)
     if failed:
         # The streams have landed; only the views are behind, and the report says why.
         report.failed["warehouse"] = failed
     return report
 
 
-def refreshed(settings: Settings) -> tuple[str, str]:
+def refreshed(settings: Settings, written: set[Written] | None = None) -> tuple[str, str]:
     """The views brought up to date: what was done, or why they could not be (a session's
-    unsaved changes, the lake's disk or store failing), said for a person."""
+    unsaved changes, the lake's disk or store failing), said for a person. `written`: what
+    the sync's landings wrote, where known (`Warehouse.refresh`)."""
     try:
         done = refresh_warehouse(
-            settings.lake_root, settings.warehouse_path, settings.warehouse_sql
+            settings.lake_root, settings.warehouse_path, settings.warehouse_sql, written
         )
     except (WarehouseBusy, WarehouseUnavailable) as failed:
         return "", str(failed)

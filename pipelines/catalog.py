@@ -1,6 +1,6 @@
 """Every relation the warehouse shows, and the one way to bring its views up to date."""
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import duckdb
@@ -12,7 +12,7 @@ from pipelines.lake import Lake
 from pipelines.object_store import disk_refusal, lake_fault
 from pipelines.run_history import RUNS
 from pipelines.streams import comment, conversation, datahub, sync
-from pipelines.warehouse import Warehouse, WarehouseUnavailable
+from pipelines.warehouse import Warehouse, WarehouseUnavailable, Written
 from pipelines.webhooks.compaction import WEBHOOK_EVENTS, WEBHOOK_QUARANTINE
 
 #: The streams the pull lands, service by service.
@@ -43,16 +43,21 @@ def warehouse_of(
 
 
 def refresh_warehouse(
-    lake_root: str | Path, warehouse_path: str | Path, extra_sql: Sequence[str | Path]
+    lake_root: str | Path,
+    warehouse_path: str | Path,
+    extra_sql: Sequence[str | Path],
+    written: Iterable[Written] | None = None,
 ) -> str:
-    """Bring the views up to date and say what happened. Sessions open on the file do not
-    stop it (pipelines/warehouse.py); when it truly cannot be done, `WarehouseBusy` (a
-    session's unsaved changes) or `WarehouseUnavailable` (the lake or the disk failing) says
-    what to do, and callers fail with it rather than leave views behind the lake unnoticed."""
+    """Bring the views up to date and say what happened. `written`: what a landing wrote,
+    where the caller knows it (nothing else is looked at when the views show it already;
+    `Warehouse.refresh`). Sessions open on the file do not stop it (pipelines/warehouse.py);
+    when it truly cannot be done, `WarehouseBusy` (a session's unsaved changes) or
+    `WarehouseUnavailable` (the lake or the disk failing) says what to do, and callers fail
+    with it rather than leave views behind the lake unnoticed."""
     warehouse = warehouse_of(lake_root, warehouse_path, extra_sql)
     try:
         try:
-            done = warehouse.refresh()
+            done = warehouse.refresh(written)
         except duckdb.Error as error:
             # A view reads its files' footers when it is defined: a damaged file fails the
             # build. Set aside, the views are built over the rest, and its day lands again.

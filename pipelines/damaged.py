@@ -29,7 +29,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from pipelines.errors import first_line
-from pipelines.lake import Lake, file_day
+from pipelines.lake import Lake
 from pipelines.stream import Stream
 
 FOLDER = "_damaged"
@@ -92,9 +92,7 @@ def set_aside_damaged(
     """Every file of `stream` (of a daily stream, of `days` only where given) that cannot be
     read (its footer, or with `pages` every page), moved aside."""
     found = []
-    for path, written in sorted(lake.written(stream).items()):
-        if days is not None and file_day(path) not in days:
-            continue
+    for path, written in sorted(lake.written(stream, days).items()):
         reason = unreadable(lake, path, pages)
         # A landing beside this one may have just replaced the file whole: that one is new.
         if reason is not None and lake.modified_ns(path) == written:

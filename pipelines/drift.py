@@ -33,6 +33,7 @@ import threading
 from collections import Counter, defaultdict
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import date
 from enum import StrEnum
 from typing import Any
 
@@ -285,10 +286,12 @@ SELECT kind, path, count(*) FROM (
 """
 
 
-def drift_in_lake(lake: Lake, stream: Stream) -> tuple[int, dict[str, dict[str, int]]]:
-    """The stream's landed rows, and per kind and path how many of them hold drift in
-    `_extra` (what the `schema_matches` check reports)."""
-    relation = lake.relation(stream)
+def drift_in_lake(
+    lake: Lake, stream: Stream, days: Collection[date] | None = None
+) -> tuple[int, dict[str, dict[str, int]]]:
+    """The stream's landed rows (of `days` only, where given), and per kind and path how
+    many of them hold drift in `_extra` (what the `schema_matches` check reports)."""
+    relation = lake.relation(stream, days)
     if relation is None:
         return 0, {}
     found: dict[str, dict[str, int]] = {}

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 
@@ -34,5 +35,17 @@ def remove_unless_held(path: str | Path) -> int:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
         return 1
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def held(path: Path) -> Iterator[None]:
+    """Hold an exclusive `flock` on `path` (made if missing) for the block: processes of one
+    host that hold the same path take turns."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
     finally:
         os.close(fd)

@@ -19,7 +19,7 @@ import os
 import re
 import threading
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import date
 from pathlib import Path, PurePosixPath
@@ -36,6 +36,11 @@ from pipelines.stream import EXTRA, Stream
 
 CONNECTION_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 TEMPORARY_SUFFIX = ".tmp"
+#: How DuckDB reads a daily stream's files: the `date` from their folders, columns by name
+#: (a file landed before a column was declared reads it as null).
+DAILY_READ = "hive_partitioning = true, hive_types = {'date': DATE}, union_by_name = true"
+#: The most days of a daily stream whose files are listed a folder each (`Lake.written`).
+DAYS_LISTED_APART = 31
 #: Rows buffered before a row group is written: what a landing holds in memory at most
 #: (bench: pull, peak memory).
 ROW_GROUP_ROWS = 10_000
@@ -117,18 +122,30 @@ class Lake:
         selector = pafs.FileSelector(folder, allow_not_found=True, recursive=recursive)
         return [info for info in self.fs.get_file_info(selector) if info.is_file]
 
-    def files(self, stream: Stream) -> list[str]:
-        return sorted(self.written(stream))
+    def files(self, stream: Stream, days: Collection[date] | None = None) -> list[str]:
+        return sorted(self.written(stream, days))
 
     def days(self, stream: Stream, connection: str) -> list[date]:
         """The days already landed for one connection: the lake is the state."""
         name = f"{connection}.parquet"
         return sorted(file_day(p) for p in self.files(stream) if PurePosixPath(p).name == name)
 
-    def written(self, stream: Stream) -> dict[str, int]:
-        """Each file of the stream and when it was last written (ns; an object store keeps
-        whole seconds), from one listing."""
-        listed = self._listed(self.stream_dir(stream))
+    def written(self, stream: Stream, days: Collection[date] | None = None) -> dict[str, int]:
+        """Each file of the stream (of a daily stream, of `days` only where given) and when it
+        was last written (ns; an object store keeps whole seconds). Up to `DAYS_LISTED_APART`
+        days are listed a folder each, so what a run of a few days costs does not grow with
+        the stream's history; more, or the whole stream, in one listing."""
+        folder = self.stream_dir(stream)
+        if days is not None and stream.daily and len(days) <= DAYS_LISTED_APART:
+            listed = [
+                info
+                for day in sorted(days)
+                for info in self._listed(f"{folder}/date={day.isoformat()}", recursive=False)
+            ]
+        else:
+            listed = self._listed(folder)
+            if days is not None and stream.daily:
+                listed = [info for info in listed if file_day(info.path) in days]
         return {info.path: info.mtime_ns for info in listed if info.path.endswith(".parquet")}
 
     def uri(self, path: str) -> str:
@@ -237,33 +254,43 @@ class Lake:
         with contextlib.suppress(FileNotFoundError):
             self.fs.delete_file(self.path(stream, connection, day))
 
-    def relation(self, stream: Stream) -> str | None:
-        """DuckDB SQL reading every file of the stream (daily ones with their `date`), or
-        None while it has none: DuckDB refuses a glob that matches nothing. A connection
-        from `connect` reads it wherever the lake is."""
+    def relation(self, stream: Stream, days: Collection[date] | None = None) -> str | None:
+        """DuckDB SQL reading every file of the stream (daily ones with their `date`; of
+        `days` only, where given), or None while it has none: DuckDB refuses a glob that
+        matches nothing. A connection from `connect` reads it wherever the lake is."""
+        if days is not None and stream.daily:
+            files = self.files(stream, days)
+            if not files:
+                return None
+            listed = ", ".join("'" + self.uri(f).replace("'", "''") + "'" for f in files)
+            return f"read_parquet([{listed}], {DAILY_READ})"
         if not self.files(stream):
             return None
         folder = self.uri(self.stream_dir(stream)).replace("'", "''")
         # By name: a file landed before a column was declared (`_extra`) reads it as null.
         if stream.daily:
-            return (
-                f"read_parquet('{folder}/date=*/*.parquet', hive_partitioning = true, "
-                "hive_types = {'date': DATE}, union_by_name = true)"
-            )
+            return f"read_parquet('{folder}/date=*/*.parquet', {DAILY_READ})"
         return (
             f"read_parquet('{folder}/*.parquet', hive_partitioning = false, union_by_name = true)"
         )
 
     def connect(
-        self, database: str = ":memory:", *, read_only: bool = False, spill: bool = False
+        self,
+        database: str = ":memory:",
+        *,
+        read_only: bool = False,
+        spill: bool = False,
+        config: dict[str, object] | None = None,
     ) -> duckdb.DuckDBPyConnection:
         """A DuckDB connection that reads the lake's `relation()`s and the warehouse's views
         over them: on an object store, through the lake's filesystem (`pipelines/lake_files.py`).
-        `spill`: keep to `SPILL_SETTINGS`' memory, for a query that aggregates the history."""
-        config = (
-            {**SPILL_SETTINGS, "temp_directory": object_store.temporary_folder()} if spill else {}
-        )
-        con = duckdb.connect(database, read_only=read_only, config=config)
+        `spill`: keep to `SPILL_SETTINGS`' memory, for a query that aggregates the history;
+        `config`: other settings, spilling to the same folder."""
+        if spill:
+            config = SPILL_SETTINGS
+        if config:
+            config = {**config, "temp_directory": object_store.temporary_folder()}
+        con = duckdb.connect(database, read_only=read_only, config=config or {})
         if not self.place.local:
             from pipelines.lake_files import LakeFiles  # fsspec: for a lake on a store only
 

@@ -99,7 +99,7 @@ class Landed:
         run did to it."""
         first, last = days[0], days[-1]
         files_of: dict[date, list[str]] = {}
-        for path in lake.files(stream):  # one listing, not one a day: on a store, a request
+        for path in lake.files(stream, days):
             files_of.setdefault(file_day(path), []).append(path)
         described = {}
         for day in days:

@@ -11,6 +11,21 @@ A rebuild never writes into the file analysts have open: it builds a new file be
 renames it into place (`Warehouse.refresh`), so neither a read-only nor a read-write session
 stands in its way; each keeps the file it opened until it reconnects.
 
+**Closed days are tables.** A view that read every day file of a year's stream opened every
+file's footer at each query. So the days of the product's daily streams that landings no
+longer rewrite (before yesterday: `OPEN_DAYS`) are copied into tables of the warehouse file
+(schema `_lake`), and a stream's view reads that table and, from the lake, the folders of its
+open days only (`date=<day>/*.parquet`): a query runs at a table's speed and still sees each
+row a landing writes into an open day at once. A rebuild copies what changed only: days that
+closed since the last build, and closed days whose files changed (a backfill, a damaged file
+landed again), each replaced whole. Its file starts as a copy of the old one, so the cost of a
+rebuild is the changed days plus a file copy. What the file holds is recorded in it
+(`_lake.build`, `_lake.read`, `_lake.copied`), so a landing's refresh that wrote only open days
+of relations the views already read from the lake opens the file, compares, and is done,
+without listing the lake (`Warehouse.refresh(written=...)`). A session opened before a rebuild
+keeps the old file: it sees a closed day rewritten, or a new day's first file, once it
+reconnects.
+
 A SQL file refers to a stream as `{{ source('service', 'stream') }}`; that becomes a
 `read_parquet` over the stream's files, or a typed empty relation while it has none. A pulled
 stream no SQL file defines a view of (`<service>/<stream>.sql`) gets one from its
@@ -36,16 +51,34 @@ import functools
 import hashlib
 import os
 import re
+import shutil
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
 from pathlib import Path, PurePosixPath
 
 import duckdb
 import pyarrow as pa
 
+from pipelines.closed_days import (
+    OPEN_DAYS,
+    Built,
+    Listing,
+    built_state,
+    copy_closed_days,
+    dated,
+    duckdb_columns,
+    first_open_day,
+    literal,
+    record,
+    recorded,
+    source_of,
+)
+from pipelines.closed_days import SCHEMA as COPIES
 from pipelines.errors import Busy, SetupError, Unavailable, first_line
-from pipelines.held_files import held_while_written, remove_unless_held
+from pipelines.held_files import held, held_while_written, remove_unless_held
 from pipelines.lake import Lake
 from pipelines.stream import Stream
 
@@ -69,6 +102,10 @@ VIEW_MISTAKES = (
 )
 #: A build's mark, held while it lives: what a killed build left is removed by the next.
 HELD_SUFFIX = ".held"
+#: Appended to `.<file name>` for the lock builds on one host take turns with.
+LOCK_SUFFIX = "-build.lock"
+#: A build's DuckDB: copying a year of closed days stays within this memory, spilling beyond.
+BUILD_SETTINGS = {"memory_limit": "128MB", "preserve_insertion_order": True}
 
 
 def schema_order(schemas: Iterable[str]) -> list[str]:
@@ -112,15 +149,27 @@ def declared_view(stream: Stream) -> str:
     return f"CREATE OR REPLACE VIEW {stream.relation} AS\nSELECT\n    {columns}\nFROM {source};"
 
 
-def _literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
+_literal = literal
 
 
 def _empty_relation(con: duckdb.DuckDBPyConnection, schema: pa.Schema) -> str:
-    empty = schema.empty_table()  # noqa: F841 - read by the query below
-    types = con.execute("DESCRIBE SELECT * FROM empty").fetchall()
-    columns = ", ".join(f'CAST(NULL AS {kind}) AS "{name}"' for name, kind, *_ in types)
+    typed = duckdb_columns(con, schema)
+    columns = ", ".join(f'CAST(NULL AS {kind}) AS "{name}"' for name, kind in typed)
     return f"(SELECT {columns} LIMIT 0)"
+
+
+@dataclass
+class _Plan:
+    """A build's view of the lake: its first open day, each copied stream's listing, and
+    what the views it defines read from the lake (filled while they are made)."""
+
+    first_open: date
+    listings: dict[str, Listing]
+    read: set[tuple[str, date | None]] = field(default_factory=set)
+
+
+#: What a landing wrote: `(relation, day)` of a daily stream, `(relation, None)` of another.
+Written = tuple[str, date | None]
 
 
 class Warehouse:
@@ -132,6 +181,7 @@ class Warehouse:
         sql_dir: Path = SQL_DIR,
         extra_sql: Sequence[str | Path] = (),
         viewed: Iterable[Stream] = (),
+        clock: Callable[[], date] = lambda: datetime.now(UTC).date(),
     ) -> None:
         self.path = Path(path)
         self.lake = lake
@@ -140,6 +190,13 @@ class Warehouse:
         self.viewed = list(viewed)
         #: The product's folder first, then the extra ones (`WAREHOUSE_SQL`) in their order.
         self.sql_dirs = [Path(sql_dir), *(Path(folder) for folder in extra_sql)]
+        #: The day closed days are counted from (UTC, as the landings' days).
+        self.clock = clock
+
+    @property
+    def copied_streams(self) -> list[Stream]:
+        """The product's daily streams: their closed days are tables of the file."""
+        return [s for s in self.streams.values() if s.daily]
 
     def _lake_stream(self, service: str, name: str) -> Stream:
         """A stream the product does not define, as its files in the lake show it."""
@@ -155,30 +212,47 @@ class Warehouse:
         daily = any(PurePosixPath(f).parent.name.startswith("date=") for f in files)
         return Stream(service, name, stream.schema, daily=daily)
 
-    def _source(self, con: duckdb.DuckDBPyConnection, match: re.Match[str]) -> str:
+    def _source(self, con: duckdb.DuckDBPyConnection, plan: _Plan | None, match) -> str:
         service, name = match.group(1), match.group(2)
         stream = self.streams.get((service, name)) or self._lake_stream(service, name)
-        relation = self.lake.relation(stream)
-        if relation is not None:
-            return relation
-        schema = stream.schema
-        if stream.daily:
-            schema = schema.append(pa.field("date", pa.date32()))
+        if plan is not None and stream.relation in plan.listings:
+            days = plan.listings[stream.relation]
+            open_days = days.open_days(plan.first_open)
+            plan.read |= {(stream.relation, day) for day in open_days}
+            if days.files:
+                return source_of(self.lake, stream, open_days)
+        else:
+            relation = self.lake.relation(stream)
+            if relation is not None:
+                if plan is not None:
+                    plan.read.add((stream.relation, None))
+                return relation
+        schema = dated(stream) if stream.daily else stream.schema
         return _empty_relation(con, schema)
 
-    def statements(self, con: duckdb.DuckDBPyConnection) -> list[str]:
+    def _sql_files(self) -> list[Path]:
+        return sorted(file for sql_dir in self.sql_dirs for file in sql_dir.glob("*/*.sql"))
+
+    def definitions(self) -> str:
+        """A fingerprint of what the views are made from, but the lake's files: the SQL
+        files, the declared streams, where the lake is. Read without listing the lake."""
+        parts = [self.lake.place.uri, str(OPEN_DAYS)]
+        parts += [f"{f}\n{f.read_text()}" for f in self._sql_files()]
+        parts += [f"{s.relation} {s.daily} {s.schema}" for s in self.streams.values()]
+        parts += [s.relation for s in self.viewed]
+        return _fingerprint(parts)
+
+    def statements(self, con: duckdb.DuckDBPyConnection, plan: _Plan | None = None) -> list[str]:
         """Every statement that builds the warehouse, in order. `con`, the connection the
         caller builds in, types every empty relation: opening one for it costs more than the
-        DESCRIBE (bench: peer)."""
-        defined = {
-            (file.parent.name, file.stem)
-            for sql_dir in self.sql_dirs
-            for file in sql_dir.glob("*/*.sql")
-        }
+        DESCRIBE (bench: peer). With a `plan`, the copied streams read their tables and open
+        days, and the plan learns what the views read from the lake; without, every stream
+        reads all its files (a warehouse in memory, which has no tables)."""
+        defined = {(file.parent.name, file.stem) for file in self._sql_files()}
         declared = [s for s in self.viewed if (s.service, s.name) not in defined]
         schemas = schema_order({*schemas_of(self.sql_dirs), *(s.service for s in declared)})
         statements = [f"CREATE SCHEMA IF NOT EXISTS {schema}" for schema in schemas]
-        source = functools.partial(self._source, con)
+        source = functools.partial(self._source, con, plan)
         for schema in schemas:
             for stream in declared:
                 if stream.service == schema:
@@ -189,64 +263,110 @@ class Warehouse:
                     statements.append(f"{ORIGIN}{file}\n{SOURCE.sub(source, file.read_text())}")
         return statements
 
-    def _current_fingerprint(self) -> str | None:
-        """The fingerprint the file was built with; None if it cannot be read (no file yet,
-        or a read-write session holds it: a rebuild beside it is then due either way)."""
-        if not self.path.exists():
-            return None
-        try:
-            with duckdb.connect(str(self.path), read_only=True) as con:
-                return con.execute("SELECT fingerprint FROM sync.warehouse_version").fetchone()[0]
-        except duckdb.Error:
-            return None
-
     @contextmanager
     def in_memory(self) -> Iterator[duckdb.DuckDBPyConnection]:
         """The same views in a DuckDB of this process's own: what the file holds, without
         opening it, so no session on the file can stand in the way (the push reads here)."""
         with self.lake.connect() as con:
             statements = self.statements(con)
-            _define(con, statements, _fingerprint(statements))
+            _define(con, statements)
             yield con
 
-    def refresh(self) -> str | None:
-        """Bring the views up to date: None if they were, else what was done.
+    def covers(self, written: Iterable[Written]) -> bool:
+        """Whether the file's views already show what a landing wrote, read from the file's
+        record alone: its definitions are current, no day has closed since its build, and
+        its views read each written open day (or relation) from the lake."""
+        built = built_state(self.path)
+        if built is None or built.first_open != first_open_day(self.clock()):
+            return False
+        known = {s.relation for s in self.streams.values()}
+        shown = built.read
+        if any(rel in known and (rel, day) not in shown for rel, day in written):
+            return False
+        return built.definitions == self.definitions()
+
+    def refresh(self, written: Iterable[Written] | None = None) -> str | None:
+        """Bring the views and the closed days' tables up to date: None if they were, else
+        what was done. `written`: what a landing wrote; where the file's record shows its
+        views read all of it already, nothing is listed or built (`covers`).
 
         The new file is built beside the old one and renamed over it, so a session open on
         the old file (read-only or not) neither blocks the build nor sees it half done: it
         keeps reading the old file until it reconnects, and new connections see the new one.
-        Tables someone made in the file are carried over when the old file can be read.
-        When a read-write session holds it, it cannot be read: the replaced file is kept as
-        `<name>.previous` (the same file, linked), where that session's writes go.
+        The new file starts as a copy of the old one when that can be read (its tables,
+        someone's or the closed days', come with it). When a read-write session holds it, it
+        cannot be read: the new file is built whole, and the replaced file is kept as
+        `<name>.previous` (the same file, linked), where that session's writes go. Builds on
+        one host take turns, so the last one built from the newest lake.
 
         Raises `WarehouseBusy` if the old file has changes a read-write session has not
         saved (its `.wal`): replacing the file now would orphan them."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._sweep_killed_builds()
-        build = self.path.with_name(f".{self.path.name}.{uuid.uuid4().hex}")
-        held = held_while_written(build.with_name(build.name + HELD_SUFFIX))
-        temporary = build.with_name(build.name + ".tmp")
-        try:
-            with self.lake.connect() as builder:
-                statements = self.statements(builder)
-                fingerprint = _fingerprint(statements)
-                if self._current_fingerprint() == fingerprint:
-                    return None
-                readable = self.path.exists() and _attach_old(builder, self.path)
+        with held(self.path.with_name(f".{self.path.name}{LOCK_SUFFIX}")):
+            if written is not None and self.covers(written):
+                return None
+            self._sweep_killed_builds()
+            build = self.path.with_name(f".{self.path.name}.{uuid.uuid4().hex}")
+            mark = held_while_written(build.with_name(build.name + HELD_SUFFIX))
+            temporary = build.with_name(build.name + ".tmp")
+            try:
+                return self._build(temporary)
+            finally:
+                for leftover in (temporary, _wal(temporary), _link(temporary)):
+                    leftover.unlink(missing_ok=True)
+                build.with_name(build.name + HELD_SUFFIX).unlink(missing_ok=True)
+                os.close(mark)
+
+    def _build(self, temporary: Path) -> str | None:
+        plan = _Plan(
+            first_open_day(self.clock()),
+            {s.relation: Listing.of(self.lake, s) for s in self.copied_streams},
+        )
+        with self.lake.connect(config=BUILD_SETTINGS) as builder:
+            statements = self.statements(builder, plan)
+            fingerprint = _fingerprint(statements)
+            readable = self.path.exists() and _attach_old(builder, self.path)
+            old = recorded(builder, "replaced") if readable else None
+            if (
+                old is not None
+                and old.fingerprint == fingerprint
+                and all(
+                    old.copied.get(relation, {}) == listing.closed(plan.first_open)
+                    for relation, listing in plan.listings.items()
+                )
+            ):
+                return None
+            copied_before = old.copied if old is not None else {}
+            if readable and not _wal(self.path).exists():
+                # The attachment keeps writers out: the copy is of a file no one changes.
+                shutil.copyfile(self.path, temporary)
+                builder.execute(f"ATTACH {_literal(str(temporary))} AS built")
+                builder.execute("USE built")
+                _drop_views(builder)
+            else:
                 builder.execute(f"ATTACH {_literal(str(temporary))} AS built")
                 builder.execute("USE built")
                 if readable:
                     _carry_tables(builder)
-                _define(builder, statements, fingerprint)
-                builder.execute("CHECKPOINT built")
-                builder.execute("USE memory")
-                builder.execute("DETACH built")
-                return self._replace(temporary, readable)
-        finally:
-            for leftover in (temporary, _wal(temporary), _link(temporary)):
-                leftover.unlink(missing_ok=True)
-            build.with_name(build.name + HELD_SUFFIX).unlink(missing_ok=True)
-            os.close(held)
+                copied_before = {}
+            copied = {
+                s.relation: copy_closed_days(
+                    builder,
+                    self.lake,
+                    s,
+                    plan.listings[s.relation],
+                    plan.first_open,
+                    copied_before.get(s.relation, {}),
+                )
+                for s in self.copied_streams
+            }
+            _define(builder, statements)
+            read = frozenset(plan.read)
+            record(builder, Built(fingerprint, self.definitions(), plan.first_open, read, copied))
+            builder.execute("CHECKPOINT built")
+            builder.execute("USE memory")
+            builder.execute("DETACH built")
+            return self._replace(temporary, readable)
 
     def _sweep_killed_builds(self) -> None:
         """Remove what builds killed half way left beside the file. A build holds its
@@ -325,10 +445,12 @@ def _attach_old(builder: duckdb.DuckDBPyConnection, path: Path) -> bool:
 
 
 def _carry_tables(builder: duckdb.DuckDBPyConnection) -> None:
-    """Copy the tables someone made in the old file into the new one: the warehouse defines
-    only views, so every table in it is someone's own."""
+    """Copy the tables someone made in the old file into the new one: the warehouse's own are
+    the closed days' (schema `_lake`), copied anew from the lake."""
     tables = builder.execute(
-        "SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = 'replaced'"
+        "SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = 'replaced' "
+        "AND schema_name <> ?",
+        [COPIES],
     ).fetchall()
     for schema, table in tables:
         builder.execute(f"CREATE SCHEMA IF NOT EXISTS {_quoted(schema)}")
@@ -336,7 +458,7 @@ def _carry_tables(builder: duckdb.DuckDBPyConnection) -> None:
         builder.execute(f"CREATE TABLE {name} AS FROM replaced.{name}")
 
 
-def _define(con: duckdb.DuckDBPyConnection, statements: list[str], fingerprint: str) -> None:
+def _define(con: duckdb.DuckDBPyConnection, statements: list[str]) -> None:
     """Create the views in `con`'s default database, which holds no view yet. A view that
     DuckDB cannot make (a mistake in its SQL, a column or relation it does not find) is a
     `SetupError` naming its file."""
@@ -350,8 +472,21 @@ def _define(con: duckdb.DuckDBPyConnection, statements: list[str], fingerprint: 
                 f"{origin}: {cause}. Correct the view (`sql/` and the folders WAREHOUSE_SQL "
                 "lists); until then the warehouse keeps its views as they were"
             ) from None
-    con.execute("CREATE SCHEMA IF NOT EXISTS sync")  # also where no folder defines it
-    con.execute(
-        "CREATE OR REPLACE VIEW sync.warehouse_version AS "
-        f"SELECT {_literal(fingerprint)} AS fingerprint"
-    )
+
+
+def _drop_views(con: duckdb.DuckDBPyConnection) -> None:
+    """Drop every view of `con`'s database, and the schemas left empty: a rebuild defines
+    the views anew, from the folders as they are now."""
+    database = con.execute("SELECT current_database()").fetchone()[0]
+    for schema, view in con.execute(
+        "SELECT schema_name, view_name FROM duckdb_views() "
+        "WHERE database_name = ? AND NOT internal",
+        [database],
+    ).fetchall():
+        con.execute(f"DROP VIEW {_quoted(schema)}.{_quoted(view)}")
+    for (schema,) in con.execute(
+        "SELECT schema_name FROM duckdb_schemas() WHERE database_name = ? AND NOT internal "
+        "AND schema_name NOT IN (SELECT schema_name FROM duckdb_tables() WHERE database_name = ?)",
+        [database, database],
+    ).fetchall():
+        con.execute(f"DROP SCHEMA {_quoted(schema)}")

@@ -32,7 +32,7 @@ def test_ids_unique_counts_a_key_repeated_across_days(tmp_path, days, repeated):
         # Another connection may hold the same ids: keys are per connection.
         lake.write(EVENTS, "other", [{"connection": "other", "id": i} for i in ids], day=day)
     check = unique_ids_check(EVENTS, dg.AssetKey(["test", "events"]))
-    result = check(lake=LakeResource(lake_root=str(tmp_path)))
+    result = check(dg.build_asset_check_context(), lake=LakeResource(lake_root=str(tmp_path)))
     assert result.passed is (repeated == 0)
     assert result.metadata["repeated"].value == 2 * repeated
 

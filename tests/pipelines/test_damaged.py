@@ -5,6 +5,7 @@ import os
 from datetime import timedelta
 from pathlib import Path
 
+import dagster as dg
 import pyarrow.parquet as pq
 import pytest
 
@@ -69,7 +70,7 @@ def test_a_damaged_day_and_snapshot_are_set_aside_and_landed_again_by_the_same_s
         reason = Path(kept + REASON_SUFFIX).read_text()
         assert str(path) in reason and len(reason.splitlines()) == 3
         check = files_readable_check(stream, asset_key(stream))
-        result = check(lake=resources_or_problem()["lake"])
+        result = check(dg.build_asset_check_context(), lake=resources_or_problem()["lake"])
         assert not result.passed and kept in result.description
 
 
@@ -122,7 +123,7 @@ def test_a_bit_flipped_page_is_found_by_the_check_set_aside_and_landed_again(
     assert lake.footer(str(flipped)).num_rows  # the footer still reads
     check = files_readable_check(TRIGGER_LOGS, asset_key(TRIGGER_LOGS))
 
-    found = check(lake=resources_or_problem()["lake"])
+    found = check(dg.build_asset_check_context(), lake=resources_or_problem()["lake"])
     assert not found.passed and f"found damaged: {flipped}: " in found.description
     [kept] = damaged_of(lake, TRIGGER_LOGS)
     assert kept in found.description and not flipped.exists()
@@ -131,7 +132,7 @@ def test_a_bit_flipped_page_is_found_by_the_check_set_aside_and_landed_again(
     assert main(["sync", "--streams", "trigger_logs"]) == 0
     truth = frozen_sandbox.truth_days("comment", workspace_id(frozen_sandbox), "trigger_logs")
     assert landed_days(lake) == {day: count for day, count in truth.items() if count}
-    again = check(lake=resources_or_problem()["lake"])
+    again = check(dg.build_asset_check_context(), lake=resources_or_problem()["lake"])
     assert "found damaged" not in again.description and kept in again.description
     Path(kept).unlink()  # a person looked, and deleted it
-    assert check(lake=resources_or_problem()["lake"]).passed
+    assert check(dg.build_asset_check_context(), lake=resources_or_problem()["lake"]).passed

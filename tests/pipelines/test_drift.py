@@ -172,7 +172,9 @@ def test_drift_reaches_the_warehouse_and_is_reported_and_warned(drifted, stream)
             if stream not in DAILY:
                 assert figure.startswith(f"{len(rows)} rows")
     # The check warns, naming what drifted.
-    result = schema_matches_check(stream, asset_key(stream))(lake=resources["lake"])
+    result = schema_matches_check(stream, asset_key(stream))(
+        dg.build_asset_check_context(), lake=resources["lake"]
+    )
     assert result.passed is False
     assert result.severity == dg.AssetCheckSeverity.WARN
     drift = result.metadata["schema_drift"].value
@@ -242,7 +244,9 @@ def test_a_healthy_service_shows_no_drift(frozen_sandbox, sync_env):
             f"SELECT count(*), count(_extra) FROM {lake.relation(stream)}"
         )
         assert rows > 0 and drifted == 0, stream.relation
-        result = schema_matches_check(stream, asset_key(stream))(lake=resources["lake"])
+        result = schema_matches_check(stream, asset_key(stream))(
+            dg.build_asset_check_context(), lake=resources["lake"]
+        )
         assert result.passed and result.metadata["rows"].value == rows
 
 
@@ -257,10 +261,10 @@ def test_drift_from_a_moment_of_a_live_service_shows_from_that_moment(start_sand
     resources = sync_env(sandbox)
     check = schema_matches_check(TRIGGER_LOGS, asset_key(TRIGGER_LOGS))
     land(resources, [TRIGGER_LOGS])
-    assert check(lake=resources["lake"]).passed
+    assert check(dg.build_asset_check_context(), lake=resources["lake"]).passed
     httpx.post(f"{sandbox.url}/_sandbox/clock/advance", params={"seconds": 3700}).raise_for_status()
     land(resources, [TRIGGER_LOGS])
-    result = check(lake=resources["lake"])
+    result = check(dg.build_asset_check_context(), lake=resources["lake"])
     assert not result.passed
     assert set(result.metadata["schema_drift"].value) == {"new"}
 

@@ -89,7 +89,9 @@ def test_comment_checks_compare_closed_days_while_logs_keep_arriving(start_sandb
     )
     assert truth > rows(lake, TRIGGER_LOGS)
 
-    reconciled = comment.logs_match_daily_stats(lake=resources["lake"])
+    reconciled = comment.logs_match_daily_stats(
+        dg.build_asset_check_context(), lake=resources["lake"]
+    )
     assert reconciled.passed
     assert reconciled.metadata["days_compared"].value == 89
     total = comment.rows_equal_service_total(comment=resources["comment"], lake=resources["lake"])
@@ -109,7 +111,9 @@ def test_comment_checks_fail_on_a_closed_day_that_lost_a_log(start_sandbox, sync
     assert landed.num_rows > 0
     pq.write_table(landed.slice(1), path)
 
-    reconciled = comment.logs_match_daily_stats(lake=resources["lake"])
+    reconciled = comment.logs_match_daily_stats(
+        dg.build_asset_check_context(), lake=resources["lake"]
+    )
     assert not reconciled.passed
     assert reconciled.severity == dg.AssetCheckSeverity.ERROR
     [mismatch] = reconciled.metadata["days_mismatched"].value
@@ -140,7 +144,9 @@ def test_a_day_pulled_before_it_ended_is_not_compared(frozen_sandbox, sync_env):
     metadata = {**landed.schema.metadata, b"pulled_at": noon.isoformat().encode()}
     pq.write_table(landed.slice(1).replace_schema_metadata(metadata), path)
 
-    reconciled = comment.logs_match_daily_stats(lake=resources["lake"])
+    reconciled = comment.logs_match_daily_stats(
+        dg.build_asset_check_context(), lake=resources["lake"]
+    )
     assert reconciled.passed
     assert reconciled.metadata["days_compared"].value == 1
     assert reconciled.metadata["days_pulled_before_they_ended"].value == 1
@@ -151,13 +157,13 @@ def test_logs_against_stats_not_landed_is_not_green(frozen_sandbox, sync_env):
     resources = sync_env(frozen_sandbox)
     last = today()
     land(resources, [comment.ASSETS["trigger_logs"]], last - timedelta(days=1), last)
-    result = comment.logs_match_daily_stats(lake=resources["lake"])
+    result = comment.logs_match_daily_stats(dg.build_asset_check_context(), lake=resources["lake"])
     assert not result.passed
     assert result.severity == dg.AssetCheckSeverity.WARN
     assert result.description == "nothing compared: daily stats not landed"
     # Stats of today only: no closed day on both sides.
     land(resources, [comment.ASSETS["daily_stats"]], last, last)
-    result = comment.logs_match_daily_stats(lake=resources["lake"])
+    result = comment.logs_match_daily_stats(dg.build_asset_check_context(), lake=resources["lake"])
     assert not result.passed
     assert result.severity == dg.AssetCheckSeverity.WARN
     assert result.metadata["days_compared"].value == 0
@@ -289,7 +295,8 @@ LAKE_ONLY = [
     "check", LAKE_ONLY, ids=lambda c: next(iter(c.check_keys)).to_user_string()
 )
 def test_a_check_of_an_empty_lake_is_not_green(check, tmp_path):
-    result = check(lake=LakeResource(lake_root=str(tmp_path)))
+    context = [dg.build_asset_check_context()] if check.op.compute_fn.has_context_arg() else []
+    result = check(*context, lake=LakeResource(lake_root=str(tmp_path)))
     assert not result.passed
     assert result.severity == dg.AssetCheckSeverity.WARN
     assert result.description.startswith("nothing compared: ")

@@ -5,6 +5,7 @@ lock."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 
@@ -42,12 +43,14 @@ class LandedDay:
     final: bool
 
 
-def closed_days(lake: Lake, stream: Stream, today: date) -> dict[tuple[str, date], LandedDay]:
-    """The landed files of `stream`'s days before `today`, by (connection, day), read from
-    their footers. A file without `pulled_at` is taken as not final: nothing says when it
-    was pulled."""
+def closed_days(
+    lake: Lake, stream: Stream, today: date, days: Collection[date] | None = None
+) -> dict[tuple[str, date], LandedDay]:
+    """The landed files of `stream`'s days before `today` (of `days` only, where given), by
+    (connection, day), read from their footers. A file without `pulled_at` is taken as not
+    final: nothing says when it was pulled."""
     found = {}
-    for path in lake.files(stream):
+    for path in lake.files(stream, days):
         day = file_day(path)
         if day >= today:
             continue
@@ -76,19 +79,21 @@ class LogsAgainstStats:
         return self.nothing_compared is None and not self.days_mismatched
 
 
-def logs_against_stats(lake: Lake, today: date) -> LogsAgainstStats:
-    """Each closed day's trigger logs against that day's stats (public replies + DMs +
-    failed): two separate endpoints of the service, so this reconciles them. Only days
-    before `today` (the service's, UTC) whose files on both sides were pulled after the day
-    ended are compared: a day still open keeps getting logs, and a file pulled before its
-    day ended missed the rest of it."""
-    logs = closed_days(lake, TRIGGER_LOGS, today)
-    stats_relation = lake.relation(DAILY_STATS)
+def logs_against_stats(
+    lake: Lake, today: date, days: Collection[date] | None = None
+) -> LogsAgainstStats:
+    """Each closed day's trigger logs (of `days` only, where given) against that day's stats
+    (public replies + DMs + failed): two separate endpoints of the service, so this
+    reconciles them. Only days before `today` (the service's, UTC) whose files on both sides
+    were pulled after the day ended are compared: a day still open keeps getting logs, and a
+    file pulled before its day ended missed the rest of it."""
+    logs = closed_days(lake, TRIGGER_LOGS, today, days)
+    stats_relation = lake.relation(DAILY_STATS, days)
     if not logs:
         return LogsAgainstStats(0, [], 0, "trigger logs of closed days not landed")
     if stats_relation is None:
         return LogsAgainstStats(0, [], 0, "daily stats not landed")
-    stats = closed_days(lake, DAILY_STATS, today)
+    stats = closed_days(lake, DAILY_STATS, today, days)
     expected = {
         (c, d): n
         for c, d, n in lake.query(
@@ -178,11 +183,11 @@ def log_total(transport: Transport, lake: Lake, connection: Connection, today: d
     today_file = lake.path(TRIGGER_LOGS, connection.name, today)
     landed_today = lake.footer(today_file).num_rows if lake.exists(today_file) else None
     total = closed_log_total(CommentClient(transport), today, landed_today)
-    oldest = today - timedelta(days=LOGS_MAX_DAYS - 1)
+    window = [today - timedelta(days=n) for n in range(1, LOGS_MAX_DAYS)]
     landed = [
         day
-        for (name, landed_on), day in closed_days(lake, TRIGGER_LOGS, today).items()
-        if name == connection.name and landed_on >= oldest
+        for (name, _), day in closed_days(lake, TRIGGER_LOGS, today, window).items()
+        if name == connection.name
     ]
     return LogTotal(
         service_total=total,

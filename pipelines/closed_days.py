@@ -1,0 +1,205 @@
+"""The closed days of the product's daily streams as tables of the warehouse file, and the
+record of what a warehouse file holds (`Built`). pipelines/warehouse.py says why and when.
+
+A day is closed once landings no longer rewrite it: before the last `OPEN_DAYS` days (today
+and yesterday, what the hourly schedules land). Its rows are copied into
+`_lake."<service>.<stream>"`, a table with the stream's declared columns and its `date`; the
+stream's view reads that table and the open days' files. A closed day is copied whole and
+replaced whole when its files change, so the table always holds each closed day exactly as
+the lake does at the last build.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import date, timedelta
+from pathlib import Path, PurePosixPath
+
+import duckdb
+import pyarrow as pa
+
+from pipelines.lake import DAILY_READ, Lake, file_day, file_schema
+from pipelines.stream import Stream
+
+#: The days up to today whose files a view reads from the lake at each query.
+OPEN_DAYS = 2
+SCHEMA = "_lake"
+
+
+def first_open_day(today: date) -> date:
+    return today - timedelta(days=OPEN_DAYS - 1)
+
+
+def table_of(stream: Stream) -> str:
+    return f'{SCHEMA}."{stream.relation}"'
+
+
+def literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def dated(stream: Stream) -> pa.Schema:
+    """The columns a daily stream's relations show: its declared ones and its `date`."""
+    return file_schema(stream.schema).append(pa.field("date", pa.date32()))
+
+
+def duckdb_columns(con: duckdb.DuckDBPyConnection, schema: pa.Schema) -> list[tuple[str, str]]:
+    """Each column of `schema` with the DuckDB type it reads as."""
+    empty = schema.empty_table()  # noqa: F841 - read by the query below
+    described = con.execute("DESCRIBE SELECT * FROM empty").fetchall()
+    return [(name, kind) for name, kind, *_ in described]
+
+
+@dataclass(frozen=True)
+class Listing:
+    """A daily stream's files, day by day, from one listing of the lake: each day's paths
+    and a signature that changes whenever one of its files is written, added or removed."""
+
+    files: dict[date, list[str]]
+    signatures: dict[date, str]
+
+    @classmethod
+    def of(cls, lake: Lake, stream: Stream) -> Listing:
+        by_day: dict[date, dict[str, int]] = defaultdict(dict)
+        for path, written in lake.written(stream).items():
+            by_day[file_day(path)][path] = written
+        return cls(
+            files={day: sorted(files) for day, files in by_day.items()},
+            signatures={
+                day: ";".join(f"{PurePosixPath(p).name}@{ns}" for p, ns in sorted(files.items()))
+                for day, files in by_day.items()
+            },
+        )
+
+    def closed(self, first_open: date) -> dict[date, str]:
+        return {day: sig for day, sig in self.signatures.items() if day < first_open}
+
+    def open_days(self, first_open: date) -> list[date]:
+        return sorted(day for day in self.files if day >= first_open)
+
+
+@dataclass(frozen=True)
+class Built:
+    """What a warehouse file says of its build: the fingerprint of its statements and of its
+    definitions (SQL files, declared streams), its first open day, what its views read from
+    the lake (`(relation, day)` for an open day, `(relation, None)` for a relation with
+    files) and each copied closed day's signature, by relation."""
+
+    fingerprint: str
+    definitions: str
+    first_open: date
+    read: frozenset[tuple[str, date | None]]
+    copied: dict[str, dict[date, str]]
+
+
+def built_state(path: Path) -> Built | None:
+    """The record of the warehouse file at `path`; None where there is no file, it predates
+    the record, or a read-write session holds it (a rebuild beside it is due either way).
+    Read through an attachment of its own: a connection to the path from this process may
+    be DuckDB's cached one, on the file the path named when it opened."""
+    if not path.exists():
+        return None
+    with duckdb.connect() as con:
+        try:
+            con.execute(f"ATTACH {literal(str(path))} AS warehouse (READ_ONLY)")
+        except duckdb.Error:
+            return None
+        return recorded(con, "warehouse")
+
+
+def recorded(con: duckdb.DuckDBPyConnection, database: str) -> Built | None:
+    """The record of the warehouse file attached to `con` as `database`; None without one."""
+    schema = f"{database}.{SCHEMA}"
+    try:
+        fingerprint, definitions, first_open = con.execute(
+            f"SELECT fingerprint, definitions, first_open FROM {schema}.build"
+        ).fetchone()
+        read = con.execute(f"SELECT relation, day FROM {schema}.read").fetchall()
+        copied: dict[str, dict[date, str]] = defaultdict(dict)
+        for relation, day, signature in con.execute(
+            f"SELECT relation, day, files FROM {schema}.copied"
+        ).fetchall():
+            copied[relation][day] = signature
+    except (duckdb.Error, TypeError):  # TypeError: an empty record
+        return None
+    return Built(fingerprint, definitions, first_open, frozenset(read), dict(copied))
+
+
+def record(con: duckdb.DuckDBPyConnection, built: Built) -> None:
+    """Write `built` into the database `con` uses."""
+    con.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
+    con.execute(
+        f"CREATE OR REPLACE TABLE {SCHEMA}.build "
+        "(fingerprint VARCHAR, definitions VARCHAR, first_open DATE)"
+    )
+    con.execute(
+        f"INSERT INTO {SCHEMA}.build VALUES (?, ?, ?)",
+        [built.fingerprint, built.definitions, built.first_open],
+    )
+    con.execute(f"CREATE OR REPLACE TABLE {SCHEMA}.read (relation VARCHAR, day DATE)")
+    if built.read:
+        con.executemany(f"INSERT INTO {SCHEMA}.read VALUES (?, ?)", sorted(built.read, key=str))
+    con.execute(
+        f"CREATE OR REPLACE TABLE {SCHEMA}.copied (relation VARCHAR, day DATE, files VARCHAR)"
+    )
+    rows = [(rel, day, sig) for rel, days in built.copied.items() for day, sig in days.items()]
+    if rows:
+        con.executemany(f"INSERT INTO {SCHEMA}.copied VALUES (?, ?, ?)", rows)
+
+
+def _table_ready(con: duckdb.DuckDBPyConnection, stream: Stream) -> bool:
+    """Make the stream's table hold its declared columns; False if it had to be made anew
+    (it did not exist, or the declaration changed), so none of its days is copied yet."""
+    wanted = duckdb_columns(con, dated(stream))
+    found = con.execute(
+        "SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = "
+        "current_database() AND schema_name = ? AND table_name = ? ORDER BY column_index",
+        [SCHEMA, stream.relation],
+    ).fetchall()
+    if found == wanted:
+        return True
+    columns = ", ".join(f'"{name}" {kind}' for name, kind in wanted)
+    con.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
+    con.execute(f"CREATE OR REPLACE TABLE {table_of(stream)} ({columns})")
+    return False
+
+
+def copy_closed_days(
+    con: duckdb.DuckDBPyConnection,
+    lake: Lake,
+    stream: Stream,
+    listing: Listing,
+    first_open: date,
+    copied: dict[date, str],
+) -> dict[date, str]:
+    """Make the stream's table hold exactly its closed days as `listing` shows them, given
+    what it held (`copied`): days gone or changed are deleted, days new or changed are read
+    from their files, in the order of the days. Returns what the table holds now."""
+    if not _table_ready(con, stream):
+        copied = {}
+    closed = listing.closed(first_open)
+    stale = sorted(day for day, sig in copied.items() if closed.get(day) != sig)
+    fresh = sorted(day for day, sig in closed.items() if copied.get(day) != sig)
+    table = table_of(stream)
+    if stale:
+        con.execute(f"DELETE FROM {table} WHERE date IN (SELECT unnest(?::DATE[]))", [stale])
+    if fresh:
+        files = ", ".join(literal(lake.uri(p)) for day in fresh for p in listing.files[day])
+        source = f"read_parquet([{files}], {DAILY_READ})"
+        present = {row[0] for row in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}
+        columns = ", ".join(
+            f'"{name}"' for name, _ in duckdb_columns(con, dated(stream)) if name in present
+        )
+        con.execute(f"INSERT INTO {table} ({columns}) SELECT {columns} FROM {source}")
+    return closed
+
+
+def source_of(lake: Lake, stream: Stream, open_days: list[date]) -> str:
+    """SQL reading a copied stream: its table, and the folders of its open days."""
+    table = f"SELECT * FROM {table_of(stream)}"
+    if not open_days:
+        return f"({table})"
+    folder = lake.uri(lake.stream_dir(stream))
+    globs = ", ".join(literal(f"{folder}/date={day.isoformat()}/*.parquet") for day in open_days)
+    return f"({table} UNION ALL BY NAME SELECT * FROM read_parquet([{globs}], {DAILY_READ}))"
