@@ -60,7 +60,8 @@ def agent_conversations(context: dg.AssetExecutionContext, lake: LakeResource):
         f"{AGENT_REQUESTS.relation}: {done.requests} requests and {done.messages} messages "
         f"over {len(done.days)} day(s) rewritten"
     )
-    warehouse = refresh_warehouse(lake.lake_root, lake.warehouse_path, lake.warehouse_sql)
+    written = {(s.relation, day) for s in (AGENT_REQUESTS, AGENT_MESSAGES) for day in done.days}
+    warehouse = refresh_warehouse(lake.lake_root, lake.warehouse_path, lake.warehouse_sql, written)
     days = [day.isoformat() for day in done.days]
     common = {"days": len(days), "days_rewritten": days, "inbox": inbox.location}
     yield dg.MaterializeResult(

@@ -54,8 +54,11 @@ def webhook_events(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.
             f"{WEBHOOK_QUARANTINE.relation}: {done.quarantined} event(s) of those days "
             "cannot be rows of webhook_events; kept there with the reason and the raw body"
         )
-    # The view reads an empty relation until the stream's first file exists.
-    warehouse = refresh_warehouse(lake.lake_root, lake.warehouse_path, lake.warehouse_sql)
+    # The views are rebuilt only where they do not read what was written: a first file, a
+    # new day, a closed day compacted again (pipelines/warehouse.py).
+    streams = (WEBHOOK_EVENTS, WEBHOOK_QUARANTINE) if done.quarantined else (WEBHOOK_EVENTS,)
+    written = {(s.relation, day) for s in streams for day in done.days}
+    warehouse = refresh_warehouse(lake.lake_root, lake.warehouse_path, lake.warehouse_sql, written)
     return dg.MaterializeResult(
         metadata={
             "rows": done.rows,

@@ -20,6 +20,7 @@ rows in native DuckDB tables, and the hourly sync on a year-old lake beside a we
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import shutil
 import statistics
@@ -30,7 +31,7 @@ from pathlib import Path
 
 import duckdb
 
-from bench.common import ROOT, measured_run, pipeline_env, report, sandbox
+from bench.common import ROOT, measured_run, pipeline_env, print_table, report, sandbox
 from bench.incremental import truth_logs, workspace_of
 from pipelines.catalog import warehouse_of
 from pipelines.lake import Lake
@@ -198,6 +199,7 @@ def on_object_store(lake_dir: Path, data: Path, today: date) -> list[dict]:
     import pyarrow.fs as pafs
     from moto.server import ThreadedMotoServer  # the dev group's, as the tests' store
 
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # a line per request otherwise
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
@@ -214,12 +216,9 @@ def on_object_store(lake_dir: Path, data: Path, today: date) -> list[dict]:
             endpoint_override=endpoint, region="us-east-1", allow_bucket_creation=True
         )
         fs.create_dir("bench")
-        pafs.copy_files(
-            str(lake_dir),
-            "bench/lake",
-            source_filesystem=pafs.LocalFileSystem(),
-            destination_filesystem=fs,
-        )
+        local = pafs.LocalFileSystem()
+        # One object at a time: moto's server loses objects uploaded in parallel.
+        pafs.copy_files(str(lake_dir), "bench/lake", local, fs, use_threads=False)
         path = data / "s3-warehouse.duckdb"
         path.unlink(missing_ok=True)
         warehouse = warehouse_of("s3://bench/lake", path, ())
@@ -253,7 +252,9 @@ def main(argv: list[str] | None = None) -> int:
         week = DATA / "week"
         week_old_copy(year, week, today)
         week_env = pipeline_env(base, week, ("comment",), UNPACED)
+        print_table("queries (local lake)", queries)  # before the store's part, which is long
         hourly = hourly_runs({"year-old": env, "week-old": week_env}, today, args.rounds)
+        print_table("hourly run", hourly)
     object_store = on_object_store(year / "lake", DATA, today)
     for row in queries:
         row["target"] = f"<= {TARGET_RATIO}"

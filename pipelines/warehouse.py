@@ -105,7 +105,7 @@ HELD_SUFFIX = ".held"
 #: Appended to `.<file name>` for the lock builds on one host take turns with.
 LOCK_SUFFIX = "-build.lock"
 #: A build's DuckDB: copying a year of closed days stays within this memory, spilling beyond.
-BUILD_SETTINGS = {"memory_limit": "128MB", "preserve_insertion_order": True}
+BUILD_SETTINGS = {"memory_limit": "64MB", "threads": 1, "preserve_insertion_order": True}
 
 
 def schema_order(schemas: Iterable[str]) -> list[str]:
