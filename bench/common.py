@@ -121,13 +121,14 @@ class Measured:
     cpu_seconds: float = 0.0
 
 
-def measured_run(module_args: list[str], env: dict[str, str]) -> Measured:
+def measured_run(module_args: list[str], env: dict[str, str], data: Path | None = None) -> Measured:
     """Run `python -m <module> <args>` in a process of its own and measure it: its wall time
     from start to exit (the interpreter's start and end included, as a user waits for them),
     its peak memory as the process saw it (bench.measure: the pipeline's alone, not the
     benchmark's or the sandbox's), and its CPU, what this process's waited-for children
-    gained meanwhile (the sandbox, still running, is not among them)."""
-    data = Path(env["LAKE_ROOT"]).parent
+    gained meanwhile (the sandbox, still running, is not among them). Its figures and output
+    go to `data`, by default the folder holding the lake."""
+    data = data or Path(env["LAKE_ROOT"]).parent
     out = data / "measured.json"
     out.unlink(missing_ok=True)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -25,11 +25,13 @@ import os
 import shutil
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import duckdb
+import pyarrow.fs as pafs
 
 from bench.common import ROOT, measured_run, pipeline_env, print_table, report, sandbox
 from bench.incremental import truth_logs, workspace_of
@@ -156,17 +158,17 @@ def week_old_copy(year: Path, week: Path, today: date) -> None:
             shutil.copytree(folder, week / "lake" / "comment" / "trigger_logs" / folder.name)
 
 
-def hourly_runs(envs: dict[str, dict[str, str]], today: date, rounds: int) -> list[dict]:
-    args = [
-        "pipelines",
-        "sync",
-        "--streams",
-        TRIGGER_LOGS.relation,
-        "--start",
-        (today - timedelta(days=1)).isoformat(),
-        "--end",
-        today.isoformat(),
+def hourly_args(today: date) -> list[str]:
+    """The hourly run: yesterday and today of the trigger logs."""
+    yesterday = today - timedelta(days=1)
+    return [
+        *("pipelines", "sync", "--streams", TRIGGER_LOGS.relation),
+        *("--start", yesterday.isoformat(), "--end", today.isoformat()),
     ]
+
+
+def hourly_runs(envs: dict[str, dict[str, str]], today: date, rounds: int) -> list[dict]:
+    args = hourly_args(today)
     figures: dict[str, dict[str, list[float]]] = {lake: {"wall": [], "cpu": []} for lake in envs}
     for env in envs.values():
         measured_run(args, env)  # warm-up: the views built once
@@ -194,12 +196,27 @@ def hourly_runs(envs: dict[str, dict[str, str]], today: date, rounds: int) -> li
     ]
 
 
-def on_object_store(lake_dir: Path, data: Path, today: date) -> list[dict]:
-    """The same queries with the lake in a local S3 server (moto)."""
-    import pyarrow.fs as pafs
-    from moto.server import ThreadedMotoServer  # the dev group's, as the tests' store
+class Counted(logging.Handler):
+    """Counts the requests the local S3 server logs (werkzeug's line per request)."""
 
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # a line per request otherwise
+    def __init__(self) -> None:
+        super().__init__()
+        self.requests = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.requests += 1
+
+
+@contextmanager
+def local_store() -> Iterator[tuple[str, Counted]]:
+    """A local S3 server (moto, the dev group's, as the tests' store) with a bucket `bench`,
+    the AWS variables set for it in this process, and its request counter."""
+    from moto.server import ThreadedMotoServer
+
+    counted = Counted()
+    werkzeug = logging.getLogger("werkzeug")
+    werkzeug.addHandler(counted)
+    werkzeug.propagate = False  # counted, not printed
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
@@ -212,21 +229,62 @@ def on_object_store(lake_dir: Path, data: Path, today: date) -> list[dict]:
         AWS_EC2_METADATA_DISABLED="true",
     )
     try:
-        fs = pafs.S3FileSystem(
+        pafs.S3FileSystem(
             endpoint_override=endpoint, region="us-east-1", allow_bucket_creation=True
-        )
-        fs.create_dir("bench")
-        local = pafs.LocalFileSystem()
-        # One object at a time: moto's server loses objects uploaded in parallel.
-        pafs.copy_files(str(lake_dir), "bench/lake", local, fs, use_threads=False)
-        path = data / "s3-warehouse.duckdb"
-        path.unlink(missing_ok=True)
-        warehouse = warehouse_of("s3://bench/lake", path, ())
-        warehouse.refresh()
-        with warehouse.lake.connect() as con:
-            return compare_queries(con, path, today)
+        ).create_dir("bench")
+        yield endpoint, counted
     finally:
         server.stop()
+        werkzeug.removeHandler(counted)
+
+
+def upload(folder: Path, endpoint: str, prefix: str) -> None:
+    fs = pafs.S3FileSystem(endpoint_override=endpoint, region="us-east-1")
+    # One object at a time: moto's server loses objects uploaded in parallel.
+    pafs.copy_files(str(folder), f"bench/{prefix}", pafs.LocalFileSystem(), fs, use_threads=False)
+
+
+def on_object_store(
+    year: Path, week: Path, envs: dict[str, dict[str, str]], today: date, rounds: int
+) -> tuple[list[dict], list[dict]]:
+    """The same queries with the lake in a local S3 server, and the hourly run's requests to
+    the store on the year-old and the week-old lake there."""
+    with local_store() as (endpoint, counted):
+        upload(year / "lake", endpoint, "year")
+        upload(week / "lake", endpoint, "week")
+        path = DATA / "s3-warehouse.duckdb"
+        warehouse = warehouse_of("s3://bench/year", path, ())
+        warehouse.refresh()
+        with warehouse.lake.connect() as con:
+            queries = compare_queries(con, path, today)
+        stored = {
+            lake: {
+                **env,
+                **{k: v for k, v in os.environ.items() if k.startswith("AWS_")},
+                "LAKE_ROOT": f"s3://bench/{lake.split('-')[0]}",
+                "WAREHOUSE_PATH": str(DATA / f"s3-{lake}.duckdb"),
+            }
+            for lake, env in envs.items()
+        }
+        requests: dict[str, list[int]] = {lake: [] for lake in stored}
+        for env in stored.values():
+            measured_run(hourly_args(today), env, DATA)  # warm-up: the views built once
+        for _ in range(rounds):
+            for lake, env in stored.items():
+                before = counted.requests
+                if measured_run(hourly_args(today), env, DATA).exit_code:
+                    raise RuntimeError(f"the hourly sync on the stored {lake} lake failed")
+                requests[lake].append(counted.requests - before)
+    year_requests = statistics.median(requests["year-old"])
+    week_requests = statistics.median(requests["week-old"])
+    hourly = {
+        "figure": "requests to the store",
+        "year-old": year_requests,
+        "week-old": week_requests,
+        "ratio": round(year_requests / week_requests, 2),
+        "target": f"<= {TARGET_HOURLY_RATIO}",
+    }
+    return queries, [hourly]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -255,7 +313,9 @@ def main(argv: list[str] | None = None) -> int:
         print_table("queries (local lake)", queries)  # before the store's part, which is long
         hourly = hourly_runs({"year-old": env, "week-old": week_env}, today, args.rounds)
         print_table("hourly run", hourly)
-    object_store = on_object_store(year / "lake", DATA, today)
+        envs = {"year-old": env, "week-old": week_env}
+        object_store, stored_hourly = on_object_store(year, week, envs, today, args.rounds)
+    hourly += stored_hourly
     for row in queries:
         row["target"] = f"<= {TARGET_RATIO}"
     report(

@@ -285,10 +285,10 @@ class Lake:
         """A DuckDB connection that reads the lake's `relation()`s and the warehouse's views
         over them: on an object store, through the lake's filesystem (`pipelines/lake_files.py`).
         `spill`: keep to `SPILL_SETTINGS`' memory, for a query that aggregates the history;
-        `config`: other settings, spilling to the same folder."""
+        `config`: other settings, spilling to the same folder unless they name one."""
         if spill:
             config = SPILL_SETTINGS
-        if config:
+        if config and "temp_directory" not in config:
             config = {**config, "temp_directory": object_store.temporary_folder()}
         con = duckdb.connect(database, read_only=read_only, config=config or {})
         if not self.place.local:

@@ -102,8 +102,10 @@ VIEW_MISTAKES = (
 )
 #: A build's mark, held while it lives: what a killed build left is removed by the next.
 HELD_SUFFIX = ".held"
-#: Appended to `.<file name>` for the lock builds on one host take turns with.
+#: Appended to `.<file name>` for the lock builds on one host take turns with, and for the
+#: folder a build spills to.
 LOCK_SUFFIX = "-build.lock"
+SPILL_SUFFIX = "-build.spill"
 #: A build's DuckDB: copying a year of closed days stays within this memory, spilling beyond.
 BUILD_SETTINGS = {"memory_limit": "64MB", "threads": 1, "preserve_insertion_order": True}
 
@@ -322,7 +324,11 @@ class Warehouse:
             first_open_day(self.clock()),
             {s.relation: Listing.of(self.lake, s) for s in self.copied_streams},
         )
-        with self.lake.connect(config=BUILD_SETTINGS) as builder:
+        # Spilled beside the file: the disk a build writes to either way, so a full one is
+        # told as WAREHOUSE_PATH's.
+        spill = self.path.with_name(f".{self.path.name}{SPILL_SUFFIX}")
+        settings = {**BUILD_SETTINGS, "temp_directory": str(spill)}
+        with self.lake.connect(config=settings) as builder:
             statements = self.statements(builder, plan)
             fingerprint = _fingerprint(statements)
             readable = self.path.exists() and _attach_old(builder, self.path)

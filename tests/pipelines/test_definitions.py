@@ -47,12 +47,14 @@ JOBS = {
     "datahub_webhooks",
     "conversation_agent",
     "check_setup",
+    "whole_stream_checks",
 }
 SCHEDULES = {
     "comment_daily_hourly",
     "conversation_daily_hourly",
     "datahub_daily_schedule",
     "all_dimensions_daily",
+    "whole_stream_checks_daily",
 }
 #: The push's record types and the outbound view each is read from (docs/push.md).
 PUSHED = {
