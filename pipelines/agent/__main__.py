@@ -8,20 +8,19 @@ logged). The answer is `AGENT_REPLY`'s function, else the default reply
 Postgres where `SYNC_STORE` is set (then replicas on any host may serve one address), else
 `agent/inbox.sqlite3` beside `LAKE_ROOT` (default `./data/lake`). Give the receiver the
 `LAKE_ROOT` and `WAREHOUSE_PATH` of the runs: the shared inbox is scoped by the one, reply
-functions read the other.
+functions read the other. Nothing a caller sends is logged (`pipelines/serving.py`).
 """
 
 import argparse
 import os
 import sys
 
-import uvicorn
-
 from pipelines.agent.inbox import open_agent_inbox
 from pipelines.agent.receiver import AGENT_PATH, TOKEN_VARIABLE, build_app
 from pipelines.agent.reply import Replier
 from pipelines.errors import SetupError
 from pipelines.object_store import checked_root
+from pipelines.serving import serve
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,9 +48,7 @@ def main(argv: list[str] | None = None) -> int:
             f"answered by {answer} within {replier.deadline:g} s",
             flush=True,
         )
-        uvicorn.run(
-            build_app(inbox, token, replier), host=args.host, port=args.port, log_level="info"
-        )
+        serve(build_app(inbox, token, replier), args.host, args.port)
         replier.close()
     return 0
 

@@ -5,17 +5,17 @@ show, and never logged). The inbox (`open_inbox`, `pipelines/webhooks/inbox.py`)
 `WEBHOOK_INBOX`, else the deployment's Postgres where `SYNC_STORE` is set (then replicas on
 any host may serve one address), else `webhooks/inbox.sqlite3` in the data directory beside
 `LAKE_ROOT` (default `./data/lake`). Give the receiver the `LAKE_ROOT` of the runs that
-compact its inbox: a shared inbox is scoped by it.
+compact its inbox: a shared inbox is scoped by it. Nothing a caller sends is logged
+(`pipelines/serving.py`).
 """
 
 import argparse
 import os
 import sys
 
-import uvicorn
-
 from pipelines.errors import SetupError
 from pipelines.object_store import checked_root
+from pipelines.serving import serve
 from pipelines.webhooks.inbox import open_inbox
 from pipelines.webhooks.receiver import SECRET_VARIABLE, WEBHOOK_PATH, build_app
 
@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
             f"inbox {inbox.location}",
             flush=True,
         )
-        uvicorn.run(build_app(inbox, secret), host=args.host, port=args.port, log_level="info")
+        serve(build_app(inbox, secret), args.host, args.port)
     return 0
 
 
