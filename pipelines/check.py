@@ -23,7 +23,7 @@ from pipelines.clients.failures import isolated
 from pipelines.damaged import FOLDER, REASON_SUFFIX
 from pipelines.errors import SetupError
 from pipelines.lake import Lake
-from pipelines.object_store import lake_fault
+from pipelines.object_store import NotAFolder, lake_fault
 from pipelines.shared_store import STORE_VARIABLE, Postgres, first_line, shown, store_url
 from pipelines.transport import CallStats, Transport
 from pipelines.webhooks.receiver import SECRET_VARIABLE
@@ -44,6 +44,8 @@ class Checked:
     problem: str = ""
     #: Something to know that stops nothing here.
     warning: str = ""
+    #: The check's exit code where this row failed (`assets/cli.py`): 2 for a setting.
+    exit_code: int = 1
 
     @property
     def ok(self) -> bool:
@@ -151,7 +153,8 @@ def check_lake(root: str) -> Checked:
         selector = pafs.FileSelector(f"{lake.root}/{FOLDER}", allow_not_found=True, recursive=True)
         listed = lake.fs.get_file_info(selector)
     except SetupError as problem:
-        return Checked("lake", "LAKE_ROOT", root, str(problem))
+        code = 2 if isinstance(problem, NotAFolder) else 1
+        return Checked("lake", "LAKE_ROOT", root, str(problem), exit_code=code)
     except OSError as error:
         fault = lake_fault(error, root)
         problem = str(fault) if fault else f"LAKE_ROOT={root}: {first_line(error, root)}"

@@ -48,6 +48,10 @@ class LakeUnavailable(SetupError):
     says what to fix."""
 
 
+class NotAFolder(SetupError):
+    """`LAKE_ROOT` names a file, or a path under one: no lake can be there."""
+
+
 @dataclass(frozen=True)
 class Place:
     """A lake's filesystem, its root inside it (a local absolute path, `bucket/prefix`) and
@@ -198,9 +202,18 @@ def lake_fault(error: BaseException, root: str, then: str = NEXT_SYNC) -> LakeUn
 
 
 def verify(place: Place) -> None:
-    """On an object store, two requests: the bucket exists, the endpoint answers and the
-    key may list the lake. Raises `LakeUnavailable` saying what to fix."""
+    """A local lake's root is a folder or can be made one (`NotAFolder` otherwise). On an
+    object store, two requests: the bucket exists, the endpoint answers and the key may list
+    the lake; `LakeUnavailable` saying what to fix otherwise."""
     if place.local:
+        path = Path(place.root)
+        # The root, else the nearest folder above it that exists: where it would be made.
+        existing = next(p for p in (path, *path.parents) if os.path.exists(p))
+        if not existing.is_dir():
+            raise NotAFolder(
+                f"LAKE_ROOT={place.uri}: {existing} is a file, not a folder; set LAKE_ROOT to "
+                "a folder (made where missing) or to s3://bucket/prefix"
+            )
         return
     bucket = place.root.split("/", 1)[0]
     try:
