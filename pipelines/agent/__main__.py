@@ -18,7 +18,7 @@ import sys
 from pipelines.agent.inbox import open_agent_inbox
 from pipelines.agent.receiver import AGENT_PATH, TOKEN_VARIABLE, build_app
 from pipelines.agent.reply import Replier
-from pipelines.errors import SetupError
+from pipelines.errors import SyncError
 from pipelines.object_store import checked_root
 from pipelines.serving import serve
 
@@ -38,9 +38,9 @@ def main(argv: list[str] | None = None) -> int:
         lake_root = checked_root(os.environ.get("LAKE_ROOT", "data/lake"))
         replier = Replier.from_env(lake_root)
         inbox = open_agent_inbox(lake_root)
-    except SetupError as problem:
+    except SyncError as problem:  # a setting (2), the inbox out of reach or damaged (1)
         print(f"agent: {problem}", file=sys.stderr)
-        return 2
+        return problem.exit_code
     with inbox:
         answer = "the default reply" if replier.function is None else os.environ["AGENT_REPLY"]
         print(

@@ -53,12 +53,11 @@ TTL_SECONDS = 30.0
 #: How often a waiting push asks again.
 POLL_SECONDS = 1.0
 TABLE = "warehouse_sync_push_lease"
-#: The exit code of `python -m pipelines push` when another push held the lake throughout.
-BUSY_EXIT_CODE = 3
 
 
 class PushBusy(Busy):
-    """Another push held the lake's lease for the whole wait."""
+    """Another push held the lake's lease for the whole wait (`python -m pipelines push`
+    exits with `Busy`'s code)."""
 
 
 class LeaseLost(Unavailable):

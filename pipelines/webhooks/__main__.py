@@ -13,7 +13,7 @@ import argparse
 import os
 import sys
 
-from pipelines.errors import SetupError
+from pipelines.errors import SyncError
 from pipelines.object_store import checked_root
 from pipelines.serving import serve
 from pipelines.webhooks.inbox import open_inbox
@@ -31,9 +31,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # Written as the settings write it (`pipelines/settings.py`): the shared inbox's scope.
         inbox = open_inbox(checked_root(os.environ.get("LAKE_ROOT", "data/lake")))
-    except SetupError as problem:
+    except SyncError as problem:  # a setting (2), the inbox out of reach or damaged (1)
         print(f"webhook receiver: {problem}", file=sys.stderr)
-        return 1
+        return problem.exit_code
     with inbox:
         print(
             f"webhook receiver: http://{args.host}:{args.port}{WEBHOOK_PATH}, "

@@ -19,7 +19,7 @@ from assets.sync import failure_reason
 from pipelines.errors import SetupError
 from pipelines.push import journal as journal_module
 from pipelines.push import send
-from pipelines.push.lease import BUSY_EXIT_CODE, Lease, holder_name, wait_seconds
+from pipelines.push.lease import Lease, PushBusy, holder_name, wait_seconds
 from pipelines.push.ledger import as_json
 from pipelines.push.shared_journal import PostgresJournal
 from pipelines.push.validation import validate_record
@@ -127,7 +127,7 @@ def test_a_push_that_finds_the_lake_held_ends_with_its_exit_code_naming_the_hold
         output = push.communicate(timeout=300)[0]
     finally:
         holder.release()
-    assert push.returncode == BUSY_EXIT_CODE, output
+    assert push.returncode == PushBusy.exit_code == 3, output
     assert "another push holds the lake" in output
     assert "run a-run-from-the-ui" in output and f"pid {os.getpid()}" in output
     assert "Traceback" not in output
