@@ -30,6 +30,7 @@ from pipelines.catalog import PULLED, refresh_warehouse
 from pipelines.damaged import set_aside_damaged
 from pipelines.lake import Lake
 from pipelines.landing import PulledStream, today
+from pipelines.object_store import lake_fault
 from pipelines.settings import Settings, load_settings
 from pipelines.warehouse import WarehouseBusy, WarehouseUnavailable
 
@@ -231,7 +232,15 @@ def run_sync(
             tags = None
             if run[0].partitioned:
                 (stream,) = run
-                tags = range_tags(stream, lake, settings, start, end, report)
+                try:
+                    tags = range_tags(stream, lake, settings, start, end, report)
+                except OSError as error:
+                    # The lake's disk or store failed before the run: the stream fails alone.
+                    fault = lake_fault(error, settings.lake_root)
+                    if fault is None:
+                        raise
+                    report.fail(stream.relation, str(fault), fault.exit_code)
+                    continue
             _run(job_name(run), assets, resources, instance, report, label, tags)
         if not streams:  # a full sync also lands what the webhook and agent receivers stored
             _run(

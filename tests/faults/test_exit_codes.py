@@ -5,13 +5,35 @@ is the environment's code (1), never a setting's (2)."""
 import os
 import subprocess
 import sys
+from datetime import timedelta
 from urllib.parse import urlsplit
 
 import pytest
 
+from pipelines.landing import today
 from tests.faults.conftest import meanwhile, told
 from tests.faults.test_fault_pass import shop
 from tests.push.test_push import RECORDS, submissions
+
+
+def test_sync_with_the_store_gone_between_its_streams_exits_1_naming_it(
+    frozen_sandbox, sync_env, object_store
+):
+    sync_env(frozen_sandbox, lake_root="s3://faults/lake")
+    first = (today() - timedelta(days=20)).isoformat()
+    args = ("--streams", "trigger_logs", "daily_stats", "--start", first)
+
+    code, output = meanwhile(
+        ("sync", *args, "--end", today().isoformat()),
+        lambda: any(f.endswith(".parquet") for f in object_store.files("faults")),
+        lambda _: object_store.stop(),
+    )
+    assert code == 1, output
+    # Regression: a traceback, the next stream's days listed outside any step.
+    line = told(output, "FAILED comment.daily_stats: LAKE_ROOT=s3://faults/lake")
+    assert f"nothing answers at {object_store.endpoint}; correct AWS_ENDPOINT_URL" in line
+    assert "the next sync lands what this one could not" in line
+    assert "fault-test-secret" not in output
 
 
 def refusing(postgres_url: str, store: str) -> None:
