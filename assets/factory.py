@@ -36,6 +36,7 @@ from pipelines.errors import SetupError, SyncError, first_line
 from pipelines.lake import Lake
 from pipelines.landed import Landed
 from pipelines.landing import Pull, PulledStream, land, served_days, today
+from pipelines.object_store import lake_fault
 from pipelines.run_history import RUNS, RunRecord, outcome_of, record_run
 from pipelines.stream import Stream
 from pipelines.warehouse import Written
@@ -129,7 +130,13 @@ def stream_asset(stream: PulledStream) -> dg.AssetsDefinition:
         # the sync sets aside the rest before choosing its range, and the check
         # `files_readable` names them meanwhile.
         own_days = set(days) if days is not None and stream.daily else None
-        damaged = set_aside_damaged(lake, stream, own_days, pages=True)
+        try:
+            damaged = set_aside_damaged(lake, stream, own_days, pages=True)
+        except OSError as error:  # the lake's disk or store, before anything was pulled
+            fault = lake_fault(error, context.resources.lake.lake_root)
+            if fault is None:
+                raise
+            raise fault from None
         for found in damaged:
             context.log.warning(f"{stream.relation}: damaged file set aside, landed again: {found}")
         served, not_served = served_days(stream, days or [], today())

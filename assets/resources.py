@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import dagster as dg
 
+from assets.told import failure
 from pipelines.clients.base import Connection
 from pipelines.clients.comment import CommentAutomation
 from pipelines.clients.conversation import ConversationService
 from pipelines.clients.datahub import DataHub
-from pipelines.errors import SetupError
+from pipelines.errors import SetupError, SyncError
 from pipelines.lake import Lake, LakeLocation
 from pipelines.settings import Settings, load_settings
 
@@ -23,10 +24,10 @@ class LakeResource(dg.ConfigurableResource, LakeLocation):
     def lake(self) -> Lake:
         try:
             return super().lake()
-        except SetupError as problem:
-            # A wrong LAKE_ROOT or store setting: the step fails saying what to fix, as the
-            # command line does, not with a traceback.
-            raise dg.Failure(description=str(problem)) from None
+        except SyncError as problem:
+            # A wrong LAKE_ROOT or store setting, or the store out of reach: the step fails
+            # saying what to fix, as the command line does, not with a traceback.
+            raise failure(problem) from None
 
 
 class ConnectionConfig(dg.Config, Connection):
@@ -87,7 +88,7 @@ class SetupProblem(dg.ConfigurableResource):
     problem: str
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
-        raise dg.Failure(description=self.problem)
+        raise failure(SetupError(self.problem))
 
 
 def resources_or_problem() -> dict[str, dg.ConfigurableResource]:

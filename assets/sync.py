@@ -25,11 +25,12 @@ from assets.console import LOGGERS, console_config
 from assets.factory import STARTED_BY_TAG, written_by
 from assets.partitions import daily
 from assets.resources import build_resources
-from assets.told import ERROR_CLASS
+from assets.told import EXIT_CODE
 from pipelines.catalog import PULLED, refresh_warehouse
 from pipelines.damaged import set_aside_damaged
 from pipelines.lake import Lake
 from pipelines.landing import PulledStream, today
+from pipelines.object_store import lake_fault
 from pipelines.settings import Settings, load_settings
 from pipelines.warehouse import WarehouseBusy, WarehouseUnavailable, Written
 
@@ -40,6 +41,8 @@ FIRST_PARTITION = daily.start.date()
 class SyncReport:
     succeeded: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
+    #: Each failure's exit code, by the same key as `failed`.
+    codes: dict[str, int] = field(default_factory=dict)
     ranges: dict[str, tuple[date, date]] = field(default_factory=dict)
     warehouse: str = ""
     notes: list[str] = field(default_factory=list)
@@ -47,6 +50,16 @@ class SyncReport:
     @property
     def ok(self) -> bool:
         return not self.failed
+
+    @property
+    def exit_code(self) -> int:
+        """0, or the highest exit code of its failures (docs/running.md): a damaged file
+        (4) over another run busy (3) over a setting (2) over the rest (1)."""
+        return max(self.codes.values(), default=0)
+
+    def fail(self, what: str, message: str, code: int) -> None:
+        self.failed[what] = message
+        self.codes[what] = code
 
 
 def service_module(service: str) -> ModuleType:
@@ -127,13 +140,13 @@ def _innermost(event: dg.DagsterEvent):
     return error
 
 
-def failure_class(event: dg.DagsterEvent) -> str:
-    """The class name of a step failure's error: the product's, where the step told it
-    (`assets/told.py`), else its innermost cause's."""
+def failure_code(event: dg.DagsterEvent) -> int:
+    """The exit code of a step failure: its error's, where the step told one of the
+    product's (`assets/told.py`), else 1."""
     told = event.step_failure_data.user_failure_data
-    if told is not None and ERROR_CLASS in told.metadata:
-        return told.metadata[ERROR_CLASS].value
-    return _innermost(event).cls_name
+    if told is not None and EXIT_CODE in told.metadata:
+        return told.metadata[EXIT_CODE].value
+    return 1
 
 
 def failure_reason(event: dg.DagsterEvent) -> str:
@@ -199,11 +212,11 @@ def _run(name: str, assets, resources, instance, report: SyncReport, label: str,
     )
     for event in result.all_events:
         if event.is_step_failure:
-            report.failed[event.step_key] = failure_reason(event)
+            report.fail(event.step_key, failure_reason(event), failure_code(event))
     if result.success:
         report.succeeded.append(label)
     elif not report.failed:
-        report.failed[label] = "the run failed"
+        report.fail(label, "the run failed", 1)
 
 
 def run_sync(
@@ -227,30 +240,20 @@ def run_sync(
             tags = None
             if run[0].partitioned:
                 (stream,) = run
-                if start and end:
-                    # The landing reads every page of its own days' files first.
-                    first, last = start, end
-                else:
-                    # Set aside before the range is chosen: a damaged day is then missing,
-                    # and this sync lands it again. Older days cannot be pulled again.
-                    for found in set_aside_damaged(lake, stream, served_window(stream)):
-                        report.notes.append(f"{stream.relation}: damaged file set aside: {found}")
-                    names = [c.name for c in settings.connections[stream.service]]
-                    first, last = default_range(stream, lake, names)
-                    first, last = start or first, end or last
-                if first < FIRST_PARTITION:
-                    report.notes.append(
-                        f"{stream.relation}: days before {FIRST_PARTITION} are older than the "
-                        "services serve (the first daily partition); synced from there"
-                    )
-                    first = FIRST_PARTITION
-                report.ranges[stream.relation] = (first, last)
-                tags = {
-                    ASSET_PARTITION_RANGE_START_TAG: first.isoformat(),
-                    ASSET_PARTITION_RANGE_END_TAG: last.isoformat(),
-                }
+                try:
+                    tags = range_tags(stream, lake, settings, start, end, report)
+                except OSError as error:
+                    # The lake's disk or store failed before the run: the stream fails alone.
+                    fault = lake_fault(error, settings.lake_root)
+                    if fault is None:
+                        raise
+                    report.fail(stream.relation, str(fault), fault.exit_code)
+                    continue
             _run(job_name(run), assets, resources, instance, report, label, tags)
-            days = [first + timedelta(n) for n in range((last - first).days + 1)] if tags else None
+            days = None
+            if tags:
+                first, last = report.ranges[run[0].relation]
+                days = [first + timedelta(n) for n in range((last - first).days + 1)]
             for stream in run:
                 written |= written_by(stream, days, started_at)
         if not streams:  # a full sync also lands what the webhook and agent receivers stored
@@ -275,18 +278,54 @@ def run_sync(
     report.warehouse, failed = refreshed(settings, written if streams else None)
     if failed:
         # The streams have landed; only the views are behind, and the report says why.
-        report.failed["warehouse"] = failed
+        report.fail("warehouse", str(failed), failed.exit_code)
     return report
 
 
-def refreshed(settings: Settings, written: set[Written] | None = None) -> tuple[str, str]:
+def range_tags(
+    stream: PulledStream,
+    lake: Lake,
+    settings: Settings,
+    start: date | None,
+    end: date | None,
+    report: SyncReport,
+) -> dict[str, str]:
+    """The days a daily stream's run lands (`start`, `end`, else `default_range`), as the
+    run's tags. Without both, damaged files of the days its service still serves are set
+    aside first, so their days are missing and this sync lands them again (older days cannot
+    be pulled again; with both, the landing reads every page of its own days' files). What it
+    did is noted in `report`."""
+    if start and end:
+        first, last = start, end
+    else:
+        for found in set_aside_damaged(lake, stream, served_window(stream)):
+            report.notes.append(f"{stream.relation}: damaged file set aside: {found}")
+        names = [c.name for c in settings.connections[stream.service]]
+        first, last = default_range(stream, lake, names)
+        first, last = start or first, end or last
+    if first < FIRST_PARTITION:
+        report.notes.append(
+            f"{stream.relation}: days before {FIRST_PARTITION} are older than the "
+            "services serve (the first daily partition); synced from there"
+        )
+        first = FIRST_PARTITION
+    report.ranges[stream.relation] = (first, last)
+    return {
+        ASSET_PARTITION_RANGE_START_TAG: first.isoformat(),
+        ASSET_PARTITION_RANGE_END_TAG: last.isoformat(),
+    }
+
+
+def refreshed(
+    settings: Settings, written: set[Written] | None = None
+) -> tuple[str, WarehouseBusy | WarehouseUnavailable | None]:
     """The views brought up to date: what was done, or why they could not be (a session's
-    unsaved changes, the lake's disk or store failing), said for a person. `written`: what
-    the sync's landings wrote, where known (`Warehouse.refresh`)."""
+    unsaved changes, the lake's disk or store failing), its message said for a person.
+    `written`: what the sync's landings wrote, where known (`Warehouse.refresh`)."""
     try:
         done = refresh_warehouse(
             settings.lake_root, settings.warehouse_path, settings.warehouse_sql, written
         )
     except (WarehouseBusy, WarehouseUnavailable) as failed:
-        return "", str(failed)
-    return done, ""
+        return "", failed
+    return done, None

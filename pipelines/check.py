@@ -21,7 +21,7 @@ from pipelines.clients.base import Service
 from pipelines.clients.comment import CommentClient
 from pipelines.clients.failures import isolated
 from pipelines.damaged import FOLDER, REASON_SUFFIX
-from pipelines.errors import SetupError
+from pipelines.errors import SetupError, SyncError
 from pipelines.lake import Lake
 from pipelines.object_store import lake_fault
 from pipelines.shared_store import STORE_VARIABLE, Postgres, first_line, shown, store_url
@@ -44,6 +44,8 @@ class Checked:
     problem: str = ""
     #: Something to know that stops nothing here.
     warning: str = ""
+    #: The check's exit code where this row failed (`assets/cli.py`): its error's, else 1.
+    exit_code: int = 1
 
     @property
     def ok(self) -> bool:
@@ -113,7 +115,9 @@ def check_agent() -> Checked:
             load_function(function)
         seconds = deadline_of(os.environ)
     except SetupError as problem:
-        return Checked("conversation", "agent", AGENT_PATH, str(problem))
+        return Checked(
+            "conversation", "agent", AGENT_PATH, str(problem), exit_code=problem.exit_code
+        )
     answered = f"{REPLY_VARIABLE}={function}" if function else "the default reply (handover)"
     where = f"{AGENT_PATH}: {answered} within {seconds:g} s"
     if os.environ.get(TOKEN_VARIABLE, "").strip():
@@ -132,7 +136,9 @@ def check_alerts() -> Checked:
     try:
         settings = alerts.alert_settings()
     except SetupError as problem:
-        return Checked("alerts", alerts.URLS_VARIABLE, "not shown", str(problem))
+        return Checked(
+            "alerts", alerts.URLS_VARIABLE, "not shown", str(problem), exit_code=problem.exit_code
+        )
     return Checked("alerts", alerts.URLS_VARIABLE, settings.describe())
 
 
@@ -150,8 +156,8 @@ def check_lake(root: str) -> Checked:
         lake.fs.delete_file(probe)
         selector = pafs.FileSelector(f"{lake.root}/{FOLDER}", allow_not_found=True, recursive=True)
         listed = lake.fs.get_file_info(selector)
-    except SetupError as problem:
-        return Checked("lake", "LAKE_ROOT", root, str(problem))
+    except SyncError as problem:  # a setting (WrongLakeRoot) or the store out of reach
+        return Checked("lake", "LAKE_ROOT", root, str(problem), exit_code=problem.exit_code)
     except OSError as error:
         fault = lake_fault(error, root)
         problem = str(fault) if fault else f"LAKE_ROOT={root}: {first_line(error, root)}"
@@ -173,6 +179,7 @@ def check_shared_store() -> Checked:
         if url is None:
             return Checked("store", STORE_VARIABLE, "unset: state in files of this host")
         Postgres(url, "the shared store", STORE_VARIABLE).run("SELECT 1")
-    except SetupError as problem:
-        return Checked("store", STORE_VARIABLE, shown(os.environ[STORE_VARIABLE]), str(problem))
+    except SyncError as problem:  # a URL that is not Postgres's, or the server out of reach
+        where = shown(os.environ[STORE_VARIABLE])
+        return Checked("store", STORE_VARIABLE, where, str(problem), exit_code=problem.exit_code)
     return Checked("store", STORE_VARIABLE, shown(url))

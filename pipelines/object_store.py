@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from pipelines.errors import SetupError
+from pipelines.errors import SetupError, Unavailable
 from pipelines.problems import refuse_keys
 
 SCHEMES = ("s3",)
@@ -43,9 +43,15 @@ OPTIONS = "allow_delayed_open=true"
 CACHED_BYTES = 64 << 20
 
 
-class LakeUnavailable(SetupError):
-    """The lake cannot be used as `LAKE_ROOT` and the AWS variables set it; the message
+class WrongLakeRoot(SetupError):
+    """`LAKE_ROOT`, or the AWS variables that reach it, cannot work as set (a file, a scheme
+    or credentials in it, a bucket that does not exist, a key the store refuses); the message
     says what to fix."""
+
+
+class LakeUnavailable(Unavailable):
+    """The lake's disk or store failed, or nothing answers at its endpoint; the message names
+    `LAKE_ROOT` and the AWS variables to look at, and what the next run does."""
 
 
 @dataclass(frozen=True)
@@ -71,18 +77,18 @@ def checked_root(root: str | os.PathLike[str]) -> str:
         return text
     parts = urlsplit(text)
     if parts.scheme not in SCHEMES:
-        raise LakeUnavailable(
+        raise WrongLakeRoot(
             f"LAKE_ROOT={text}: scheme {parts.scheme!r} is not supported; give a local folder "
             "or s3://bucket/prefix"
         )
     if "@" in parts.netloc:
         # Never echoed: what comes before the @ is a key.
-        raise LakeUnavailable(
+        raise WrongLakeRoot(
             "LAKE_ROOT holds credentials: write it as s3://bucket/prefix and put the key in "
             "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
         )
     if not parts.hostname or parts.query or parts.fragment:
-        raise LakeUnavailable(
+        raise WrongLakeRoot(
             f"LAKE_ROOT={text}: write it as s3://bucket/prefix (a bucket, then an optional "
             "folder; the endpoint goes in AWS_ENDPOINT_URL)"
         )
@@ -111,20 +117,21 @@ def endpoint_setting(env: Mapping[str, str] | None = None) -> tuple[str, str]:
     return ENDPOINT_VARIABLES[-1], "AWS S3"
 
 
-def explain(error: BaseException, uri: str) -> LakeUnavailable:
-    """What a store's refusal means for the user: the setting to fix. The store's own words
-    are left out: they may quote a request, and so the key's id."""
+def explain(error: BaseException, uri: str) -> SetupError | LakeUnavailable:
+    """What a store's refusal means for the user: the setting to fix (`WrongLakeRoot`: no
+    such bucket, a key refused), or the store out of reach (`LakeUnavailable`). The store's
+    own words are left out: they may quote a request, and so the key's id."""
     text = str(error)
     variable, where = endpoint_setting()
     bucket = urlsplit(uri).hostname
     if "NoSuchBucket" in text or "NotFound" in text:
-        return LakeUnavailable(
+        return WrongLakeRoot(
             f"LAKE_ROOT={uri}: the bucket {bucket!r} does not exist at {where}; create it, or "
             "correct LAKE_ROOT"
         )
     refused = ("AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ACCESS_DENIED")
     if any(word in text for word in refused) or "credentials" in text.lower():
-        return LakeUnavailable(
+        return WrongLakeRoot(
             f"LAKE_ROOT={uri}: {where} refused the credentials; set AWS_ACCESS_KEY_ID and "
             f"AWS_SECRET_ACCESS_KEY (or AWS_PROFILE) to a key that may list, read and write "
             f"{bucket!r}"
@@ -198,9 +205,18 @@ def lake_fault(error: BaseException, root: str, then: str = NEXT_SYNC) -> LakeUn
 
 
 def verify(place: Place) -> None:
-    """On an object store, two requests: the bucket exists, the endpoint answers and the
-    key may list the lake. Raises `LakeUnavailable` saying what to fix."""
+    """A local lake's root is a folder or can be made one. On an object store, two
+    requests: the bucket exists, the endpoint answers and the key may list the lake. Raises
+    `WrongLakeRoot` saying what to fix, or `LakeUnavailable` where nothing answers."""
     if place.local:
+        path = Path(place.root)
+        # The root, else the nearest folder above it that exists: where it would be made.
+        existing = next(p for p in (path, *path.parents) if os.path.exists(p))
+        if not existing.is_dir():
+            raise WrongLakeRoot(
+                f"LAKE_ROOT={place.uri}: {existing} is a file, not a folder; set LAKE_ROOT to "
+                "a folder (made where missing) or to s3://bucket/prefix"
+            )
         return
     bucket = place.root.split("/", 1)[0]
     try:

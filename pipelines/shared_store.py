@@ -24,15 +24,17 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from pipelines import errors
-from pipelines.errors import SetupError
+from pipelines.errors import SetupError, SyncError, Unavailable
 
 STORE_VARIABLE = "SYNC_STORE"
 POSTGRES_SCHEMES = ("postgresql", "postgres")
 
 
-class StoreUnavailable(SetupError):
+class StoreUnavailable(Unavailable):
     """A store of state cannot be opened or written: said with its location (a password
-    taken out), the setting that names it, and what to do."""
+    taken out), the setting that names it, and what to do. The environment's fault (the
+    server down, a full disk), or a location that cannot work, which only its message can
+    tell apart; a URL that is not Postgres's is a `SetupError` (`store_url`)."""
 
 
 def is_postgres(location: str) -> bool:
@@ -76,8 +78,8 @@ def unavailable(
     variable: str,
     exc: BaseException,
     advice: str = "",
-    error: type[StoreUnavailable] = StoreUnavailable,
-) -> StoreUnavailable:
+    error: type[SyncError] = StoreUnavailable,
+) -> SyncError:
     """`what` (e.g. "the push journal") at `location` cannot be used, and what to do."""
     advice = advice or (
         f"Check {variable} and that this machine can reach and write it (free space, "

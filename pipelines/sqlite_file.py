@@ -6,8 +6,9 @@ One connection, its statements serialised by a lock (SQLite has one writer anywa
 Python lock queues fairly where SQLite's busy handler would sleep). WAL, and
 `synchronous = FULL`, which fsyncs the WAL at every commit: an inbox commits before the
 sender is told 200, and NORMAL could lose the last commits on power loss or an OS crash.
-Every failure, opening included (a full disk, a folder that cannot be written, a damaged
-file), is a `StoreUnavailable` naming the file and its setting.
+Every failure, opening included (a full disk, a folder that cannot be written), is a
+`StoreUnavailable` naming the file and its setting; a damaged file is `FileDamaged`, a path
+under a file `FileMisplaced`.
 """
 
 from __future__ import annotations
@@ -20,10 +21,20 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from pipelines.shared_store import unavailable
+from pipelines.errors import Damaged, SetupError
+from pipelines.shared_store import StoreUnavailable, unavailable
 
 #: What SQLite says of a file that is not, or no longer, a whole database.
 DAMAGED_WORDS = ("file is not a database", "malformed")
+
+
+class FileDamaged(Damaged):
+    """The file is damaged: what it holds that the lake lacks is only there, so a person
+    moves it aside, as the message says."""
+
+
+class FileMisplaced(SetupError):
+    """The file's setting names a path under a file: no folder can be made there."""
 
 
 class SQLiteFile:
@@ -57,12 +68,16 @@ class SQLiteFile:
                 "SELECT value FROM meta WHERE name = 'inbox_uuid'"
             ).fetchone()[0]
         except (OSError, sqlite3.Error) as exc:
-            is_damaged = isinstance(exc, sqlite3.DatabaseError) and any(
+            if isinstance(exc, sqlite3.DatabaseError) and any(
                 words in str(exc) for words in DAMAGED_WORDS
-            )
-            raise unavailable(
-                what, self.location, variable, exc, damaged if is_damaged else ""
-            ) from None
+            ):
+                raise unavailable(
+                    what, self.location, variable, exc, damaged, FileDamaged
+                ) from None
+            # A file where its folder should be: the setting names a place that cannot work.
+            misplaced = isinstance(exc, NotADirectoryError | FileExistsError)
+            error = FileMisplaced if misplaced else StoreUnavailable
+            raise unavailable(what, self.location, variable, exc, error=error) from None
 
     def close(self) -> None:
         with self._lock:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
@@ -19,6 +21,47 @@ ANCHOR = datetime(2026, 11, 1, 12, 0, 0, tzinfo=UTC)
 #: Tests of minutes, run first: with `make test`'s workers (`--dist worksteal`) each then runs
 #: beside the others instead of alone at the end (the soak was the suite's last 5 minutes).
 LONGEST = ("tests/test_soak.py::",)
+
+
+#: Each run's temporary folders, in a folder of the clone's own (git ignores it): pytest's
+#: shared one (`/tmp/pytest-of-<user>`) keeps the last three runs' folders and deletes older
+#: ones, so a second run beside a long one could take away its Postgres data.
+TEMPORARY = Path(__file__).resolve().parent.parent / ".pytest-tmp"
+RUN_FOLDER = pytest.StashKey[Path]()
+
+
+def running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's: it runs
+        pass
+    return True
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest's own hook reads --basetemp
+def pytest_configure(config: pytest.Config) -> None:
+    """A base folder for this run, `.pytest-tmp/<pid>-<random>`, unless `--basetemp` names
+    one. Only the run that started decides: xdist gives its workers folders inside it. The
+    folders of runs that were killed are removed here, since they could not remove their own."""
+    if config.option.basetemp is not None or hasattr(config, "workerinput"):
+        return
+    TEMPORARY.mkdir(exist_ok=True)
+    for left in TEMPORARY.iterdir():
+        pid = left.name.partition("-")[0]
+        if not pid.isdigit() or not running(int(pid)):
+            shutil.rmtree(left, ignore_errors=True)
+    folder = TEMPORARY / f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    config.option.basetemp = str(folder)
+    config.stash[RUN_FOLDER] = folder
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The run's folder goes with it (its workers and their Postgres have stopped by now)."""
+    folder = config.stash.get(RUN_FOLDER, None)
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

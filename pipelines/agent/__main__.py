@@ -8,20 +8,19 @@ logged). The answer is `AGENT_REPLY`'s function, else the default reply
 Postgres where `SYNC_STORE` is set (then replicas on any host may serve one address), else
 `agent/inbox.sqlite3` beside `LAKE_ROOT` (default `./data/lake`). Give the receiver the
 `LAKE_ROOT` and `WAREHOUSE_PATH` of the runs: the shared inbox is scoped by the one, reply
-functions read the other.
+functions read the other. Nothing a caller sends is logged (`pipelines/serving.py`).
 """
 
 import argparse
 import os
 import sys
 
-import uvicorn
-
 from pipelines.agent.inbox import open_agent_inbox
 from pipelines.agent.receiver import AGENT_PATH, TOKEN_VARIABLE, build_app
 from pipelines.agent.reply import Replier
-from pipelines.errors import SetupError
+from pipelines.errors import SyncError
 from pipelines.object_store import checked_root
+from pipelines.serving import serve
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,9 +38,9 @@ def main(argv: list[str] | None = None) -> int:
         lake_root = checked_root(os.environ.get("LAKE_ROOT", "data/lake"))
         replier = Replier.from_env(lake_root)
         inbox = open_agent_inbox(lake_root)
-    except SetupError as problem:
+    except SyncError as problem:  # a setting (2), the inbox out of reach or damaged (1)
         print(f"agent: {problem}", file=sys.stderr)
-        return 2
+        return problem.exit_code
     with inbox:
         answer = "the default reply" if replier.function is None else os.environ["AGENT_REPLY"]
         print(
@@ -49,9 +48,7 @@ def main(argv: list[str] | None = None) -> int:
             f"answered by {answer} within {replier.deadline:g} s",
             flush=True,
         )
-        uvicorn.run(
-            build_app(inbox, token, replier), host=args.host, port=args.port, log_level="info"
-        )
+        serve(build_app(inbox, token, replier), args.host, args.port)
         replier.close()
     return 0
 

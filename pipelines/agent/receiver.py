@@ -17,7 +17,8 @@ the choices of docs/agent.md):
 
 Nothing a caller sends gets a 500. A failure to store (the disk, the shared store) is a 503,
 logged in one line, never with a traceback: nothing was answered, and the service may send
-the turn again. The token is never logged, nor stored.
+the turn again. The token is never logged, nor stored, and no line quotes what the caller
+sent (`pipelines/serving.py` says what is logged).
 """
 
 from __future__ import annotations
@@ -76,7 +77,8 @@ def build_app(
                 turn, key = parse_request(body)
             except NotARequest as problem:
                 await run_in_threadpool(inbox.reject, received_at, str(problem), body)
-                log.warning("rejected an agent call: %s", problem)
+                # The reason may quote the body: it is kept with it, not logged.
+                log.warning("rejected an agent call (400): kept with its reason in the inbox")
                 return JSONResponse({"error": str(problem)}, 400)
             first = await run_in_threadpool(inbox.store, key, received_at, body)
             # A request stored just now has no answer yet: only a copy's is looked up.
@@ -88,9 +90,9 @@ def build_app(
             log.error("could not keep an agent call: %s", problem)
             return JSONResponse({"error": "the agent inbox cannot store the call now"}, 503)
         if stored.answer.outcome not in ("replied", "default"):
-            log.warning(
-                "conversation %s handed over: %s", turn.conversation_id, stored.answer.error
-            )
+            # Named by its key: the conversation and the error are the body's and the
+            # function's words, kept with the answer.
+            log.warning("request %s handed over (%s)", key, stored.answer.outcome)
         return JSONResponse({"reply_text": stored.answer.reply_text})
 
     async def health(_: Request) -> JSONResponse:

@@ -24,6 +24,8 @@ from typing import Annotated, Literal
 
 import pydantic
 
+from pipelines.errors import DataRefused
+
 #: Ids as the lake stores them: a number beyond int64 is not an id of the service.
 Id = Annotated[int, pydantic.Field(ge=-(2**63), lt=2**63)]
 
@@ -93,7 +95,7 @@ class AgentRequest(_Read):
         return ""
 
 
-class NotARequest(ValueError):
+class NotARequest(DataRefused):
     """The body is not an AI agent request; the message says why, for the caller."""
 
 

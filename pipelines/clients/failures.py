@@ -19,7 +19,7 @@ from contextlib import contextmanager
 import httpx
 
 from pipelines.clients.base import Connection, Service
-from pipelines.errors import Retriable, SetupError, SyncError
+from pipelines.errors import Retriable, SetupError, SyncError, Unavailable
 from pipelines.object_store import lake_fault
 from pipelines.transport import ServiceError
 
@@ -37,7 +37,7 @@ def explain(service: Service, connection: Connection, exc: BaseException) -> str
     where = f"{service.service} connection {connection.name!r} ({connection.base_url})"
     url_setting = connection.base_url_from or "its base_url"
     key_setting = connection.api_key_env or "its key"
-    if isinstance(exc, SetupError):
+    if isinstance(exc, SetupError | Unavailable):  # a setting, the lake's or a store's: theirs
         return str(exc)
     if isinstance(exc, ServiceError):
         if exc.status == 401:

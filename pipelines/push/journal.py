@@ -36,6 +36,7 @@ import pyarrow.json as pa_json
 
 from pipelines.lake import Lake
 from pipelines.local_data import data_dir
+from pipelines.push.lease import Lease
 from pipelines.shared_store import StoreUnavailable, unavailable
 from pipelines.stream import Stream
 
@@ -82,9 +83,13 @@ class Journal:
         self._lock = threading.Lock()
         self._fd: int | None = None
 
-    def record(self, entries: Iterable[Mapping], fsync: bool = False) -> int:
+    def record(
+        self, entries: Iterable[Mapping], fsync: bool = False, lease: Lease | None = None
+    ) -> int:
         """Append entries (ledger rows); returns how many once the kernel holds them, and
-        with `fsync` once they are on the disk."""
+        with `fsync` once they are on the disk. `lease` asks nothing here: this host's file
+        lease cannot lapse while its holder lives (`Lease.fence`); a lease in Postgres beside
+        a journal folder (`PUSH_JOURNAL` with `SYNC_STORE`) fences nothing (docs/push.md)."""
         lines = journal_lines(entries)
         if not lines:
             return 0

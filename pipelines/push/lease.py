@@ -16,7 +16,11 @@ Where the lease lives:
   by the processes of this host: a holder that dies frees it at once, with no lapse.
 
 A holder that cannot renew (the store went away) counts its lease as lost once `TTL_SECONDS`
-have passed since its last renewal, when another push may hold it: its sends stop.
+have passed since its last renewal, when another push may hold it: its sends stop. A holder
+that was paused past its lease (a VM paused, a long garbage collection) may have checked it
+just before: in Postgres, each journal write is made only while the lease is still its own by
+the server's clock (`Lease.fence`), in the same statement, so a send it journals before the
+request goes is sent only if journaled under the lease.
 """
 
 from __future__ import annotations
@@ -53,12 +57,11 @@ TTL_SECONDS = 30.0
 #: How often a waiting push asks again.
 POLL_SECONDS = 1.0
 TABLE = "warehouse_sync_push_lease"
-#: The exit code of `python -m pipelines push` when another push held the lake throughout.
-BUSY_EXIT_CODE = 3
 
 
 class PushBusy(Busy):
-    """Another push held the lake's lease for the whole wait."""
+    """Another push held the lake's lease for the whole wait (`python -m pipelines push`
+    exits with `Busy`'s code)."""
 
 
 class LeaseLost(Unavailable):
@@ -135,6 +138,10 @@ class FileLeases:
             self._fd = None
 
 
+#: The server's clock, in seconds: what a lease in Postgres is timed by.
+SERVER_NOW = "extract(epoch FROM clock_timestamp())::float8"
+
+
 class PostgresLeases:
     """Leases in the deployment's Postgres, timed by the server's clock."""
 
@@ -142,7 +149,13 @@ class PostgresLeases:
         f"CREATE TABLE IF NOT EXISTS {TABLE} (scope text PRIMARY KEY, holder text NOT NULL, "
         "token text NOT NULL, expires_at double precision NOT NULL)"
     )
-    _SQL = _statements("extract(epoch FROM clock_timestamp())::float8", lambda name: f"%({name})s")
+    _SQL = _statements(SERVER_NOW, lambda name: f"%({name})s")
+    #: True while the lease of `%(scope)s` is `%(token)s`'s and has not lapsed by the
+    #: server's clock: the condition a journal write in the same database is made under.
+    HELD = (
+        f"EXISTS (SELECT 1 FROM {TABLE} WHERE scope = %(scope)s AND token = %(token)s "
+        f"AND expires_at > {SERVER_NOW})"
+    )
 
     def __init__(self, url: str) -> None:
         self.location = url
@@ -249,6 +262,27 @@ class Lease:
                 self._renewed = -self.ttl  # another took it: lost at once
                 return
             self._renewed = started
+
+    @property
+    def fence(self) -> dict[str, str] | None:
+        """What a journal write in the lease's Postgres checks in the same statement
+        (`PostgresLeases.HELD`, `pipelines/push/shared_journal.py`). None for this host's
+        file lease: the kernel keeps its lock while the holder lives, paused or not, so no
+        other push of this host can take the lake meanwhile."""
+        if isinstance(self._store, PostgresLeases):
+            return {"scope": self.scope, "token": self._values["token"]}
+        return None
+
+    def lapsed(self) -> LeaseLost:
+        """The error of a journal write refused because the lease was no longer this push's
+        by the store's clock (the process paused past it, or could not renew it)."""
+        return LeaseLost(
+            f"this push lost the lake's lease ({self.scope}): by {STORE_VARIABLE}'s clock it "
+            f"lapsed (not renewed for {self.ttl:.0f} s: the process paused, or the store was "
+            "out of reach), so another push may be sending. Nothing more is sent; what this "
+            "push had sent without its answer journaled is in doubt for the next one "
+            "(sync.rejected). Run again."
+        )
 
     def held(self) -> bool:
         """Still ours: renewed within the last `ttl` seconds."""

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from pipelines.lake import Lake
 from pipelines.push.journal import Journal, journal_path
+from pipelines.push.lease import Lease
 from pipelines.push.shared_journal import PostgresJournal
 from pipelines.shared_store import store_url
 from pipelines.streams.sync import PUSHED, REJECTED
@@ -52,11 +53,15 @@ def open_journal(lake_root: str, env: Mapping[str, str] | None = None) -> Journa
 
 
 class Ledger:
-    """The ledger of one lake; its journal is `open_journal`'s, or the folder given."""
+    """The ledger of one lake; its journal is `open_journal`'s, or the folder given. With the
+    push's `lease`, each write is made only while the lease is the push's own (`Lease.fence`)."""
 
-    def __init__(self, lake: Lake, journal: str | Path | None = None) -> None:
+    def __init__(
+        self, lake: Lake, journal: str | Path | None = None, lease: Lease | None = None
+    ) -> None:
         self.lake = lake
         self.journal = Journal(journal) if journal else open_journal(lake.place.uri)
+        self.lease = lease
 
     def __enter__(self) -> "Ledger":
         return self
@@ -92,7 +97,7 @@ class Ledger:
         journal before returning: what the service accepted is never asked of it again.
         `fsync`: on the disk before returning, for what a power loss must not undo."""
         rows = (entry | {"record_type": record_type} for entry in entries)
-        return self.journal.record(rows, fsync)
+        return self.journal.record(rows, fsync, self.lease)
 
     def reject(self, record_type: str, rejections: list[dict]) -> None:
         """Replace the record type's rejections; a rejection seen before keeps first_seen."""

@@ -164,7 +164,7 @@ def _push(
     defined = warehouse_of(lake.lake_root, lake.warehouse_path, lake.warehouse_sql)
     with (
         defined.in_memory() as warehouse,
-        Ledger(lake.lake()) as ledger,
+        Ledger(lake.lake(), lease=lease) as ledger,
         clients_of(datahub, report.stats) as clients,
     ):
         views = outbound_views(warehouse)

@@ -3,7 +3,9 @@ hosts: an acknowledgement written on one pod is read by the next run wherever it
 
 The same lines as the file journal (`pipelines/push/journal.py`), one row each, committed
 before the worker's next request: a commit is durable (the server syncs its log), so a push
-killed at any moment, or a pod that goes away with its disk, has lost no acknowledgement.
+killed at any moment, or a pod that goes away with its disk, has lost no acknowledgement. A
+push's rows are written only while its lease (`pipelines/push/lease.py`) is its own by the
+server's clock, checked in the same statement: one paused past its lease writes nothing more.
 Rows are scoped by the lake, so lakes sharing one database do not mix.
 
 `compact` moves a lake's rows into `sync/pushed` as one Parquet file named by the first id
@@ -19,6 +21,7 @@ import pyarrow as pa
 
 from pipelines.lake import Lake
 from pipelines.push.journal import ADVICE, BLOCK_BYTES, journal_lines, journal_tables
+from pipelines.push.lease import Lease, PostgresLeases
 from pipelines.shared_store import STORE_VARIABLE, Postgres
 from pipelines.stream import Stream
 
@@ -37,18 +40,29 @@ class PostgresJournal:
         f"CREATE INDEX IF NOT EXISTS {TABLE}_by_lake ON {TABLE} (lake, id)",
     )
     _INSERT = f"INSERT INTO {TABLE} (lake, line) SELECT %(lake)s, unnest(%(lines)s::text[])"
+    #: Written only while the push's lease is its own, by the server's clock (`Lease.fence`).
+    _FENCED = f"{_INSERT} WHERE {PostgresLeases.HELD} RETURNING id"
 
     def __init__(self, url: str, lake_root: str) -> None:
         self.location = url
         self.lake_root = lake_root
         self._db = Postgres(url, "the push journal", STORE_VARIABLE, self._SETUP, ADVICE)
 
-    def record(self, entries: Iterable[Mapping], fsync: bool = False) -> int:
+    def record(
+        self, entries: Iterable[Mapping], fsync: bool = False, lease: Lease | None = None
+    ) -> int:
         """Insert entries (ledger rows) in one statement; returns how many once committed
-        (always on the disk: `fsync` asks nothing more)."""
+        (always on the disk: `fsync` asks nothing more). With a `lease` in this database,
+        only while it is the push's own, else nothing is written and `LeaseLost` raised."""
         lines = journal_lines(entries)
-        if lines:
-            self._db.run(self._INSERT, {"lake": self.lake_root, "lines": lines})
+        if not lines:
+            return 0
+        fence = lease.fence if lease is not None else None
+        values = {"lake": self.lake_root, "lines": lines}
+        if fence is None:
+            self._db.run(self._INSERT, values)
+        elif not self._db.run(self._FENCED, values | fence):
+            raise lease.lapsed()
         return len(lines)
 
     def close(self) -> None:

@@ -5,17 +5,17 @@ show, and never logged). The inbox (`open_inbox`, `pipelines/webhooks/inbox.py`)
 `WEBHOOK_INBOX`, else the deployment's Postgres where `SYNC_STORE` is set (then replicas on
 any host may serve one address), else `webhooks/inbox.sqlite3` in the data directory beside
 `LAKE_ROOT` (default `./data/lake`). Give the receiver the `LAKE_ROOT` of the runs that
-compact its inbox: a shared inbox is scoped by it.
+compact its inbox: a shared inbox is scoped by it. Nothing a caller sends is logged
+(`pipelines/serving.py`).
 """
 
 import argparse
 import os
 import sys
 
-import uvicorn
-
-from pipelines.errors import SetupError
+from pipelines.errors import SyncError
 from pipelines.object_store import checked_root
+from pipelines.serving import serve
 from pipelines.webhooks.inbox import open_inbox
 from pipelines.webhooks.receiver import SECRET_VARIABLE, WEBHOOK_PATH, build_app
 
@@ -31,16 +31,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # Written as the settings write it (`pipelines/settings.py`): the shared inbox's scope.
         inbox = open_inbox(checked_root(os.environ.get("LAKE_ROOT", "data/lake")))
-    except SetupError as problem:
+    except SyncError as problem:  # a setting (2), the inbox out of reach or damaged (1)
         print(f"webhook receiver: {problem}", file=sys.stderr)
-        return 1
+        return problem.exit_code
     with inbox:
         print(
             f"webhook receiver: http://{args.host}:{args.port}{WEBHOOK_PATH}, "
             f"inbox {inbox.location}",
             flush=True,
         )
-        uvicorn.run(build_app(inbox, secret), host=args.host, port=args.port, log_level="info")
+        serve(build_app(inbox, secret), args.host, args.port)
     return 0
 
 

@@ -15,7 +15,9 @@ choices in the table of docs/data-flows.md):
 A signed body never gets a 500: reading it is a function of its bytes, so any failure to do
 so is a 400 kept with its reason (the hub would resend the same bytes to the same end). 500
 is left for a failure to store (the disk, the shared store's server), which a resend can
-outlive; it is logged in one line, the inbox's `StoreUnavailable`, never with a traceback. A
+outlive; it is logged in one line, the inbox's `StoreUnavailable`, never with a traceback.
+No line quotes what the caller sent (its headers, the idempotency key among them, or its
+body): `pipelines/serving.py` says what is logged. A
 lone surrogate inside `data` is stored like any other event; the compaction quarantines what
 the lake cannot represent (`pipelines/webhooks/compaction.py`).
 
@@ -80,8 +82,8 @@ def envelope_or_reason(arrival: Arrival) -> Envelope | str:
         reason = str(problem)
     except Exception as problem:
         # A case parse_envelope does not name: still the body's, so still a 400.
-        log.exception("could not read webhook %s", arrival.idempotency_key)
         reason = f"the body could not be read ({type(problem).__name__})"
+        log.error("could not read a webhook: %s", reason)
     return reason.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
@@ -110,12 +112,13 @@ def build_app(inbox: WebhookInbox, secret: str, max_body_bytes: int = MAX_BODY_B
         try:
             if isinstance(envelope, str):
                 await run_in_threadpool(inbox.reject, arrival, envelope)
-                log.warning("rejected webhook %s: %s", arrival.idempotency_key, envelope)
+                # The reason may quote the body: it is kept with it, not logged.
+                log.warning("rejected a webhook (400): kept with its reason in the inbox")
                 return JSONResponse({"error": envelope}, 400)
             stored = await run_in_threadpool(inbox.store, arrival, envelope)
         except StoreUnavailable as problem:
             # Nothing was kept: the hub resends on a 500. The message says all there is.
-            log.error("could not store webhook %s: %s", arrival.idempotency_key, problem)
+            log.error("could not store a webhook: %s", problem)
             return JSONResponse({"error": "the inbox cannot store the event now"}, 500)
         return JSONResponse({"status": "stored" if stored else "duplicate"})
 

@@ -8,3 +8,8 @@ def thank_or_hand_over(request, _warehouse) -> str:
     if "?" in request.last_text:
         return HANDOVER
     return f"Thank you, conversation {request.conversation_id}."
+
+
+def fail_quoting(request, _warehouse) -> str:
+    """Fails with the member's words in its error, as a careless function would."""
+    raise ValueError(f"no order found for {request.last_text!r}")

@@ -365,7 +365,7 @@ def test_a_reply_function_or_deadline_the_agent_would_refuse_fails_the_check(
     for name, value in env.items():
         monkeypatch.setenv(name, value)
 
-    assert main(["check"]) == 1
+    assert main(["check"]) == 2  # a setting to fix
     captured = capsys.readouterr()
     rows = {tuple(line.split()[:2]): line.split()[-1] for line in captured.out.splitlines()}
     assert rows[("conversation", "agent")] == "FAILED"
@@ -496,3 +496,41 @@ def test_a_key_put_where_a_path_or_an_address_belongs_is_refused_unseen(
     assert variable in line and "looks like a comment automation key" in line
     assert canary.removeprefix("sa_live_") not in captured.out + captured.err
     assert not [path for path in tmp_path.rglob("*") if "CANARY" in path.name]
+
+
+COMMANDS = {
+    "check": ["check"],
+    "sync": ["sync", "--streams", "workspace"],
+    "push": ["push"],
+    "push --dry-run": ["push", "--dry-run"],
+    "warehouse": ["warehouse"],
+}
+
+
+@pytest.mark.parametrize("under", [False, True], ids=["a file", "a path under a file"])
+@pytest.mark.parametrize("command", COMMANDS.values(), ids=COMMANDS)
+def test_a_lake_root_that_is_a_file_is_one_line_naming_it_and_exit_2(
+    frozen_sandbox, sync_env, monkeypatch, capsys, tmp_path, command, under
+):
+    """Regression: `sync` ended in a NotADirectoryError traceback, `warehouse` rebuilt every
+    view over nothing and exited 0, `push --dry-run` blamed a view."""
+    sync_env(frozen_sandbox)
+    file = tmp_path / "lake.txt"
+    file.write_text("not a lake")
+    monkeypatch.setenv("LAKE_ROOT", str(file / "lake" if under else file))
+    warehouse = Path(os.environ["WAREHOUSE_PATH"])
+    warehouse.write_bytes(b"an analyst's warehouse")
+    before = warehouse.stat().st_mtime_ns
+
+    assert main(command) == 2
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.out + captured.err
+    [line] = [line for line in captured.err.splitlines() if "LAKE_ROOT" in line]
+    assert f"{file} is a file, not a folder; set LAKE_ROOT to a folder" in line
+    if command != ["check"]:  # the check shows its other rows
+        assert captured.err.strip() == line
+    assert warehouse.read_bytes() == b"an analyst's warehouse"
+    assert warehouse.stat().st_mtime_ns == before
+    assert sorted(p.name for p in warehouse.parent.iterdir()) == sorted(
+        ["lake.txt", "sync.toml", warehouse.name]
+    )

@@ -168,13 +168,14 @@ def test_a_sync_whose_views_cannot_be_rewritten_lands_its_data_and_fails_saying_
     frozen_sandbox, sync_env
 ):
     """An analyst's unsaved changes hold the warehouse: the streams still land, and the sync
-    exits 1 naming the warehouse and what to do instead of a green light over stale views."""
+    exits 3 (`Busy`: run again once the session is closed) naming the warehouse and what to
+    do, instead of a green light over stale views."""
     sync_env(frozen_sandbox)
     finished(sync("--streams", "workspace"))
     warehouse = Path(os.environ["WAREHOUSE_PATH"])
     with held_session(warehouse, False, "CREATE TABLE main.notes AS SELECT 1 AS n"):
         process = sync("--streams", "channels")
         output, _ = process.communicate(timeout=300)
-    assert process.returncode == 1, output
+    assert process.returncode == 3, output
     assert "FAILED warehouse:" in output and "pipelines warehouse" in output, output
     assert list(Path(os.environ["LAKE_ROOT"]).glob("conversation/channels/*.parquet"))

@@ -19,7 +19,7 @@ from assets.sync import failure_reason
 from pipelines.errors import SetupError
 from pipelines.push import journal as journal_module
 from pipelines.push import send
-from pipelines.push.lease import BUSY_EXIT_CODE, Lease, holder_name, wait_seconds
+from pipelines.push.lease import Lease, PushBusy, holder_name, wait_seconds
 from pipelines.push.ledger import as_json
 from pipelines.push.shared_journal import PostgresJournal
 from pipelines.push.validation import validate_record
@@ -50,16 +50,17 @@ def start_push(env: dict, types: list[str]) -> subprocess.Popen:
     )
 
 
-def each_event_stored_once(sandbox, resources, planned: int) -> None:
-    """Behavior events: as many stored as were planned, no body more often than the valid
-    event keys that carry it (some events are alike)."""
+def each_event_stored_once(sandbox, resources, planned: int, in_doubt: int = 0) -> None:
+    """Behavior events: as many stored as were planned (less at most those `in_doubt`, which
+    may not have arrived), no body more often than the valid event keys that carry it (some
+    events are alike)."""
     keys_of = Counter()
     for row in outbound(resources, "behavior_events"):
         body, problems = validate_record("behavior_event", row)
         if not problems:
             keys_of[as_json(body)] += 1
     stored = httpx.get(f"{sandbox.url}/_sandbox/datahub/default/behavior-events/all").json()
-    assert len(stored) == planned
+    assert planned - in_doubt <= len(stored) <= planned
     bodies = Counter(as_json(entry["event"]) for entry in stored)
     assert all(count <= keys_of[body] for body, count in bodies.items())
 
@@ -127,7 +128,7 @@ def test_a_push_that_finds_the_lake_held_ends_with_its_exit_code_naming_the_hold
         output = push.communicate(timeout=300)[0]
     finally:
         holder.release()
-    assert push.returncode == BUSY_EXIT_CODE, output
+    assert push.returncode == PushBusy.exit_code == 3, output
     assert "another push holds the lake" in output
     assert "run a-run-from-the-ui" in output and f"pid {os.getpid()}" in output
     assert "Traceback" not in output
