@@ -11,6 +11,7 @@ the lake does at the last build.
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import date, timedelta
@@ -44,10 +45,13 @@ def dated(stream: Stream) -> pa.Schema:
     return file_schema(stream.schema).append(pa.field("date", pa.date32()))
 
 
-def duckdb_columns(con: duckdb.DuckDBPyConnection, schema: pa.Schema) -> list[tuple[str, str]]:
-    """Each column of `schema` with the DuckDB type it reads as."""
+@functools.cache
+def duckdb_columns(schema: pa.Schema) -> list[tuple[str, str]]:
+    """Each column of `schema` with the DuckDB type it reads as; asked once per process
+    (builds and empty relations ask for the same few schemas again and again)."""
     empty = schema.empty_table()  # noqa: F841 - read by the query below
-    described = con.execute("DESCRIBE SELECT * FROM empty").fetchall()
+    with duckdb.connect() as con:
+        described = con.execute("DESCRIBE SELECT * FROM empty").fetchall()
     return [(name, kind) for name, kind, *_ in described]
 
 
@@ -161,7 +165,7 @@ def record(con: duckdb.DuckDBPyConnection, built: Built) -> None:
 def _table_ready(con: duckdb.DuckDBPyConnection, stream: Stream) -> bool:
     """Make the stream's table hold its declared columns; False if it had to be made anew
     (it did not exist, or the declaration changed), so none of its days is copied yet."""
-    wanted = duckdb_columns(con, dated(stream))
+    wanted = duckdb_columns(dated(stream))
     found = con.execute(
         "SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = "
         "current_database() AND schema_name = ? AND table_name = ? ORDER BY column_index",
@@ -205,7 +209,7 @@ def copy_closed_days(
         source = f"read_parquet([{files}], {DAILY_READ})"
         present = {row[0] for row in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}
         columns = ", ".join(
-            f'"{name}"' for name, _ in duckdb_columns(con, dated(stream)) if name in present
+            f'"{name}"' for name, _ in duckdb_columns(dated(stream)) if name in present
         )
         con.execute(f"INSERT INTO {table} ({columns}) SELECT {columns} FROM {source}")
     return closed

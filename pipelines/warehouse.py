@@ -154,8 +154,8 @@ def declared_view(stream: Stream) -> str:
 _literal = literal
 
 
-def _empty_relation(con: duckdb.DuckDBPyConnection, schema: pa.Schema) -> str:
-    typed = duckdb_columns(con, schema)
+def _empty_relation(schema: pa.Schema) -> str:
+    typed = duckdb_columns(schema)
     columns = ", ".join(f'CAST(NULL AS {kind}) AS "{name}"' for name, kind in typed)
     return f"(SELECT {columns} LIMIT 0)"
 
@@ -214,7 +214,7 @@ class Warehouse:
         daily = any(PurePosixPath(f).parent.name.startswith("date=") for f in files)
         return Stream(service, name, stream.schema, daily=daily)
 
-    def _source(self, con: duckdb.DuckDBPyConnection, plan: _Plan | None, match) -> str:
+    def _source(self, plan: _Plan | None, match: re.Match[str]) -> str:
         service, name = match.group(1), match.group(2)
         stream = self.streams.get((service, name)) or self._lake_stream(service, name)
         if plan is not None and stream.relation in plan.listings:
@@ -230,7 +230,7 @@ class Warehouse:
                     plan.read.add((stream.relation, None))
                 return relation
         schema = dated(stream) if stream.daily else stream.schema
-        return _empty_relation(con, schema)
+        return _empty_relation(schema)
 
     def _sql_files(self) -> list[Path]:
         return sorted(file for sql_dir in self.sql_dirs for file in sql_dir.glob("*/*.sql"))
@@ -244,17 +244,16 @@ class Warehouse:
         parts += [s.relation for s in self.viewed]
         return _fingerprint(parts)
 
-    def statements(self, con: duckdb.DuckDBPyConnection, plan: _Plan | None = None) -> list[str]:
-        """Every statement that builds the warehouse, in order. `con`, the connection the
-        caller builds in, types every empty relation: opening one for it costs more than the
-        DESCRIBE (bench: peer). With a `plan`, the copied streams read their tables and open
-        days, and the plan learns what the views read from the lake; without, every stream
-        reads all its files (a warehouse in memory, which has no tables)."""
+    def statements(self, plan: _Plan | None = None) -> list[str]:
+        """Every statement that builds the warehouse, in order. With a `plan`, the copied
+        streams read their tables and open days, and the plan learns what the views read
+        from the lake; without, every stream reads all its files (a warehouse in memory,
+        which has no tables)."""
         defined = {(file.parent.name, file.stem) for file in self._sql_files()}
         declared = [s for s in self.viewed if (s.service, s.name) not in defined]
         schemas = schema_order({*schemas_of(self.sql_dirs), *(s.service for s in declared)})
         statements = [f"CREATE SCHEMA IF NOT EXISTS {schema}" for schema in schemas]
-        source = functools.partial(self._source, con, plan)
+        source = functools.partial(self._source, plan)
         for schema in schemas:
             for stream in declared:
                 if stream.service == schema:
@@ -270,7 +269,7 @@ class Warehouse:
         """The same views in a DuckDB of this process's own: what the file holds, without
         opening it, so no session on the file can stand in the way (the push reads here)."""
         with self.lake.connect() as con:
-            statements = self.statements(con)
+            statements = self.statements()
             _define(con, statements)
             yield con
 
@@ -329,7 +328,7 @@ class Warehouse:
         spill = self.path.with_name(f".{self.path.name}{SPILL_SUFFIX}")
         settings = {**BUILD_SETTINGS, "temp_directory": str(spill)}
         with self.lake.connect(config=settings) as builder:
-            statements = self.statements(builder, plan)
+            statements = self.statements(plan)
             fingerprint = _fingerprint(statements)
             readable = self.path.exists() and _attach_old(builder, self.path)
             old = recorded(builder, "replaced") if readable else None
@@ -343,13 +342,16 @@ class Warehouse:
             ):
                 return None
             copied_before = old.copied if old is not None else {}
+            same_views = old is not None and old.fingerprint == fingerprint
             if readable and not _wal(self.path).exists():
                 # The attachment keeps writers out: the copy is of a file no one changes.
                 shutil.copyfile(self.path, temporary)
                 builder.execute(f"ATTACH {_literal(str(temporary))} AS built")
                 builder.execute("USE built")
-                _drop_views(builder)
+                if not same_views:
+                    _drop_views(builder)
             else:
+                same_views = False
                 builder.execute(f"ATTACH {_literal(str(temporary))} AS built")
                 builder.execute("USE built")
                 if readable:
@@ -366,7 +368,8 @@ class Warehouse:
                 )
                 for s in self.copied_streams
             }
-            _define(builder, statements)
+            if not same_views:  # else the copy has them: only closed days changed
+                _define(builder, statements)
             read = frozenset(plan.read)
             record(builder, Built(fingerprint, self.definitions(), plan.first_open, read, copied))
             builder.execute("CHECKPOINT built")

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+import httpx
 import pyarrow.fs as pafs
 import pytest
 from moto.server import ThreadedMotoServer
@@ -170,6 +171,10 @@ def object_store(monkeypatch) -> Iterator[Store]:
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
+    # moto keeps its buckets in the process, not the server: an earlier test's objects in
+    # `faults` would be there from the start.
+    host, port = server.get_host_and_port()
+    httpx.post(f"http://{host}:{port}/moto-api/reset").raise_for_status()
     store = Store(server, Cut(server.get_host_and_port()))
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test-key-id")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "fault-test-secret")

@@ -118,8 +118,7 @@ def test_an_extra_folder_adds_its_schemas_and_leaving_it_out_removes_them(tmp_pa
     extra = user_folder(tmp_path / "mine")
     path = tmp_path / "warehouse.duckdb"
     product = Warehouse(path, lake, WAREHOUSE_STREAMS)
-    with duckdb.connect() as con:
-        assert "CREATE SCHEMA IF NOT EXISTS outbound" not in product.statements(con)
+    assert "CREATE SCHEMA IF NOT EXISTS outbound" not in product.statements()
 
     Warehouse(path, lake, WAREHOUSE_STREAMS, extra_sql=[extra]).refresh()
     assert {"erp.orders", "outbound.orders"} <= views(path)
@@ -151,11 +150,8 @@ def test_a_source_nobody_defines_or_landed_is_named(tmp_path):
     warehouse = Warehouse(
         tmp_path / "w.duckdb", Lake(tmp_path / "lake"), WAREHOUSE_STREAMS, SQL_DIR, [extra]
     )
-    with (
-        duckdb.connect() as con,
-        pytest.raises(SetupError, match=r"source\('erp', 'orders'\).*no Parquet file"),
-    ):
-        warehouse.statements(con)
+    with pytest.raises(SetupError, match=r"source\('erp', 'orders'\).*no Parquet file"):
+        warehouse.statements()
 
 
 @pytest.mark.parametrize("read_only", [True, False], ids=["read-only", "read-write"])
