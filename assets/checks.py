@@ -14,12 +14,12 @@ import sqlalchemy as db
 from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
 from dagster._core.storage.event_log.schema import AssetCheckExecutionsTable
 from dagster._core.storage.event_log.sql_event_log import SqlEventLogStorage
-from dagster._core.storage.tags import (
+
+from assets.partitions import (
     ASSET_PARTITION_RANGE_END_TAG,
     ASSET_PARTITION_RANGE_START_TAG,
     PARTITION_NAME_TAG,
 )
-
 from assets.resources import LakeResource
 from pipelines.damaged import FOLDER, REASON_SUFFIX, damaged_of, set_aside_damaged
 from pipelines.drift import drift_in_lake

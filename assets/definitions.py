@@ -5,16 +5,13 @@ from datetime import UTC, timedelta
 
 import dagster as dg
 import pyarrow as pa
-from dagster._core.storage.tags import (
-    ASSET_PARTITION_RANGE_END_TAG,
-    ASSET_PARTITION_RANGE_START_TAG,
-)
 
 from assets import agent, alerts, comment, conversation, datahub, push, setup_check, webhooks
 from assets.catalog import column_schema
 from assets.checks import WHOLE_STREAM_JOB
 from assets.console import LOGGERS
 from assets.executors import executor
+from assets.partitions import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 from assets.resources import LakeResource, resources_or_problem
 from assets.told import told
 from pipelines import process

@@ -15,15 +15,15 @@ from datetime import UTC, date, datetime, timedelta
 from types import ModuleType
 
 import dagster as dg
-from dagster._core.storage.tags import (
-    ASSET_PARTITION_RANGE_END_TAG,
-    ASSET_PARTITION_RANGE_START_TAG,
-)
 
 from assets import agent, webhooks
 from assets.console import LOGGERS, console_config
 from assets.factory import STARTED_BY_TAG, written_by
-from assets.partitions import daily
+from assets.partitions import (
+    ASSET_PARTITION_RANGE_END_TAG,
+    ASSET_PARTITION_RANGE_START_TAG,
+    daily,
+)
 from assets.resources import build_resources
 from assets.told import EXIT_CODE
 from pipelines.catalog import PULLED, refresh_warehouse

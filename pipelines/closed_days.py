@@ -20,7 +20,7 @@ from pathlib import Path, PurePosixPath
 import duckdb
 import pyarrow as pa
 
-from pipelines.lake import DAILY_READ, Lake, file_day, file_schema
+from pipelines.lake import DAILY_READ, Lake, file_day, file_schema, sql_literal
 from pipelines.stream import Stream
 
 #: The days up to today whose files a view reads from the lake at each query.
@@ -34,10 +34,6 @@ def first_open_day(today: date) -> date:
 
 def table_of(stream: Stream) -> str:
     return f'{SCHEMA}."{stream.relation}"'
-
-
-def literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
 
 
 def dated(stream: Stream) -> pa.Schema:
@@ -106,7 +102,7 @@ def built_state(path: Path) -> Built | None:
         return None
     with duckdb.connect() as con:
         try:
-            con.execute(f"ATTACH {literal(str(path))} AS warehouse (READ_ONLY)")
+            con.execute(f"ATTACH {sql_literal(str(path))} AS warehouse (READ_ONLY)")
         except duckdb.Error:
             return None
         return recorded(con, "warehouse")
@@ -180,8 +176,8 @@ def _table_ready(con: duckdb.DuckDBPyConnection, stream: Stream) -> bool:
     # no order of the rows lets a scan skip (bench: warehouse, "one log by id").
     key = [f'"{name}"' for name in stream.key if name != "date"]
     if key:
-        name = literal(f"{stream.relation} key").replace("'", '"')
-        con.execute(f"CREATE INDEX {name} ON {table_of(stream)} ({', '.join(key)})")
+        index = f'"{stream.relation} key"'
+        con.execute(f"CREATE INDEX {index} ON {table_of(stream)} ({', '.join(key)})")
     return False
 
 
@@ -205,7 +201,7 @@ def copy_closed_days(
     if stale:
         con.execute(f"DELETE FROM {table} WHERE date IN (SELECT unnest(?::DATE[]))", [stale])
     if fresh:
-        files = ", ".join(literal(lake.uri(p)) for day in fresh for p in listing.files[day])
+        files = ", ".join(sql_literal(lake.uri(p)) for day in fresh for p in listing.files[day])
         source = f"read_parquet([{files}], {DAILY_READ})"
         present = {row[0] for row in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}
         columns = ", ".join(
@@ -221,5 +217,7 @@ def source_of(lake: Lake, stream: Stream, open_days: list[date]) -> str:
     if not open_days:
         return f"({table})"
     folder = lake.uri(lake.stream_dir(stream))
-    globs = ", ".join(literal(f"{folder}/date={day.isoformat()}/*.parquet") for day in open_days)
+    globs = ", ".join(
+        sql_literal(f"{folder}/date={day.isoformat()}/*.parquet") for day in open_days
+    )
     return f"({table} UNION ALL BY NAME SELECT * FROM read_parquet([{globs}], {DAILY_READ}))"

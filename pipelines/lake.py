@@ -55,6 +55,11 @@ SPILL_SETTINGS = {
 }
 
 
+def sql_literal(text: str) -> str:
+    """`text` as a DuckDB string literal."""
+    return "'" + text.replace("'", "''") + "'"
+
+
 def file_schema(schema: pa.Schema) -> pa.Schema:
     """`schema` without its columns' descriptions: they belong to the catalog, not to every
     file of the lake."""
@@ -262,17 +267,16 @@ class Lake:
             files = self.files(stream, days)
             if not files:
                 return None
-            listed = ", ".join("'" + self.uri(f).replace("'", "''") + "'" for f in files)
+            listed = ", ".join(sql_literal(self.uri(f)) for f in files)
             return f"read_parquet([{listed}], {DAILY_READ})"
         if not self.files(stream):
             return None
-        folder = self.uri(self.stream_dir(stream)).replace("'", "''")
+        folder = self.uri(self.stream_dir(stream))
         # By name: a file landed before a column was declared (`_extra`) reads it as null.
         if stream.daily:
-            return f"read_parquet('{folder}/date=*/*.parquet', {DAILY_READ})"
-        return (
-            f"read_parquet('{folder}/*.parquet', hive_partitioning = false, union_by_name = true)"
-        )
+            return f"read_parquet({sql_literal(folder + '/date=*/*.parquet')}, {DAILY_READ})"
+        glob = sql_literal(folder + "/*.parquet")
+        return f"read_parquet({glob}, hive_partitioning = false, union_by_name = true)"
 
     def connect(
         self,

@@ -71,7 +71,6 @@ from pipelines.closed_days import (
     dated,
     duckdb_columns,
     first_open_day,
-    literal,
     record,
     recorded,
     source_of,
@@ -79,7 +78,7 @@ from pipelines.closed_days import (
 from pipelines.closed_days import SCHEMA as COPIES
 from pipelines.errors import Busy, SetupError, Unavailable, first_line
 from pipelines.held_files import held, held_while_written, remove_unless_held
-from pipelines.lake import Lake
+from pipelines.lake import Lake, sql_literal
 from pipelines.stream import Stream
 
 SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
@@ -149,9 +148,6 @@ def declared_view(stream: Stream) -> str:
     )
     source = f"{{{{ source('{stream.service}', '{stream.name}') }}}}"
     return f"CREATE OR REPLACE VIEW {stream.relation} AS\nSELECT\n    {columns}\nFROM {source};"
-
-
-_literal = literal
 
 
 def _empty_relation(schema: pa.Schema) -> str:
@@ -346,13 +342,13 @@ class Warehouse:
             if readable and not _wal(self.path).exists():
                 # The attachment keeps writers out: the copy is of a file no one changes.
                 shutil.copyfile(self.path, temporary)
-                builder.execute(f"ATTACH {_literal(str(temporary))} AS built")
+                builder.execute(f"ATTACH {sql_literal(str(temporary))} AS built")
                 builder.execute("USE built")
                 if not same_views:
                     _drop_views(builder)
             else:
                 same_views = False
-                builder.execute(f"ATTACH {_literal(str(temporary))} AS built")
+                builder.execute(f"ATTACH {sql_literal(str(temporary))} AS built")
                 builder.execute("USE built")
                 if readable:
                     _carry_tables(builder)
@@ -447,7 +443,7 @@ def _attach_old(builder: duckdb.DuckDBPyConnection, path: Path) -> bool:
     """Attach the file being replaced read-only, as `replaced`; False if it cannot be read (a
     read-write session in another process holds DuckDB's lock on it)."""
     try:
-        builder.execute(f"ATTACH {_literal(str(path))} AS replaced (READ_ONLY)")
+        builder.execute(f"ATTACH {sql_literal(str(path))} AS replaced (READ_ONLY)")
     except duckdb.Error:
         return False
     return True

@@ -7,13 +7,13 @@ from pathlib import Path
 import dagster as dg
 import pyarrow as pa
 import pyarrow.parquet as pq
-from dagster._core.storage.tags import (
-    ASSET_PARTITION_RANGE_END_TAG,
-    ASSET_PARTITION_RANGE_START_TAG,
-)
 
 from assets.checks import STREAM_CHECKS, WHOLE_STREAM_JOB
-from assets.partitions import daily
+from assets.partitions import (
+    ASSET_PARTITION_RANGE_END_TAG,
+    ASSET_PARTITION_RANGE_START_TAG,
+    daily,
+)
 from assets.resources import LakeResource
 from pipelines.damaged import damaged_of
 from pipelines.lake import Lake
