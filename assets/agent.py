@@ -7,12 +7,11 @@ answers the lake lacks (docs/agent.md). `python -m pipelines sync` runs it too."
 import dagster as dg
 
 from assets.catalog import stream_metadata
-from assets.factory import service_tag
+from assets.factory import refresh_views, service_tag
 from assets.resources import LakeResource
 from assets.told import told
 from pipelines.agent.compaction import AGENT_MESSAGES, AGENT_REQUESTS, compact, stale_days
 from pipelines.agent.inbox import inbox_path, open_agent_inbox
-from pipelines.catalog import refresh_warehouse
 
 DESCRIPTIONS = {
     AGENT_REQUESTS: (
@@ -61,7 +60,7 @@ def agent_conversations(context: dg.AssetExecutionContext, lake: LakeResource):
         f"over {len(done.days)} day(s) rewritten"
     )
     written = {(s.relation, day) for s in (AGENT_REQUESTS, AGENT_MESSAGES) for day in done.days}
-    warehouse = refresh_warehouse(lake.lake_root, lake.warehouse_path, lake.warehouse_sql, written)
+    warehouse = refresh_views(context, written)
     days = [day.isoformat() for day in done.days]
     common = {"days": len(days), "days_rewritten": days, "inbox": inbox.location}
     yield dg.MaterializeResult(

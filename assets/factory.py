@@ -59,6 +59,11 @@ DEFAULT_OWNERS = ("team:data",)
 #: The tag a run carries that says what started it, where Dagster's own tags do not
 #: (the command line sets it: `assets/sync.py`).
 STARTED_BY_TAG = "sync/started_by"
+#: The tag of a run whose starter brings the views up to date once its runs end, instead of
+#: each step after its landing: the command line's sync (`assets/sync.py`), so a sync of
+#: every stream builds the warehouse once, not once per stream.
+VIEWS_TAG = "sync/views"
+VIEWS_AT_END = "when the sync ends"
 
 
 def pool(service: str) -> str:
@@ -246,12 +251,16 @@ def written_by(stream: Stream, days: list[date] | None, started_at: datetime) ->
     return {(stream.relation, day) for day in days} | runs
 
 
-def refresh_views(context: dg.AssetExecutionContext, written: set[Written]) -> None:
+def refresh_views(context: dg.AssetExecutionContext, written: set[Written]) -> str:
     """Bring the warehouse up to date after a landing, whatever started it: nothing to do
     when its views read what the landing wrote already (`Warehouse.refresh`); a stream's
-    first file, a new day or a closed day landed again rebuild it. A build that cannot be
-    done is said, and the landing stands; the views asset, the next landing or the next sync
-    build them."""
+    first file, a new day or a closed day landed again rebuild it. A run tagged `VIEWS_TAG`
+    leaves it to its starter. A build that cannot be done is said, and the landing stands;
+    the views asset, the next landing or the next sync build them. Returns what was done."""
+    if context.run.tags.get(VIEWS_TAG) == VIEWS_AT_END:
+        outcome = f"views brought up to date {VIEWS_AT_END}"
+        context.log.info(f"warehouse: {outcome}")
+        return outcome
     lake = context.resources.lake
     try:
         outcome = refresh_warehouse(
@@ -259,8 +268,9 @@ def refresh_views(context: dg.AssetExecutionContext, written: set[Written]) -> N
         )
     except SyncError as problem:
         context.log.warning(f"warehouse: views not brought up to date: {problem}")
-    else:
-        context.log.info(f"warehouse: {outcome}")
+        return f"views not brought up to date: {problem}"
+    context.log.info(f"warehouse: {outcome}")
+    return outcome
 
 
 def fail_connections(

@@ -18,7 +18,7 @@ import dagster as dg
 
 from assets import agent, webhooks
 from assets.console import LOGGERS, console_config
-from assets.factory import STARTED_BY_TAG, written_by
+from assets.factory import STARTED_BY_TAG, VIEWS_AT_END, VIEWS_TAG, written_by
 from assets.partitions import (
     ASSET_PARTITION_RANGE_END_TAG,
     ASSET_PARTITION_RANGE_START_TAG,
@@ -206,7 +206,8 @@ def _run(name: str, assets, resources, instance, report: SyncReport, label: str,
     ).resolve_job_def(name)
     result = job_def.execute_in_process(
         instance=instance,
-        tags={**(tags or {}), STARTED_BY_TAG: "command line"},
+        # The views are built once, when every run of the sync has ended (`run_sync`).
+        tags={**(tags or {}), STARTED_BY_TAG: "command line", VIEWS_TAG: VIEWS_AT_END},
         raise_on_error=False,
         run_config=console_config(),
     )

@@ -8,10 +8,9 @@ it when the inbox holds events the lake lacks (docs/webhooks.md).
 import dagster as dg
 
 from assets.catalog import stream_metadata
-from assets.factory import service_tag
+from assets.factory import refresh_views, service_tag
 from assets.resources import LakeResource
 from assets.told import told
-from pipelines.catalog import refresh_warehouse
 from pipelines.webhooks.compaction import (
     WEBHOOK_EVENTS,
     WEBHOOK_QUARANTINE,
@@ -58,7 +57,7 @@ def webhook_events(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.
     # new day, a closed day compacted again (pipelines/warehouse.py).
     streams = (WEBHOOK_EVENTS, WEBHOOK_QUARANTINE) if done.quarantined else (WEBHOOK_EVENTS,)
     written = {(s.relation, day) for s in streams for day in done.days}
-    warehouse = refresh_warehouse(lake.lake_root, lake.warehouse_path, lake.warehouse_sql, written)
+    warehouse = refresh_views(context, written)
     return dg.MaterializeResult(
         metadata={
             "rows": done.rows,
