@@ -11,8 +11,12 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
+from assets.sync import run_sync
+from pipelines.catalog import PULLED
 from pipelines.closed_days import OPEN_DAYS, built_state
 from pipelines.lake import Lake
+from pipelines.landing import today
+from pipelines.settings import load_settings
 from pipelines.stream import Stream, connection_schema
 from pipelines.warehouse import LOCK_SUFFIX, Warehouse
 
@@ -207,3 +211,31 @@ def test_two_builds_at_once_take_turns_and_stay_exact(tmp_path):
     assert [b.wait(timeout=120) for b in builds] == [0, 0]
     assert in_view(built.path) == in_lake(built.lake)
     assert built.refresh() is None  # the second found the first's build current
+
+
+def test_a_sync_of_several_streams_builds_once_and_its_views_show_every_landed_row(
+    frozen_sandbox, sync_env, tmp_path, monkeypatch
+):
+    """The command line's sync builds when its runs have ended, not once per stream: the
+    frozen sandbox's days are all closed by the wall clock, so each landing would build."""
+    sync_env(frozen_sandbox)
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))
+    (tmp_path / "dagster").mkdir()
+    builds = []
+    build = Warehouse._build
+    monkeypatch.setattr(Warehouse, "_build", lambda self, t: builds.append(t) or build(self, t))
+
+    report = run_sync(["comment"], start=today() - timedelta(days=2))
+
+    assert report.ok, report.failed
+    assert len(report.succeeded) > 1 and len(builds) == 1, (report.succeeded, builds)
+    settings = load_settings()
+    lake = Lake(settings.lake_root)
+    with duckdb.connect(str(settings.warehouse_path), read_only=True) as con:
+        for stream in (s for s in PULLED if s.service == "comment"):
+            [(shown,)] = con.execute(f"SELECT count(*) FROM {stream.relation}").fetchall()
+            with lake.connect() as files:
+                [(landed,)] = files.execute(
+                    f"SELECT count(*) FROM {lake.relation(stream)}"
+                ).fetchall()
+            assert shown == landed, stream.relation
