@@ -42,11 +42,19 @@ def dated(stream: Stream) -> pa.Schema:
 
 
 @functools.cache
+def _describer() -> duckdb.DuckDBPyConnection:
+    """The process's one in-memory DuckDB for `duckdb_columns`: opening a database costs
+    far more than the question (bench: peer), and a build asks about some twenty schemas."""
+    return duckdb.connect()
+
+
+@functools.cache
 def duckdb_columns(schema: pa.Schema) -> list[tuple[str, str]]:
     """Each column of `schema` with the DuckDB type it reads as; asked once per process
-    (builds and empty relations ask for the same few schemas again and again)."""
+    (builds and empty relations ask for the same few schemas again and again), each time
+    on a cursor of its own (threads may ask at once) of one database."""
     empty = schema.empty_table()  # noqa: F841 - read by the query below
-    with duckdb.connect() as con:
+    with _describer().cursor() as con:
         described = con.execute("DESCRIBE SELECT * FROM empty").fetchall()
     return [(name, kind) for name, kind, *_ in described]
 
