@@ -5,6 +5,7 @@ from pathlib import Path
 
 import duckdb
 
+from pipelines.activities.state import CHANGES as ACTIVITY_CHANGES
 from pipelines.agent.compaction import STREAMS as AGENT_STREAMS
 from pipelines.damaged import SetAside, set_aside_damaged
 from pipelines.errors import first_line
@@ -19,7 +20,7 @@ from pipelines.webhooks.compaction import WEBHOOK_EVENTS, WEBHOOK_QUARANTINE
 PULLED = [*comment.STREAMS, *conversation.STREAMS, *datahub.STREAMS]
 #: Every stream the product defines, so `sql/` may name it as a source: pulled streams, the
 #: push ledger, the runs' history, the webhook events and the ones the lake could not
-#: represent, and the AI agent's turns. The SQL of
+#: represent, the AI agent's turns and the activities' apply log. The SQL of
 #: `WAREHOUSE_SQL` may also name streams written by others (pipelines/warehouse.py).
 WAREHOUSE_STREAMS = [
     *PULLED,
@@ -28,6 +29,7 @@ WAREHOUSE_STREAMS = [
     WEBHOOK_EVENTS,
     WEBHOOK_QUARANTINE,
     *AGENT_STREAMS,
+    ACTIVITY_CHANGES,
 ]
 
 
