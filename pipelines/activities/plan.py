@@ -131,14 +131,17 @@ class Outcome:
 
 
 def plan_activities(service: CommentAutomation, lake: Lake, folder: Path) -> Outcome:
-    """What would change, per connection the folder names; nothing is written."""
+    """What would change, per connection a file or the apply log names (one the settings
+    no longer set is left out); nothing is written."""
     connections = {c.name: c for c in service.connections}
     declared = read_folder(folder, list(connections))
+    applied = last_applied(lake)
+    named = {d.connection for d in declared} | (set(applied) & set(connections))
     plans = []
-    for name in sorted({d.connection for d in declared}):
+    for name in sorted(named):
         mine = [d for d in declared if d.connection == name]
         with _client(service, connections[name]) as client:
-            plans.append(_plan_connection(client, lake, name, mine))
+            plans.append(_plan_connection(client, applied.get(name, {}), name, mine))
     return Outcome(plans)
 
 
@@ -195,13 +198,12 @@ def _client(service: CommentAutomation, connection: Connection) -> Iterator[Comm
 
 
 def _plan_connection(
-    client: CommentClient, lake: Lake, connection: str, declared: list[Declared]
+    client: CommentClient, applied: dict[str, Applied], connection: str, declared: list[Declared]
 ) -> ConnectionPlan:
     _check_accounts(client, connection, declared)
     held = {
         a.id: {**comparable(a.model_dump()), "id": a.id} for a in client.activities().activities
     }
-    applied = last_applied(lake, connection)
     plan = ConnectionPlan(connection)
     for one in declared:
         last = applied.get(one.name)

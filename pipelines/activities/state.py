@@ -144,21 +144,21 @@ _JSON = ("wanted", "after")
 _READ = ["connection", "name", "activity_id", *_JSON, "applied_at"]
 
 
-def last_applied(lake: Lake, connection: str) -> dict[str, Applied]:
-    """Per name, the last change applied in `connection`; a damaged log file is told."""
-    found: dict[str, Applied] = {}
+def last_applied(lake: Lake) -> dict[str, dict[str, Applied]]:
+    """Per connection and name, the last change applied; a damaged log file is told."""
     rows = []
     for path in lake.files(CHANGES):
         try:
-            table = lake.read_table(path, _READ)
+            rows += lake.read_table(path, _READ).to_pylist()
         except (OSError, pa.ArrowException) as error:
             raise Damaged(
                 f"{lake.uri(path)} of the activities' apply log cannot be read ({error}): "
                 "restore it from a backup of the lake; without it, the activities it applied "
                 "are no longer known as managed, nor their drift"
             ) from None
-        rows.extend(row for row in table.to_pylist() if row["connection"] == connection)
+    found: dict[str, dict[str, Applied]] = {}
     for row in sorted(rows, key=lambda r: r["applied_at"]):
         wanted, after = (json.loads(row[k]) if row[k] is not None else None for k in _JSON)
-        found[row["name"]] = Applied(row["activity_id"], wanted, after, row["applied_at"])
+        applied = Applied(row["activity_id"], wanted, after, row["applied_at"])
+        found.setdefault(row["connection"], {})[row["name"]] = applied
     return found

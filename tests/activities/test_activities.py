@@ -219,6 +219,44 @@ def test_an_edit_at_the_service_is_drift_and_apply_puts_the_file_back(
         ).fetchall()
     assert json.loads(drift) == ["keywords", "match"]
 
+    httpx.delete(f"{sandbox.url}{COMMENT}/activities/{made['id']}", headers=READWRITE)
+    code, out, _ = run("plan")
+    assert "drift    'drift spring' deleted at the service since the last apply" in out
+    assert "create   'drift spring'" in out
+
+
+def test_a_dashboard_activity_is_taken_over_by_name_and_an_undeclared_one_left_alone(
+    sandbox, service, folder, run
+):
+    api = f"{sandbox.url}{COMMENT}/activities"
+    body = {"account_id": service["instagram"], "trigger": "ig_comment", "name": "taken over"}
+    made = httpx.post(api, headers=READWRITE, json=body | {"keywords": ["old"]}).json()
+    path = declare(folder, "taken", spring(service, "taken over"))
+
+    code, out, _ = run("apply")
+
+    assert code == 0
+    assert "update   'taken over': keywords, match, public_replies, dm, post_scope" in out
+    assert rows(sandbox, service["workspace"])["taken over"]["id"] == made["id"]
+    assert rows(sandbox, service["workspace"])["taken over"]["keywords"] == ["price", "link"]
+
+    path.unlink()
+    written = writes(sandbox)
+    code, out, _ = run("apply")
+    assert code == 0
+    assert "left     'taken over': applied before, no file names it now; left alone" in out
+    assert writes(sandbox) == written
+    assert "taken over" in rows(sandbox, service["workspace"])
+
+    twin = httpx.post(api, headers=READWRITE, json=body).json()
+    declare(folder, "taken", spring(service, "taken over"))
+    httpx.delete(f"{api}/{made['id']}", headers=READWRITE)  # the managed one: by name again
+    httpx.post(api, headers=READWRITE, json=body)
+    code, _, err = run("plan")
+    assert code == 2
+    assert err.startswith(f"error: {path}: name: 2 activities at the service are named")
+    assert twin["id"] in err
+
 
 def test_activating_and_deleting_each_need_their_flag(sandbox, service, folder, run):
     path = declare(folder, "live", spring(service, "flag live", 'status = "active"'))
@@ -307,10 +345,21 @@ def test_a_trigger_the_account_does_not_support_is_refused_before_any_write(
     assert err.startswith(f"error: {path}: trigger: fb_comment is not supported by the instagram")
 
 
-def test_the_dagster_job_plans_by_default(sandbox, service, folder):
+def test_the_dagster_job_plans_by_default_and_applies_when_told(sandbox, service, folder):
     declare(folder, "job", spring(service, "job spring"))
+    resources = build_resources(load_settings())
     written = writes(sandbox)
-    result = activities.execute_in_process(resources=build_resources(load_settings()))
+    result = activities.execute_in_process(resources=resources)
     assert result.success
     assert result.output_for_node("activities_plan_or_apply") == {"create": 1, "applied": 0}
     assert writes(sandbox) == written
+
+    config = {"apply": True, "by": "ops"}
+    result = activities.execute_in_process(
+        resources=resources, run_config={"ops": {"activities_plan_or_apply": {"config": config}}}
+    )
+    assert result.success
+    assert result.output_for_node("activities_plan_or_apply") == {"create": 1, "applied": 1}
+    assert rows(sandbox, service["workspace"])["job spring"]["status"] == "draft"
+    with duckdb.connect(str(folder.parent / "warehouse.duckdb"), read_only=True) as con:
+        assert con.execute("SELECT applied_by FROM sync.activity_changes").fetchall() == [("ops",)]
