@@ -302,7 +302,7 @@ def _make(client: CommentClient, change: Change, connection: str, apply_id: str,
             made = client.update_activity(made.id, {"status": "paused"})
         after = comparable(made.model_dump())
     else:
-        body = {name: _wire(name, wanted[name]) for name in change.fields}
+        body = {name: wanted[name] for name in change.fields}  # a gate's texts null: cleared
         after = comparable(client.update_activity(activity_id, body).model_dump())
     return {
         "apply_id": apply_id,
@@ -323,23 +323,18 @@ def _make(client: CommentClient, change: Change, connection: str, apply_id: str,
 
 def _create_body(wanted: dict[str, Any]) -> dict[str, Any]:
     """The create's body: what differs from the service's defaults, and the two required."""
-    body = {name: _wire(name, value) for name, value in wanted.items()}
+    body = dict(wanted)
     body["status"] = "active" if wanted["status"] == "active" else "draft"
     if not wanted["post_ids"]:
         del body["post_ids"]
-    if not wanted["follow_gate"]["enabled"]:
+    gate = {key: text for key, text in wanted["follow_gate"].items() if text is not None}
+    body["follow_gate"] = gate
+    if gate == {"enabled": False}:
         del body["follow_gate"]
     for name in ("start_at", "end_at"):
         if body[name] is None:
             del body[name]
     return body
-
-
-def _wire(name: str, value: Any) -> Any:
-    """A field as the service takes it: a follow gate without its unset texts."""
-    if name == "follow_gate":
-        return {key: text for key, text in value.items() if text is not None}
-    return value
 
 
 def _json(values: dict | None) -> str | None:

@@ -120,7 +120,24 @@ url = "https://shop.example/p/1"
 """
 
 
-def test_plan_lists_creates_and_writes_nothing(sandbox, service, folder, run):
+def test_plan_lists_creates_per_connection_and_writes_nothing(
+    sandbox, service, folder, run, monkeypatch
+):
+    agency_key = {"Authorization": "Bearer sa_live_agency_readwrite"}
+    accounts = httpx.get(f"{sandbox.url}{COMMENT}/accounts", headers=agency_key).json()
+    agency = next(a["id"] for a in accounts["accounts"] if a["platform"] == "facebook")
+    monkeypatch.setenv("AGENCY_KEY", "sa_live_agency_readwrite")
+    config = folder.parent / "sync.toml"
+    config.write_text(
+        f'[[connections.comment]]\nname = "agency"\nbase_url = "{sandbox.url}{COMMENT}"\n'
+        f'api_key_env = "AGENCY_KEY"\n\n{config.read_text()}'
+    )
+    declare(
+        folder,
+        "agency",
+        f'name = "plan agency"\nconnection = "agency"\naccount_id = "{agency}"\n'
+        'trigger = "fb_message"\n',
+    )
     declare(folder, "spring", spring(service, "plan spring"))
     declare(
         folder,
@@ -132,7 +149,9 @@ def test_plan_lists_creates_and_writes_nothing(sandbox, service, folder, run):
     code, out, _ = run("plan")
 
     assert code == 0
-    assert "connection default" in out
+    assert (
+        out.index("connection agency") < out.index("plan agency") < out.index("connection default")
+    )
     assert f"create   'plan spring'  ({folder / 'spring.toml'})" in out
     assert f"create   'plan welcome'  ({folder / 'welcome.toml'})" in out
     assert rows(sandbox, service["workspace"]) == before
@@ -330,6 +349,25 @@ def test_an_invalid_file_is_one_line_naming_the_file_and_the_field(
     assert len(err.splitlines()) == 1
     assert err.startswith(f"error: {path}: {told}")
     assert writes(sandbox) == written
+
+
+def test_a_name_twice_in_a_connection_and_an_unknown_connection_are_refused(folder, run):
+    declare(folder, "a", 'name = "twice"\ndelete = true\n')
+    second = declare(folder, "b", 'name = "twice"\ndelete = true\n')
+    code, _, err = run("plan")
+    assert code == 2
+    assert err == (
+        f"error: {second}: name: 'twice' is also declared by {folder / 'a.toml'} in "
+        "connection 'default'; a name is an activity's identity, give each its own\n"
+    )
+    second.unlink()
+    other = declare(folder, "c", 'name = "elsewhere"\nconnection = "agncy"\ndelete = true\n')
+    code, _, err = run("plan")
+    assert code == 2
+    assert err == (
+        f"error: {other}: connection: no comment connection 'agncy' is set; set: default "
+        "(docs/settings.md)\n"
+    )
 
 
 def test_a_trigger_the_account_does_not_support_is_refused_before_any_write(
