@@ -110,7 +110,9 @@ def set_aside_damaged_files(lake: Lake) -> list[SetAside]:
     query of the warehouse failed, and DuckDB's words name no file. The push ledger's are
     not set aside but refused (`sync.refuse_if_damaged`): no run can make them again."""
     sync.refuse_if_damaged(lake)
-    remade = [s for s in WAREHOUSE_STREAMS if s is not sync.PUSHED]
+    # Nor the activities' apply log's: it alone says which activities are managed, and
+    # `activities plan` refuses a damaged one (`Damaged`).
+    remade = [s for s in WAREHOUSE_STREAMS if s not in (sync.PUSHED, ACTIVITY_CHANGES)]
     return [f for s in remade for f in set_aside_damaged(lake, s, pages=True)]
 
 

@@ -370,6 +370,16 @@ def test_a_name_twice_in_a_connection_and_an_unknown_connection_are_refused(fold
     )
 
 
+def test_a_damaged_apply_log_is_refused_naming_the_file(folder, run):
+    damaged = folder.parent / "lake" / "sync" / "activity_changes" / "20261101000000-x.parquet"
+    damaged.parent.mkdir(parents=True)
+    damaged.write_bytes(b"PAR1 not a parquet file")
+    code, _, err = run("plan")
+    assert code == 4
+    assert err.startswith(f"error: {damaged} of the activities' apply log cannot be read")
+    assert damaged.exists()
+
+
 def test_a_trigger_the_account_does_not_support_is_refused_before_any_write(
     sandbox, service, folder, run
 ):
