@@ -53,7 +53,7 @@ def run_command(args: argparse.Namespace, settings: Settings) -> int:
     print(f"activities: {folder} (ACTIVITIES_DIR)")
     if args.step == "plan":
         outcome = plan_activities(service, lake, folder)
-        _print(outcome)
+        _print(outcome, flags=True)
         if any(p.changes for p in outcome.plans):
             print("\nto make it so: python -m pipelines activities apply")
         return 0
@@ -70,7 +70,7 @@ def run_command(args: argparse.Namespace, settings: Settings) -> int:
         for line in refused.lines:
             print(f"error: {line}", file=sys.stderr)
         return refused.exit_code
-    _print(outcome)
+    _print(outcome, flags=False)
     if outcome.applied:
         print(f"\napplied {outcome.applied} change(s); the log: {LOG_QUERY}")
         warehouse = refresh_warehouse(
@@ -82,12 +82,12 @@ def run_command(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def _print(outcome: Outcome) -> None:
+def _print(outcome: Outcome, flags: bool) -> None:
     if not outcome.plans:
         print("no activity files")
     for plan in outcome.plans:
         print(f"\nconnection {plan.connection}")
-        for line in plan.lines():
+        for line in plan.lines(flags):
             print(f"  {line}")
 
 

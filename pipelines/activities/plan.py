@@ -104,8 +104,11 @@ class ConnectionPlan:
     #: Names the log says are managed that no file declares any more: left alone.
     undeclared: list[str] = field(default_factory=list)
 
-    def lines(self) -> list[str]:
-        lines = [c.line() + (f"  needs {c.needs}" if c.needs else "") for c in self.changes]
+    def lines(self, flags: bool = True) -> list[str]:
+        """A line per change (with the flag it needs, where `flags`), drift and name left."""
+        lines = [
+            c.line() + (f"  needs {c.needs}" if flags and c.needs else "") for c in self.changes
+        ]
         lines += [d.line() for d in self.drift]
         lines += [
             f"left     {name!r}: applied before, no file names it now; left alone (a file "

@@ -290,6 +290,8 @@ def test_activating_and_deleting_each_need_their_flag(sandbox, service, folder, 
     ]
     assert writes(sandbox) == written
     assert "flag live" not in rows(sandbox, service["workspace"])
+    code, out, _ = run("plan")
+    assert f"create   'flag live'  ({path})  needs --allow-activate" in out
 
     assert run("apply", "--allow-activate")[0] == 0
     made = rows(sandbox, service["workspace"])["flag live"]
