@@ -372,6 +372,26 @@ def test_a_name_twice_in_a_connection_and_an_unknown_connection_are_refused(fold
     )
 
 
+def test_a_change_the_service_refuses_stops_the_apply_and_what_was_done_is_logged(
+    sandbox, service, folder, run
+):
+    declare(folder, "a", spring(service, "refused first"))
+    bad = spring(service, "refused second").replace(
+        service["post"]["permalink"], "https://www.instagram.com/p/not-a-post/"
+    )
+    declare(folder, "b", bad)
+
+    code, _, err = run("apply")
+
+    assert code == 1
+    assert err.startswith("error: POST /activities answered 400 invalid_request (field post_ids.0)")
+    held = rows(sandbox, service["workspace"])
+    assert "refused first" in held and "refused second" not in held
+    assert len(log_files(folder)) == 1  # the create that was made
+    code, out, _ = run("plan")
+    assert "create   'refused second'" in out and "'refused first'" not in out
+
+
 def test_a_damaged_apply_log_is_refused_naming_the_file(folder, run):
     damaged = folder.parent / "lake" / "sync" / "activity_changes" / "20261101000000-x.parquet"
     damaged.parent.mkdir(parents=True)
