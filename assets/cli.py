@@ -15,6 +15,7 @@ from datetime import date
 
 import duckdb
 
+from assets import activities
 from assets.sync import dagster_instance, failure_code, failure_reason, refreshed, run_sync
 from pipelines.catalog import PULLED, said, set_aside_damaged_files
 from pipelines.errors import SyncError
@@ -151,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         help="send again the behavior events a killed run may have delivered (in_doubt)",
     )
     commands.add_parser("warehouse", help="rebuild the warehouse views from sql/ and WAREHOUSE_SQL")
+    activities.add_command(commands)
     args = parser.parse_args(argv)
     # --debug: Dagster's console at DEBUG, and the core's own debug lines (the trace of each
     # failed connection, `pipelines/clients/failures.py`) on stderr, for this command only.
@@ -177,6 +179,8 @@ def run_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> in
         return run_check_command()
     settings = load_settings()
     lake = verified_lake(settings.lake_root)
+    if args.command == "activities":
+        return activities.run_command(args, settings)
     if args.command == "push":
         return run_push_command(args.dry_run, args.types or [], args.resend_in_doubt)
     if args.command == "warehouse":

@@ -6,7 +6,17 @@ from datetime import UTC, timedelta
 import dagster as dg
 import pyarrow as pa
 
-from assets import agent, alerts, comment, conversation, datahub, push, setup_check, webhooks
+from assets import (
+    activities,
+    agent,
+    alerts,
+    comment,
+    conversation,
+    datahub,
+    push,
+    setup_check,
+    webhooks,
+)
 from assets.catalog import column_schema
 from assets.checks import WHOLE_STREAM_JOB
 from assets.console import LOGGERS
@@ -177,7 +187,14 @@ EXECUTOR = executor()
 defs = dg.Definitions(
     assets=[*STREAM_ASSETS, warehouse_views, *webhooks.ASSETS, *agent.ASSETS, *push.SPECS],
     asset_checks=[check for module in SERVICES.values() for check in module.CHECKS],
-    jobs=[*JOBS.values(), *push.JOBS, *webhooks.JOBS, *agent.JOBS, *setup_check.JOBS],
+    jobs=[
+        *JOBS.values(),
+        *push.JOBS,
+        *activities.JOBS,
+        *webhooks.JOBS,
+        *agent.JOBS,
+        *setup_check.JOBS,
+    ],
     schedules=_schedules(),
     sensors=[
         *webhooks.SENSORS,

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import duckdb
 
+from pipelines.activities.state import CHANGES as ACTIVITY_CHANGES
 from pipelines.agent.compaction import STREAMS as AGENT_STREAMS
 from pipelines.damaged import SetAside, set_aside_damaged
 from pipelines.errors import first_line
@@ -19,7 +20,7 @@ from pipelines.webhooks.compaction import WEBHOOK_EVENTS, WEBHOOK_QUARANTINE
 PULLED = [*comment.STREAMS, *conversation.STREAMS, *datahub.STREAMS]
 #: Every stream the product defines, so `sql/` may name it as a source: pulled streams, the
 #: push ledger, the runs' history, the webhook events and the ones the lake could not
-#: represent, and the AI agent's turns. The SQL of
+#: represent, the AI agent's turns and the activities' apply log. The SQL of
 #: `WAREHOUSE_SQL` may also name streams written by others (pipelines/warehouse.py).
 WAREHOUSE_STREAMS = [
     *PULLED,
@@ -28,6 +29,7 @@ WAREHOUSE_STREAMS = [
     WEBHOOK_EVENTS,
     WEBHOOK_QUARANTINE,
     *AGENT_STREAMS,
+    ACTIVITY_CHANGES,
 ]
 
 
@@ -108,7 +110,9 @@ def set_aside_damaged_files(lake: Lake) -> list[SetAside]:
     query of the warehouse failed, and DuckDB's words name no file. The push ledger's are
     not set aside but refused (`sync.refuse_if_damaged`): no run can make them again."""
     sync.refuse_if_damaged(lake)
-    remade = [s for s in WAREHOUSE_STREAMS if s is not sync.PUSHED]
+    # Nor the activities' apply log's: it alone says which activities are managed, and
+    # `activities plan` refuses a damaged one (`Damaged`).
+    remade = [s for s in WAREHOUSE_STREAMS if s not in (sync.PUSHED, ACTIVITY_CHANGES)]
     return [f for s in remade for f in set_aside_damaged(lake, s, pages=True)]
 
 

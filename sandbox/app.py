@@ -107,6 +107,18 @@ class SandboxApp:
             days = self._truth_of(service, scope, stream, lambda s: s.truth_days(scope, stream))
             return {"days": days}
 
+        @root.get("/_sandbox/truth/{service}/{scope}/{stream}/rows")
+        def truth_rows(service: str, scope: str, stream: str) -> dict:
+            """Every row of a stream as the service holds it now: comment `activities`
+            (scope: workspace id), each as `GET /activities` serves it."""
+
+            def read(deployment) -> list:
+                if not hasattr(deployment, "truth_rows"):
+                    raise KeyError(stream)
+                return deployment.truth_rows(scope, stream)
+
+            return {"rows": self._truth_of(service, scope, stream, read)}
+
         @root.get("/_sandbox/records/{record_type}/{key}")
         def record(record_type: str, key: str, region: str = "default") -> dict:
             service = self.services.get(("datahub", region))

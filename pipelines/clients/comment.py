@@ -333,6 +333,23 @@ class CommentClient:
     def activity(self, activity_id: str) -> ActivityDetail:
         return self.transport.get(f"/activities/{activity_id}", ActivityDetail)
 
+    def create_activity(self, body: dict[str, Any]) -> Activity:
+        """POST: not sent again after a lost answer (a second one would make a second
+        activity); pipelines/activities/ finds one made so by its name the next time."""
+        answer = self.transport.request_json(
+            "POST", "/activities", json_body=body, idempotent=False
+        )
+        return Activity.model_validate(answer)
+
+    def update_activity(self, activity_id: str, body: dict[str, Any]) -> Activity:
+        """PATCH of the fields in `body`: the same body sent twice leaves the same activity."""
+        answer = self.transport.request_json("PATCH", f"/activities/{activity_id}", json_body=body)
+        return Activity.model_validate(answer)
+
+    def delete_activity(self, activity_id: str) -> None:
+        """DELETE the activity and, at the service, its trigger logs."""
+        self.transport.request_json("DELETE", f"/activities/{activity_id}")
+
     def logs(self, *, days: int, page: int, limit: int = LOGS_PAGE_LIMIT) -> LogsPage:
         params = {"days": days, "page": page, "limit": limit}
         return self.transport.get("/logs", LOGS_PAGE, params=params)

@@ -36,6 +36,9 @@ class CommentService:
     def truth_days(self, scope: str, stream: str) -> dict[str, int]:
         return self._workspace(scope).truth_days(stream)
 
+    def truth_rows(self, scope: str, stream: str) -> list[dict]:
+        return self._workspace(scope).truth_rows(stream)
+
     def _workspace(self, scope: str) -> Workspace:
         for workspace in self.workspaces.values():
             if workspace.id == scope:

@@ -410,6 +410,14 @@ class Workspace:
             return log_ids(self.log_prefix, logs.serial[logs.start(self.window_start()) :][::-1])
         raise KeyError(stream)
 
+    def truth_rows(self, stream: str) -> list[dict]:
+        """Every activity as `GET /activities` serves it (newest first): what an activity
+        is now, whoever changed it (the API, or a test standing in for the dashboard)."""
+        if stream != "activities":
+            raise KeyError(stream)
+        self.catch_up()
+        return self.activity_list(None, None)["activities"]
+
     def truth_days(self, stream: str) -> dict[str, int]:
         """Rows per UTC day of a daily stream, over the days the service serves: trigger logs
         (365 days), daily stats (one row per day, 90 days)."""

@@ -47,6 +47,7 @@ JOBS = {
     "datahub_webhooks",
     "conversation_agent",
     "check_setup",
+    "activities",
     "whole_stream_checks",
 }
 SCHEDULES = {

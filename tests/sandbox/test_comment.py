@@ -985,6 +985,24 @@ def test_delete_removes_the_activity_and_its_logs(make_sandbox):
             assert stats_after["totals"][name] == stats_before["totals"][name] - removed[name]
 
 
+def test_truth_rows_are_the_activities_as_served_after_each_change(make_sandbox):
+    with open_client(make_sandbox()) as http:
+        scope = workspace_id(http)
+        rows = f"/_sandbox/truth/comment/{scope}/activities/rows"
+        listed = http.get(f"{COMMENT}/activities", headers=READWRITE).json()["activities"]
+        assert http.get(rows).json()["rows"] == listed
+        account = http.get(f"{COMMENT}/accounts", headers=READWRITE).json()["accounts"][0]
+        body = {"account_id": account["id"], "trigger": account["supported_triggers"][0]}
+        made = http.post(f"{COMMENT}/activities", headers=READWRITE, json=body).json()
+        paused = http.patch(
+            f"{COMMENT}/activities/{made['id']}", headers=READWRITE, json={"status": "paused"}
+        ).json()
+        assert http.get(rows).json()["rows"][0] == paused
+        http.delete(f"{COMMENT}/activities/{made['id']}", headers=READWRITE)
+        assert http.get(rows).json()["rows"] == listed
+        assert http.get("/_sandbox/truth/conversation/default/channels/rows").status_code == 404
+
+
 def test_deleting_an_activity_takes_its_logs_off_an_older_day_everywhere(make_sandbox):
     """The discrepancy a sync's checks must catch: logs of a landed, closed day vanish, and
     the day's stats (derived from the logs) drop with them."""
