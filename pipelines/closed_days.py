@@ -176,17 +176,19 @@ def _table_ready(con: duckdb.DuckDBPyConnection, stream: Stream) -> bool:
         [SCHEMA, stream.relation],
     ).fetchall()
     if found == wanted:
+        # No index on the key: building one holds every key in memory, which the build's
+        # memory limit refuses past a few million rows. A table may carry one from an
+        # older build; dropped, so the copy never maintains it.
+        con.execute(f"DROP INDEX IF EXISTS {SCHEMA}.{_index_name(stream)}")
         return True
     columns = ", ".join(f'"{name}" {kind}' for name, kind in wanted)
     con.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
     con.execute(f"CREATE OR REPLACE TABLE {table_of(stream)} ({columns})")
-    # A row looked up by its key reads the index, not a year of keys: ids are random, so
-    # no order of the rows lets a scan skip (bench: warehouse, "one log by id").
-    key = [f'"{name}"' for name in stream.key if name != "date"]
-    if key:
-        index = f'"{stream.relation} key"'
-        con.execute(f"CREATE INDEX {index} ON {table_of(stream)} ({', '.join(key)})")
     return False
+
+
+def _index_name(stream: Stream) -> str:
+    return f'"{stream.relation} key"'
 
 
 def copy_closed_days(
