@@ -1,5 +1,6 @@
 """Every relation the warehouse shows, and the one way to bring its views up to date."""
 
+import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -47,13 +48,15 @@ def refresh_warehouse(
     warehouse_path: str | Path,
     extra_sql: Sequence[str | Path],
     written: Iterable[Written] | None = None,
+    already: str = "",
 ) -> str:
     """Bring the views up to date and say what happened. `written`: what a landing wrote,
     where the caller knows it (nothing else is looked at when the views show it already;
-    `Warehouse.refresh`). Sessions open on the file do not stop it (pipelines/warehouse.py);
-    when it truly cannot be done, `WarehouseBusy` (a session's unsaved changes) or
-    `WarehouseUnavailable` (the lake or the disk failing) says what to do, and callers fail
-    with it rather than leave views behind the lake unnoticed."""
+    `Warehouse.refresh`); `already`: what the caller's run did to them before, said where
+    nothing is left to do (default: they were up to date). Sessions open on the file do not
+    stop it (pipelines/warehouse.py); when it truly cannot be done, `WarehouseBusy` (a
+    session's unsaved changes) or `WarehouseUnavailable` (the lake or the disk failing) says
+    what to do, and callers fail with it rather than leave views behind the lake unnoticed."""
     warehouse = warehouse_of(lake_root, warehouse_path, extra_sql)
     try:
         try:
@@ -64,14 +67,28 @@ def refresh_warehouse(
             damaged = [] if disk_refusal(error) else set_aside_damaged_files(warehouse.lake)
             if not damaged:
                 raise
-            done = (warehouse.refresh() or "views up to date") + "; " + said(damaged)
+            done = (warehouse.refresh() or already or UP_TO_DATE) + "; " + said(damaged)
     except (OSError, duckdb.IOException) as error:
         raise WarehouseUnavailable(
             environment_fault(error, str(lake_root), Path(warehouse_path))
         ) from None
     except duckdb.Error as error:
         raise views_failed(error) from None
-    return f"{warehouse_path} ({done or 'views up to date'})"
+    return f"{warehouse_path} ({done or already or UP_TO_DATE})"
+
+
+#: What a refresh says when the views read every file already.
+UP_TO_DATE = "views up to date"
+
+
+def warehouse_version(warehouse_path: str | Path) -> tuple[int, int] | None:
+    """Which warehouse file is in place (None: none yet): a build renames a new one over it,
+    so a different answer later means the views were rebuilt meanwhile."""
+    try:
+        found = os.stat(warehouse_path)
+    except FileNotFoundError:
+        return None
+    return found.st_ino, found.st_mtime_ns
 
 
 def views_failed(error: duckdb.Error) -> WarehouseUnavailable:
