@@ -3,13 +3,16 @@ each option means; a usage mistake is one line and exit 2 before any Dagster run
 the closest names; a run prints the product's lines, not Dagster's, and says each failure
 once; `--streams` selects the receivers' relations too, and a service all of its own."""
 
+import logging
 from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 
 import duckdb
 import pytest
 
 from assets import cli, sync
 from assets.cli import main, record_types
+from assets.console import RECORD_METADATA, own_lines_logger
 from assets.sync import RECEIVED, select_streams
 from pipelines.agent.inbox import open_agent_inbox
 from pipelines.agent.reply import Answer
@@ -181,3 +184,41 @@ def test_debug_shows_dagsters_own_lines(frozen_sandbox, sync_env, capsys):
     assert main(["sync", "--streams", "channels", "--debug"]) == 0  # after the command too
     err = capsys.readouterr().err
     assert DAGSTER_LINE in err and "STEP_START" in err
+
+
+def log_as_dagster(logger: logging.Logger, level: int, message: str, event=None) -> None:
+    """Log as Dagster does to a run's loggers: the message prefixed, what it knows of it
+    under `dagster_meta` (`dagster._core.log_manager`, `DagsterLogHandler.emit`)."""
+    meta = {"dagster_event": event, "orig_message": message}
+    prefixed = f"sync_comment_workspace - 1234 - comment__workspace - {message}"
+    logger.log(level, prefixed, extra={RECORD_METADATA: meta})
+
+
+def event(step_failure: bool = False, run_failure: bool = False) -> SimpleNamespace:
+    return SimpleNamespace(is_step_failure=step_failure, is_run_failure=run_failure)
+
+
+@pytest.mark.parametrize(
+    ("level", "printed"),
+    [
+        ("INFO", ["comment.workspace [default]: 1 rows", "a warning of ours", "ENGINE_EVENT"]),
+        ("WARNING", ["a warning of ours", "ENGINE_EVENT"]),
+    ],
+)
+def test_the_command_lines_console_prints_the_products_lines_alone(capsys, level, printed):
+    logger = own_lines_logger(level)
+    for record in [
+        (logging.INFO, "comment.workspace [default]: 1 rows"),
+        (logging.WARNING, "a warning of ours"),
+        (logging.DEBUG, "STEP_START - Started execution", event()),
+        (logging.INFO, "STEP_SUCCESS - Finished", event()),
+        (logging.ERROR, "STEP_FAILURE - told by the command", event(True)),
+        (logging.ERROR, "RUN_FAILURE - told by the command", event(False, True)),
+        (logging.ERROR, "Dependencies for step a failed: ['b']. Not executing."),
+        (logging.WARNING, "ENGINE_EVENT", event()),
+    ]:
+        log_as_dagster(logger, *record)
+    lines = capsys.readouterr().err.splitlines()
+    # Ours as the message alone; Dagster's own events only from WARNING, with its prefix.
+    assert [line.rpartition(" - ")[2] for line in lines] == printed
+    assert all(" - " not in line for line in lines if "ENGINE_EVENT" not in line)
