@@ -7,7 +7,7 @@ answers the lake lacks (docs/agent.md). `python -m pipelines sync` runs it too."
 import dagster as dg
 
 from assets.catalog import stream_metadata
-from assets.factory import refresh_views, service_tag
+from assets.factory import owners, refresh_views, service_tag
 from assets.resources import LakeResource
 from assets.told import told
 from pipelines.agent.compaction import AGENT_MESSAGES, AGENT_REQUESTS, compact, stale_days
@@ -35,6 +35,7 @@ DESCRIPTIONS = {
             kinds={"python", "parquet", "sqlite"},
             metadata=stream_metadata(stream),
             tags=service_tag(stream.service),
+            owners=owners(),
             description=DESCRIPTIONS[stream],
         )
         for stream in (AGENT_REQUESTS, AGENT_MESSAGES)

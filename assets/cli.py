@@ -1,7 +1,10 @@
-"""`python -m pipelines check` (is the setup right?), `sync [--streams …] [--start D --end D]`,
-`push` and `warehouse` (rebuild the views). Settings come from the environment
-(docs/settings.md). A mistake in them is told in one message, without a traceback (`--debug`
-shows it, and every step's stack trace).
+"""The command line, `python -m pipelines check | sync | push | warehouse` (`HELP` and each
+command's help say what they do for a user). Settings come from the environment
+(docs/settings.md). A usage mistake (a stream or record type that does not exist, days the
+wrong way round) is one line and exit 2, before anything runs; a mistake in the settings is
+told in one message, without a traceback (`--debug` shows it, and every step's stack trace).
+What a run prints is the product's own lines (`assets/console.py`); each failure is said once,
+after the run.
 
 Each command imports what it runs when it runs (the push's jobs and validation models, the
 check's calls): a sync started every hour does not load the push."""
@@ -12,33 +15,43 @@ import os
 import sys
 import traceback
 from datetime import date
+from functools import partial
 
 import duckdb
 
 from assets import activities
-from assets.sync import dagster_instance, failure_code, failure_reason, refreshed, run_sync
-from pipelines.catalog import PULLED, said, set_aside_damaged_files
+from assets.sync import (
+    dagster_instance,
+    failure_code,
+    failure_reason,
+    misnamed,
+    refreshed,
+    run_sync,
+    select_streams,
+    selectable,
+    unknown_names,
+)
+from pipelines.catalog import said, set_aside_damaged_files
+from pipelines.clients.datahub import SUBMIT_OPERATIONS
 from pipelines.errors import SyncError
 from pipelines.lake import Lake, verified_lake
 from pipelines.settings import Settings, load_settings
 
 
-def row_counts(warehouse_path: str, lake: Lake) -> list[tuple[str, int]]:
+def row_counts(warehouse_path: str, lake: Lake, relations: list[str]) -> list[tuple[str, int]]:
     """Rows per relation, read the way an analyst would: a read-only session on the file
     the refresh just put in place (a session on the file it replaced is no obstacle)."""
     with lake.connect(warehouse_path, read_only=True) as con:
         return [
-            (
-                stream.relation,
-                con.execute(f"SELECT count(*) FROM {stream.relation}").fetchall()[0][0],
-            )
-            for stream in PULLED
+            (relation, con.execute(f"SELECT count(*) FROM {relation}").fetchall()[0][0])
+            for relation in relations
         ]
 
 
-def print_counts(settings: Settings, lake: Lake) -> None:
+def print_counts(settings: Settings, lake: Lake, relations: list[str]) -> None:
+    """The rows of each of `relations` in the warehouse, as a table."""
     try:
-        counts = row_counts(str(settings.warehouse_path), lake)
+        counts = row_counts(str(settings.warehouse_path), lake, relations)
     except duckdb.Error as error:
         damaged = set_aside_damaged_files(lake)
         if not damaged:
@@ -58,7 +71,7 @@ def print_counts(settings: Settings, lake: Lake) -> None:
     if failed:
         print(f"\nrow counts not shown: {failed}", file=sys.stderr)
         return
-    print_counts(settings, lake)
+    print_counts(settings, lake, relations)
 
 
 def run_push_command(dry_run: bool, record_types: list[str], resend_in_doubt: bool = False) -> int:
@@ -127,43 +140,153 @@ def run_check_command() -> int:
     return max((c.exit_code for c in checked if not c.ok), default=0)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pipelines", description=__doc__)
-    parser.add_argument(
-        "--debug", action="store_true", help="log every step event and show stack traces"
+#: What `python -m pipelines --help` says.
+HELP = """Keeps a DuckDB warehouse in sync with the comment automation, conversation and
+customer data hub services. Settings are environment variables and an optional sync.toml
+(docs/settings.md); start with `check`."""
+#: What the exit codes mean (docs/running.md, "Exit codes").
+EXIT_CODES = """exit codes: 0 everything ran; 1 a service or the environment failed (a connection,
+a disk, the object store); 2 a mistake in the command or the settings, nothing ran; 3 another
+run holds what this one needs (run again once it is done); 4 a damaged file a person must
+decide about."""
+SYNC_HELP = """Pull the services' streams into the lake (Parquet, LAKE_ROOT), land what the
+webhook and AI agent receivers stored, bring the warehouse's views up to date (WAREHOUSE_PATH)
+and print the rows of each relation synced. Without --start and --end, each day-partitioned
+stream pulls the days missing from what its service still serves, plus yesterday and today:
+on an empty lake, everything; on a synced one, two days. A connection that fails fails alone,
+named with the setting to fix; the others land."""
+CHECK_HELP = """Check the setup before a sync: one cheap call per connection (is each key and
+URL right?), a small file written and removed in the lake, the shared store (SYNC_STORE)
+where set, and the webhook receiver's secret. Prints each row with ok, WARN or FAILED and
+what to do, and exits with the highest code of the rows that failed."""
+PUSH_HELP = """Send what changed in your outbound views (the `outbound` schema, from a folder
+WAREHOUSE_SQL lists) to the data hub: each row validated, the newest version per key sent,
+nothing the hub accepted sent again. Prints per record type how many rows were new, changed,
+unchanged, stale, waiting, in doubt and rejected (and sent, refused); rejected rows are in
+sync.rejected with the field and the reason."""
+WAREHOUSE_HELP = """Rebuild the warehouse's views (sql/ and the folders WAREHOUSE_SQL lists)
+over what the lake holds, and print the rows of each relation. Sessions open on the file do
+not stop it; they see the new views when they reconnect."""
+
+
+class Parser(argparse.ArgumentParser):
+    """A usage mistake in one line (argparse prints the whole usage above it)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"error: {message} (`{self.prog} --help` says more)\n")
+
+
+def parser() -> Parser:
+    """Every command and option, with what each does for the user."""
+    main = Parser(prog="python -m pipelines", description=HELP, epilog=EXIT_CODES)
+    debug = "show Dagster's every step event and each failure's stack trace (to report a bug)"
+    main.add_argument("--debug", action="store_true", help=debug)
+    # Taken after the command too (`sync --debug`), without undoing it before the command.
+    after = Parser(add_help=False)
+    after.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=debug)
+    command = partial(Parser, parents=[after])
+    commands = main.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", parser_class=command
     )
-    commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("check", help="one call per connection: is each key and URL right?")
-    sync = commands.add_parser("sync", help="pull every stream (or those named) into the lake")
+    commands.add_parser(
+        "check", help="is each key and URL right?", description=CHECK_HELP, epilog=EXIT_CODES
+    )
+    relations = ", ".join(stream.relation for stream in selectable())
+    sync = commands.add_parser(
+        "sync",
+        help="pull the services' streams into the lake and the warehouse",
+        description=SYNC_HELP,
+        epilog=f"relations --streams knows: {relations}. {EXIT_CODES}",
+    )
     sync.add_argument(
         "--streams",
         nargs="+",
         metavar="NAME",
-        help="service (comment), stream (trigger_logs) or relation (comment.trigger_logs)",
+        help="sync only these: a service (comment, conversation, datahub: all its relations), "
+        "a stream (trigger_logs) or a relation (comment.trigger_logs), listed below",
     )
-    sync.add_argument("--start", type=date.fromisoformat, help="first day, YYYY-MM-DD (UTC)")
-    sync.add_argument("--end", type=date.fromisoformat, help="last day, YYYY-MM-DD (UTC)")
-    push = commands.add_parser("push", help="send what changed in the outbound views")
-    push.add_argument("--dry-run", action="store_true", help="plan and report; send nothing")
-    push.add_argument("--types", nargs="+", metavar="TYPE", help="record types (default all)")
+    sync.add_argument(
+        "--start",
+        type=date.fromisoformat,
+        metavar="YYYY-MM-DD",
+        help="first day the day-partitioned streams pull (UTC; default: the first day missing)",
+    )
+    sync.add_argument(
+        "--end",
+        type=date.fromisoformat,
+        metavar="YYYY-MM-DD",
+        help="last day the day-partitioned streams pull (UTC; default: today)",
+    )
+    push = commands.add_parser(
+        "push",
+        help="send what changed in your outbound views to the data hub",
+        description=PUSH_HELP,
+        epilog=EXIT_CODES,
+    )
+    push.add_argument(
+        "--dry-run", action="store_true", help="print what a push would send; send nothing"
+    )
+    push.add_argument(
+        "--types",
+        nargs="+",
+        metavar="TYPE",
+        help="push only these record types (default all): " + ", ".join(record_types()),
+    )
     push.add_argument(
         "--resend-in-doubt",
         action="store_true",
-        help="send again the behavior events a killed run may have delivered (in_doubt)",
+        help="send again the behavior events a killed push may have delivered (shown as "
+        "in_doubt and not sent by default: the hub may store one twice)",
     )
-    commands.add_parser("warehouse", help="rebuild the warehouse views from sql/ and WAREHOUSE_SQL")
+    commands.add_parser(
+        "warehouse",
+        help="rebuild the warehouse's views and print the rows of each relation",
+        description=WAREHOUSE_HELP,
+        epilog=EXIT_CODES,
+    )
     activities.add_command(commands)
-    args = parser.parse_args(argv)
+    return main
+
+
+def record_types() -> tuple[str, ...]:
+    """The record types a push sends, in its order (`pipelines/push/plan.OUTBOUND`): member
+    imports, profile updates, then the records and events the hub takes one by one. Named
+    from the data hub's client, which every command loads, not from the push, which only
+    `push` loads."""
+    return ("member_import", "contact_profile", *SUBMIT_OPERATIONS)
+
+
+def usage_mistake(args: argparse.Namespace) -> str | None:
+    """What is wrong with the command as given, where nothing needs running to know it."""
+    if args.command == "sync":
+        if args.start and args.end and args.start > args.end:
+            return f"--start {args.start} is after --end {args.end}"
+        return unknown_names(args.streams or [])
+    if args.command == "push":
+        known = record_types()
+        unknown = misnamed(args.types or [], known)
+        if unknown:
+            return f"--types: no record type is named {unknown}; known: {', '.join(known)}"
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    commands = parser()
+    args = commands.parse_args(argv)
+    mistake = usage_mistake(args)
+    if mistake:  # said by the command's parser, which points at its own --help
+        Parser(prog=f"{commands.prog} {args.command}").error(mistake)
     # --debug: Dagster's console at DEBUG, and the core's own debug lines (the trace of each
     # failed connection, `pipelines/clients/failures.py`) on stderr, for this command only.
     core = logging.getLogger("pipelines")
     handler = logging.StreamHandler()
+    level = os.environ.get("SYNC_LOG_LEVEL")
     if args.debug:
         os.environ["SYNC_LOG_LEVEL"] = "DEBUG"
         core.setLevel(logging.DEBUG)
         core.addHandler(handler)
     try:
-        return run_command(parser, args)
+        return run_command(args)
     except SyncError as error:  # told in full, exit code of its branch (pipelines/errors.py)
         if args.debug:
             traceback.print_exc()
@@ -172,9 +295,13 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         core.removeHandler(handler)
         core.setLevel(logging.NOTSET)
+        if level is None:
+            os.environ.pop("SYNC_LOG_LEVEL", None)
+        else:
+            os.environ["SYNC_LOG_LEVEL"] = level
 
 
-def run_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+def run_command(args: argparse.Namespace) -> int:
     if args.command == "check":  # it checks the lake among the rest
         return run_check_command()
     settings = load_settings()
@@ -189,10 +316,8 @@ def run_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> in
             print(f"FAILED warehouse: {failed}", file=sys.stderr)
             return failed.exit_code
         print(f"warehouse: {outcome}")
-        print_counts(settings, lake)
+        print_counts(settings, lake, [stream.relation for stream in selectable()])
         return 0
-    if args.start and args.end and args.start > args.end:
-        parser.error("--start is after --end")
     report = run_sync(args.streams, args.start, args.end, settings)
     for relation, (first, last) in report.ranges.items():
         print(f"{relation}: {first} .. {last}")
@@ -202,5 +327,7 @@ def run_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> in
         print(f"FAILED {step}: {message}", file=sys.stderr)
     if report.warehouse:
         print(f"warehouse: {report.warehouse}")
-        print_counts(settings, lake)
+        pulled, received = select_streams(args.streams)
+        synced = [*pulled, *(stream for r in received for stream in r.streams)]
+        print_counts(settings, lake, [stream.relation for stream in synced])
     return report.exit_code

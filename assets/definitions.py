@@ -21,6 +21,7 @@ from assets.catalog import column_schema
 from assets.checks import WHOLE_STREAM_JOB
 from assets.console import LOGGERS
 from assets.executors import executor
+from assets.factory import owners, service_tag
 from assets.partitions import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 from assets.resources import LakeResource, resources_or_problem
 from assets.told import told
@@ -56,6 +57,8 @@ VIEWS_SCHEMA = pa.schema(
     group_name="warehouse",
     kinds={"duckdb"},
     metadata={"dagster/column_schema": column_schema(VIEWS_SCHEMA)},
+    tags=service_tag("warehouse"),
+    owners=owners(),
     deps=STREAM_ASSETS,
     description=(
         "`warehouse.duckdb`: a view per stream and the marts, from `sql/` and the folders "

@@ -10,7 +10,7 @@ its figures; a dry run records none."""
 
 import dagster as dg
 
-from assets.catalog import column_schema_of
+from assets.catalog import column_schema_of, outbound_columns
 from assets.factory import owners, pool, service_tag
 from assets.resources import DataHubResource, LakeResource
 from assets.told import told
@@ -22,7 +22,7 @@ WAREHOUSE_VIEWS = dg.AssetKey(["warehouse", "views"])
 
 
 def _columns(record_type: str) -> dict[str, dg.TableSchema]:
-    return {"dagster/column_schema": column_schema_of(view_columns(record_type))}
+    return {"dagster/column_schema": column_schema_of(outbound_columns(record_type))}
 
 
 def _lineage(record_type: str, view: dg.AssetKey) -> dict[str, dg.TableColumnLineage]:

@@ -6,6 +6,7 @@ serves, plus yesterday and today (what can still change): on an empty lake that 
 everything; on a synced one, two days.
 """
 
+import difflib
 import importlib
 import os
 from collections.abc import Iterator
@@ -26,13 +27,17 @@ from assets.partitions import (
 )
 from assets.resources import build_resources
 from assets.told import EXIT_CODE
+from pipelines.agent.compaction import AGENT_MESSAGES, AGENT_REQUESTS
 from pipelines.catalog import PULLED, refresh_warehouse
 from pipelines.damaged import set_aside_damaged
+from pipelines.errors import SetupError
 from pipelines.lake import Lake
 from pipelines.landing import PulledStream, today
 from pipelines.object_store import lake_fault
 from pipelines.settings import Settings, load_settings
+from pipelines.stream import Stream
 from pipelines.warehouse import WarehouseBusy, WarehouseUnavailable, Written
+from pipelines.webhooks.compaction import WEBHOOK_EVENTS, WEBHOOK_QUARANTINE
 
 FIRST_PARTITION = daily.start.date()
 
@@ -72,16 +77,70 @@ def _asset_for(stream: PulledStream) -> dg.AssetsDefinition:
     return service_module(stream.service).ASSETS[stream.name]
 
 
-def select_streams(names: list[str] | None) -> list[PulledStream]:
-    """`comment`, `trigger_logs` or `comment.trigger_logs`; none means every stream."""
+@dataclass(frozen=True)
+class Received:
+    """Relations a receiver stores and a sync lands by compacting its inbox into the lake:
+    one run of `assets` lands them all."""
+
+    job: str
+    assets: list[dg.AssetsDefinition]
+    streams: tuple[Stream, ...]
+
+    @property
+    def label(self) -> str:
+        return ", ".join(stream.relation for stream in self.streams)
+
+
+#: The receivers' relations: the data hub's webhooks, the AI agent's turns.
+RECEIVED = [
+    Received("sync_datahub_webhook_events", webhooks.ASSETS, (WEBHOOK_EVENTS, WEBHOOK_QUARANTINE)),
+    Received("sync_conversation_agent", agent.ASSETS, (AGENT_REQUESTS, AGENT_MESSAGES)),
+]
+
+
+def _names(stream: Stream) -> set[str]:
+    """What `--streams` knows a stream by: its service, its name, its relation."""
+    return {stream.service, stream.name, stream.relation}
+
+
+def selectable() -> list[Stream]:
+    """Every stream a sync lands: the pulled ones, then the receivers'."""
+    return [*PULLED, *(stream for received in RECEIVED for stream in received.streams)]
+
+
+def misnamed(names: list[str], known: list[str] | tuple[str, ...]) -> str:
+    """Each of `names` that is not in `known`, quoted, with the closest known names (a typo's
+    suggestion); empty when every name is known."""
+    said = []
+    for name in dict.fromkeys(names):
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=3)
+            said.append(f"'{name}'" + (f" (did you mean {' or '.join(close)}?)" if close else ""))
+    return ", ".join(said)
+
+
+def unknown_names(names: list[str]) -> str | None:
+    """What is wrong with the names `--streams` was given; None when each names a service,
+    a stream or a relation."""
+    unknown = misnamed(names, sorted({name for stream in selectable() for name in _names(stream)}))
+    if not unknown:
+        return None
+    return f"--streams: no stream is named {unknown}"
+
+
+def select_streams(names: list[str] | None) -> tuple[list[PulledStream], list[Received]]:
+    """The pulled streams and the receivers `names` select: a service (`comment`, every one
+    of its relations), a stream (`trigger_logs`) or a relation (`comment.trigger_logs`);
+    none means everything. A name that selects nothing is a `SetupError` (`unknown_names`)."""
     if not names:
-        return list(PULLED)
-    chosen = [s for s in PULLED if {s.service, s.name, s.relation} & set(names)]
-    unknown = set(names) - {n for s in chosen for n in (s.service, s.name, s.relation)}
-    if unknown:
-        known = ", ".join(s.relation for s in PULLED)
-        raise SystemExit(f"unknown stream(s) {sorted(unknown)}; known: {known}")
-    return chosen
+        return list(PULLED), list(RECEIVED)
+    problem = unknown_names(names)
+    if problem:
+        raise SetupError(f"{problem}; `python -m pipelines sync --help` lists them")
+    wanted = set(names)
+    pulled = [s for s in PULLED if _names(s) & wanted]
+    received = [r for r in RECEIVED if any(_names(s) & wanted for s in r.streams)]
+    return pulled, received
 
 
 def served_window(stream: PulledStream) -> list[date]:
@@ -226,7 +285,10 @@ def run_sync(
     end: date | None = None,
     settings: Settings | None = None,
 ) -> SyncReport:
+    """Land the streams `streams` selects (`select_streams`; everything without it), then
+    bring the warehouse's views up to date."""
     settings = settings or load_settings()
+    pulled, received = select_streams(streams)
     resources = build_resources(settings)
     lake = Lake(settings.lake_root)
     lake.sweep_temporary()
@@ -234,7 +296,7 @@ def run_sync(
     written: set[Written] = set()
     with dagster_instance() as instance:
         report = SyncReport()
-        chosen = [s for s in select_streams(streams) if settings.connections[s.service]]
+        chosen = [s for s in pulled if settings.connections[s.service]]
         for run in run_order(chosen):
             assets = [_asset_for(stream) for stream in run]
             label = ", ".join(stream.relation for stream in run)
@@ -257,26 +319,12 @@ def run_sync(
                 days = [first + timedelta(n) for n in range((last - first).days + 1)]
             for stream in run:
                 written |= written_by(stream, days, started_at)
-        if not streams:  # a full sync also lands what the webhook and agent receivers stored
-            _run(
-                "sync_datahub_webhook_events",
-                webhooks.ASSETS,
-                resources,
-                instance,
-                report,
-                "datahub.webhook_events",
-            )
-            _run(
-                "sync_conversation_agent",
-                agent.ASSETS,
-                resources,
-                instance,
-                report,
-                "conversation.agent_requests",
-            )
-    # A full sync also compacts the receivers' inboxes, whose days it does not know: the
-    # views are then compared with the whole lake.
-    report.warehouse, failed = refreshed(settings, written if streams else None)
+        for receiver in received:  # what the webhook and agent receivers stored
+            _run(receiver.job, receiver.assets, resources, instance, report, receiver.label)
+    # The views are brought up to date once, here (the runs' steps leave it: `VIEWS_TAG`):
+    # with what the landings wrote, or, where a receiver's inbox was compacted (its days are
+    # not known here), compared with the whole lake.
+    report.warehouse, failed = refreshed(settings, None if received else written)
     if failed:
         # The streams have landed; only the views are behind, and the report says why.
         report.fail("warehouse", str(failed), failed.exit_code)

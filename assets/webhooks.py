@@ -8,7 +8,7 @@ it when the inbox holds events the lake lacks (docs/webhooks.md).
 import dagster as dg
 
 from assets.catalog import stream_metadata
-from assets.factory import refresh_views, service_tag
+from assets.factory import owners, refresh_views, service_tag
 from assets.resources import LakeResource
 from assets.told import told
 from pipelines.webhooks.compaction import (
@@ -26,6 +26,7 @@ from pipelines.webhooks.inbox import inbox_path, open_inbox
     kinds={"python", "parquet", "sqlite"},
     metadata=stream_metadata(WEBHOOK_EVENTS),
     tags=service_tag(WEBHOOK_EVENTS.service),
+    owners=owners(),
     description=(
         "Every webhook event the receiver accepted, once each, by the UTC day of its "
         "`timestamp`: days holding events the lake lacks are rewritten whole from the inbox "

@@ -6,23 +6,26 @@ conversation service's AI agent answer its members from the shop's orders (demo/
 The sandbox runs frozen (its data stops at start), so the warehouse must equal its ground
 truth exactly; the table says so per relation. Two comment automation workspaces and both
 regions of the other services are synced, so every row shows which connection it came from.
+
+It speaks as the command line does (`assets/console.py`: the product's lines, not Dagster's),
+and ends with how to go on: its settings in a file to source (`SETTINGS_FILE`), and the
+command that starts its sandbox again.
 """
 
 import argparse
 import os
 import secrets
+import shlex
 import shutil
 import sys
 from pathlib import Path
 
-import dagster as dg
 import duckdb
 import httpx
 
 import demo
-from assets import agent, definitions, webhooks
+from assets import definitions
 from assets.cli import run_push_command
-from assets.resources import build_resources
 from assets.sync import run_sync
 from demo.shop import declare_shop, generate_shop
 from pipelines.lake import Lake
@@ -35,13 +38,23 @@ from sandbox.process import (
     running_sandbox,
 )
 
+#: The file of the demo's settings, in its data folder.
+SETTINGS_FILE = "settings.sh"
+
+
+def land(relation: str, settings) -> None:
+    """A receiver's inbox compacted into the lake, as `python -m pipelines sync --streams
+    <relation>` does."""
+    report = run_sync([relation], settings=settings)
+    for step, message in report.failed.items():
+        print(f"FAILED {step}: {message}", file=sys.stderr)
+
 
 def land_webhook_events(base: str, settings) -> dict[str, int]:
     """Let the campaign's webhooks (and the push's `*.sync` events) reach the receiver, then
     compact the inbox into the lake; events per family."""
     httpx.get(f"{base}/_sandbox/webhooks", params={"wait": 120}, timeout=180).raise_for_status()
-    with dg.DagsterInstance.ephemeral() as instance:
-        dg.materialize(webhooks.ASSETS, resources=build_resources(settings), instance=instance)
+    land("datahub.webhook_events", settings)
     with duckdb.connect(str(settings.warehouse_path), read_only=True) as con:
         rows = con.execute(
             "SELECT split_part(event, '.', 1), count(*) FROM datahub.webhook_events GROUP BY 1"
@@ -61,8 +74,7 @@ def answer_conversations(base: str, settings) -> dict[str, int]:
         replay = f"{base}/_sandbox/conversation/{region}/agent/replay"
         httpx.post(replay, params={"count": AGENT_TURNS}, timeout=60).raise_for_status()
     seen = httpx.get(f"{base}/_sandbox/agent", params={"wait": 120}, timeout=180).json()
-    with dg.DagsterInstance.ephemeral() as instance:
-        dg.materialize(agent.ASSETS, resources=build_resources(settings), instance=instance)
+    land("conversation.agent_requests", settings)
     with duckdb.connect(str(settings.warehouse_path), read_only=True) as con:
         requests, answered, handovers, orders = con.execute(
             "SELECT count(*), count(answered_at), count(*) FILTER (handover), "
@@ -87,11 +99,27 @@ def answer_conversations(base: str, settings) -> dict[str, int]:
     }
 
 
+def write_settings(data: Path, settings: dict[str, str]) -> Path:
+    """The demo's settings as a file a shell sources. Its secrets are left out: the webhook
+    receiver's and the agent's are only for the receivers, which stopped with the demo (and
+    may be the caller's own); the keys it holds are the sandbox's demo keys, no secret."""
+    lines = [
+        "# The settings of `make demo` (python -m demo): source this file, then run any command",
+        "# on the demo's data. The keys below are the sandbox's own demo keys, not secrets;",
+        "# the receivers' secrets (WEBHOOK_SECRET, AGENT_TOKEN) are not written.",
+        *(f"export {name}={shlex.quote(value)}" for name, value in sorted(settings.items())),
+    ]
+    path = data / SETTINGS_FILE
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m demo")
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--data", type=Path, default=Path("data/demo"))
     args = parser.parse_args()
+    args.data = args.data.resolve()  # the settings file names it from anywhere
     # Each demo starts a new sandbox, so it starts a new lake too: a ledger of what an
     # earlier sandbox accepted would make this one look up to date.
     shutil.rmtree(args.data, ignore_errors=True)
@@ -107,8 +135,10 @@ def main() -> int:
     receiver_port, agent_port = args.port + 1, args.port + 2
     hook = f"http://127.0.0.1:{receiver_port}/webhooks/datahub"
     agent_url = f"http://127.0.0.1:{agent_port}/agent/reply"
-    sandbox_args = ["--frozen", "--rate-window", str(RATE_WINDOW_SECONDS), "--webhook-url", hook]
-    sandbox_args += ["--agent-url", agent_url, "--task-phase-seconds", "0.2"]
+    # The sandbox as `python -m sandbox` starts it again (`restart`), with the receivers the
+    # demo runs beside it this time.
+    restart = ["--frozen", "--rate-window", str(RATE_WINDOW_SECONDS), "--task-phase-seconds", "0.2"]
+    sandbox_args = [*restart, "--webhook-url", hook, "--agent-url", agent_url]
     with (
         running_process("pipelines.webhooks", receiver_port),
         running_process("pipelines.agent", agent_port, ready_path="/health"),
@@ -117,7 +147,9 @@ def main() -> int:
         print(f"sandbox: {base} (frozen, small, seed 7; rate limits per {RATE_WINDOW_SECONDS} s)")
         print(f"webhook receiver: {hook} (the sandbox's data hub signs and sends to it)")
         print(f"AI agent: {agent_url} (demo.agent:reply answers order questions from shop.*)")
-        os.environ.update(point_at_sandbox(base, args.data) | demo.environment())
+        own = point_at_sandbox(base, args.data) | demo.environment()
+        own["AGENT_REPLY"] = os.environ["AGENT_REPLY"]
+        os.environ.update(own)
         settings = load_settings()
         declare_shop(Lake(settings.lake_root))  # the shop's views build before it is written
         # A broadcast goes out first, so its webhook events have a broadcast to join.
@@ -147,12 +179,23 @@ def main() -> int:
         print(f"{r.relation:<{width}}  {r.rows:>9,}  {truth_rows:>9}  {mark}")
     print(f"\nwebhook events in datahub.webhook_events: {events}")
     print(f"AI agent, in conversation.agent_requests: {conversations}")
+    settings_file = write_settings(args.data, own)
+    sandbox_command = shlex.join(
+        [".venv/bin/python", "-m", "sandbox", "--port", str(args.port), *restart]
+    )
     print(
         f"\nlake: {settings.lake_root}/  warehouse: {settings.warehouse_path}\n"
         "Query it read-only (an open session never blocks a sync):\n"
         f"  .venv/bin/python -c \"import duckdb; con = duckdb.connect('{settings.warehouse_path}', "
         "read_only=True); print(con.sql('SELECT * FROM marts.activity_performance LIMIT 5'))\"\n"
-        "Open the Dagster UI on the same setup: make dev"
+        "Open the Dagster UI on the same setup: make dev\n"
+        "\nGo on with the demo's data: its sandbox stopped with it; start it again (another "
+        "terminal), then source its settings and run any command:\n"
+        f"  {sandbox_command}\n"
+        f"  . {shlex.quote(str(settings_file))}\n"
+        "  .venv/bin/python -m pipelines check    # or sync, push --dry-run, warehouse\n"
+        f"{settings_file}: the sandbox's addresses and its demo keys (not secrets), the lake, the "
+        "warehouse and WAREHOUSE_SQL=demo/sql; no secret of the receivers."
     )
     landed = report.ok and all(r.equal for r in rows) and pushed == again == 0
     figures = list(conversations.values())

@@ -52,10 +52,10 @@ def refresh_warehouse(
 ) -> str:
     """Bring the views up to date and say what happened. `written`: what a landing wrote,
     where the caller knows it (nothing else is looked at when the views show it already;
-    `Warehouse.refresh`). Sessions open on the file do not stop it (pipelines/warehouse.py);
-    when it truly cannot be done, `WarehouseBusy` (a session's unsaved changes) or
-    `WarehouseUnavailable` (the lake or the disk failing) says what to do, and callers fail
-    with it rather than leave views behind the lake unnoticed."""
+    `Warehouse.refresh`). Sessions open on the file do not
+    stop it (pipelines/warehouse.py); when it truly cannot be done, `WarehouseBusy` (a
+    session's unsaved changes) or `WarehouseUnavailable` (the lake or the disk failing) says
+    what to do, and callers fail with it rather than leave views behind the lake unnoticed."""
     warehouse = warehouse_of(lake_root, warehouse_path, extra_sql)
     try:
         try:
@@ -66,14 +66,18 @@ def refresh_warehouse(
             damaged = [] if disk_refusal(error) else set_aside_damaged_files(warehouse.lake)
             if not damaged:
                 raise
-            done = (warehouse.refresh() or "views up to date") + "; " + said(damaged)
+            done = (warehouse.refresh() or UP_TO_DATE) + "; " + said(damaged)
     except (OSError, duckdb.IOException) as error:
         raise WarehouseUnavailable(
             environment_fault(error, str(lake_root), Path(warehouse_path))
         ) from None
     except duckdb.Error as error:
         raise views_failed(error) from None
-    return f"{warehouse_path} ({done or 'views up to date'})"
+    return f"{warehouse_path} ({done or UP_TO_DATE})"
+
+
+#: What a refresh says when the views read every file already.
+UP_TO_DATE = "views up to date"
 
 
 def views_failed(error: duckdb.Error) -> WarehouseUnavailable:

@@ -44,8 +44,8 @@ ENVELOPE = [
     described(
         "idempotency_key", pa.string(), "The delivery's `Service-Idempotency-Key`: one per event."
     ),
-    ("event", pa.string()),
-    ("timestamp", TIMESTAMP),
+    described("event", pa.string(), "The event's name, e.g. `message.open`, `order.sync`."),
+    described("timestamp", TIMESTAMP, "When the event happened, as the envelope says (UTC)."),
     described("source", pa.string(), "`maac` or `caac`."),
     described("event_id", pa.string(), "Carried by the synchronization events (`*.sync`)."),
 ]

@@ -3,6 +3,7 @@
 
 import ast
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -58,6 +59,61 @@ def test_make_demo_lands_every_relation_equal_to_the_truth_and_pushes_once(tmp_p
     assert calls > 0 and agent["sandbox answered"] == agent["requests"] == agent["answers"] == calls
     assert 0 < agent["order answers"] == calls - agent["handovers"]
     assert "Traceback" not in output and SECRET not in output and AGENT_TOKEN not in output
+    # It speaks for the product: Dagster's own lines are at most one in twenty.
+    lines = output.splitlines()
+    dagster = [line for line in lines if " - dagster - " in line]
+    assert len(dagster) <= 0.05 * len(lines), "\n".join(dagster)
+    # It ends with how to go on: its settings in a file, its sandbox's command, a command.
+    settings = tmp_path / "settings.sh"
+    *_, restart, source, command, said = finished.stdout.splitlines()
+    assert source.split() == [".", str(settings)]
+    assert said.startswith(f"{settings}: ") and "no secret" in said
+    assert command.split()[:3] == [".venv/bin/python", "-m", "pipelines"]
+    written = settings.read_text()
+    assert SECRET not in written and AGENT_TOKEN not in written
+    go_on_with(restart, settings)
+
+
+def go_on_with(restart: str, settings: Path) -> None:
+    """The demo's way to go on works: its sandbox started again with the command it printed,
+    then `check`, with its settings sourced in a shell, finds every connection right."""
+    program, *args = shlex.split(restart)
+    assert program == ".venv/bin/python"
+    sandbox = subprocess.Popen([sys.executable, *args], cwd=ROOT, stdout=subprocess.DEVNULL)
+    try:
+        wait_for_sandbox(restart)
+        env = {k: v for k, v in os.environ.items() if k not in ("WEBHOOK_SECRET", "AGENT_TOKEN")}
+        checked = subprocess.run(
+            ["sh", "-c", f". {shlex.quote(str(settings))} && {sys.executable} -m pipelines check"],
+            cwd=ROOT,
+            env=env | {"PYTHONPATH": str(ROOT)},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    finally:
+        sandbox.terminate()
+        sandbox.wait(timeout=60)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    rows = checked.stdout.splitlines()
+    # Each connection (two comment workspaces, both regions of the others) is right; the
+    # receivers' rows only warn that their secrets are not set.
+    connections = [row.split() for row in rows if " http://127.0.0.1:" in row]
+    assert len(connections) == 6 and all(row[-1] == "ok" for row in connections), rows
+
+
+def wait_for_sandbox(restart: str) -> None:
+    """Until the sandbox the command starts answers."""
+    args = shlex.split(restart)
+    base = f"http://127.0.0.1:{args[args.index('--port') + 1]}"
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            httpx.get(f"{base}/_sandbox/clock", timeout=2).raise_for_status()
+            return
+        except httpx.HTTPError:
+            assert time.monotonic() < deadline, f"the sandbox never answered at {base}"
+            time.sleep(0.5)
 
 
 def test_make_dev_serves_the_code_location_in_the_dagster_ui(tmp_path):

@@ -66,9 +66,11 @@ def truth_total(sandbox, first: str = "") -> int:
 
 
 def counted(output: str, relation: str) -> int:
-    """A relation's row count from the table `sync` and `warehouse` print."""
-    [line] = [line for line in output.splitlines() if line.startswith(f"{relation} ")]
-    return int(line.split()[-1].replace(",", ""))
+    """A relation's row count from the table `sync` and `warehouse` print (what each stream
+    landed is said on lines that start with its relation too)."""
+    cells = [line.split() for line in output.splitlines()]
+    [rows] = [row[1] for row in cells if len(row) == 2 and row[0] == relation]
+    return int(rows.replace(",", ""))
 
 
 def test_sync_on_a_full_disk_names_the_lake_and_the_warehouse_then_converges(
