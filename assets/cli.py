@@ -17,6 +17,7 @@ import duckdb
 
 from assets.sync import dagster_instance, failure_code, failure_reason, refreshed, run_sync
 from pipelines.catalog import PULLED, said, set_aside_damaged_files
+from pipelines.damaged import missing
 from pipelines.errors import SyncError
 from pipelines.lake import Lake, verified_lake
 from pipelines.settings import Settings, load_settings
@@ -47,12 +48,15 @@ def print_counts(settings: Settings, lake: Lake) -> None:
             return
     else:
         width = max(len(name) for name, _ in counts)
+        short = missing(lake, PULLED)
         print(f"\n{'relation':<{width}}  {'rows':>10}")
         for name, rows in counts:
-            print(f"{name:<{width}}  {rows:>10,}")
+            held = ", ".join(short.get(name, ()))
+            held = f"  short of {held} (damaged, set aside) until the next sync" if held else ""
+            print(f"{name:<{width}}  {rows:>10,}{held}")
         return
     # A file damaged since the views were built: set aside, the counts are taken again.
-    print(f"{said(damaged)}; their days land again with the next sync")
+    print(said(damaged))
     _, failed = refreshed(settings)
     if failed:
         print(f"\nrow counts not shown: {failed}", file=sys.stderr)

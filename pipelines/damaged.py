@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
+from pathlib import PurePosixPath
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -36,6 +37,16 @@ FOLDER = "_damaged"
 REASON_SUFFIX = ".reason.txt"
 
 
+#: What a run that set files aside says of them: nothing lands them before then.
+LANDED_AGAIN = "the next sync lands them again"
+
+
+def what_it_held(path: str) -> str:
+    """What a stream's file holds: its day, from its `date=` folder, or a whole snapshot."""
+    folder = PurePosixPath(path).parent.name
+    return f"day {folder.removeprefix('date=')}" if folder.startswith("date=") else "snapshot"
+
+
 @dataclass(frozen=True)
 class SetAside:
     """A damaged file, where it went, and why."""
@@ -45,7 +56,7 @@ class SetAside:
     reason: str
 
     def __str__(self) -> str:
-        return f"{self.path}: {self.reason}; moved to {self.moved_to}"
+        return f"{self.path} ({what_it_held(self.path)}): {self.reason}; moved to {self.moved_to}"
 
 
 def unreadable(lake: Lake, path: str, pages: bool = False) -> str | None:
@@ -109,3 +120,21 @@ def damaged_of(lake: Lake, stream: Stream) -> list[str]:
         for info in listed
         if info.is_file and not info.path.endswith(REASON_SUFFIX)
     )
+
+
+def missing(lake: Lake, streams: Collection[Stream]) -> dict[str, list[str]]:
+    """Per relation, what its set-aside files held (`what_it_held`) that has not landed
+    again: the relation is short of it until the next sync. One listing of the folder."""
+    folder = f"{lake.root}/{FOLDER}"
+    listed = lake.fs.get_file_info(pafs.FileSelector(folder, allow_not_found=True, recursive=True))
+    relations = {f"{s.service}/{s.name}": s.relation for s in streams}
+    short: dict[str, set[str]] = {}
+    for info in listed:
+        if not info.is_file or info.path.endswith(REASON_SUFFIX):
+            continue
+        relative = info.path.removeprefix(folder + "/")
+        original = f"{lake.root}/{relative.rpartition('.')[0]}"  # its stamp taken off
+        relation = relations.get("/".join(relative.split("/")[:2]))
+        if relation is not None and not lake.exists(original):
+            short.setdefault(relation, set()).add(what_it_held(original))
+    return {relation: sorted(held) for relation, held in short.items()}

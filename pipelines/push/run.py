@@ -139,7 +139,7 @@ def run_push(
                 damaged = set_aside_damaged_files(lake.lake())
                 if not damaged:
                     raise views_failed(error) from None
-                log(f"{said(damaged)}; their days land again with the next sync")
+                log(said(damaged))
                 return _push(lake, datahub, dry_run, record_types, resend_in_doubt, log, lease)
         except OSError as error:
             # The lake's disk or store failed: what was sent is journaled, and the next push
