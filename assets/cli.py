@@ -51,8 +51,7 @@ def print_counts(settings: Settings, lake: Lake) -> None:
         short = missing(lake, PULLED)
         print(f"\n{'relation':<{width}}  {'rows':>10}")
         for name, rows in counts:
-            held = ", ".join(short.get(name, ()))
-            held = f"  short of {held} (damaged, set aside) until the next sync" if held else ""
+            held = f"  short of {'; '.join(short[name])}" if name in short else ""
             print(f"{name:<{width}}  {rows:>10,}{held}")
         return
     # A file damaged since the views were built: set aside, the counts are taken again.

@@ -114,4 +114,5 @@ def set_aside_damaged_files(lake: Lake) -> list[SetAside]:
 
 def said(damaged: Sequence[SetAside]) -> str:
     """What a run that set files aside says: each file, what it held, and when it lands."""
-    return f"damaged file(s) set aside: {'; '.join(str(f) for f in damaged)}; {LANDED_AGAIN}"
+    again = f"; {LANDED_AGAIN}" if any(f.lands_again for f in damaged) else ""
+    return f"damaged file(s) set aside: {'; '.join(str(f) for f in damaged)}{again}"

@@ -13,7 +13,15 @@ from assets.checks import files_readable_check
 from assets.cli import main
 from assets.factory import asset_key
 from assets.resources import resources_or_problem
-from pipelines.damaged import FOLDER, REASON_SUFFIX, damaged_of, unreadable
+from pipelines.catalog import said
+from pipelines.damaged import (
+    FOLDER,
+    REASON_SUFFIX,
+    damaged_of,
+    missing,
+    set_aside_damaged,
+    unreadable,
+)
 from pipelines.lake import Lake
 from pipelines.landing import today
 from pipelines.streams.comment import ACCOUNTS, TRIGGER_LOGS
@@ -172,9 +180,31 @@ def test_a_flipped_page_is_named_with_its_day_by_the_next_sync_and_warehouse(
     assert f"damaged file(s) set aside: {flipped} (day {day}): " in out, out
     assert "the next sync lands them again" in out
     [counted] = [line for line in out.splitlines() if line.startswith("comment.trigger_logs ")]
-    assert counted.endswith(f"short of day {day} (damaged, set aside) until the next sync")
+    assert counted.endswith(f"short of day {day} (damaged, set aside; the next sync lands it)")
 
     assert main(["sync", "--streams", *STREAMS, "--start", first.isoformat()]) == 0
     assert "short of" not in capsys.readouterr().out
     truth = frozen_sandbox.truth_days("comment", workspace_id(frozen_sandbox), "trigger_logs")
     assert landed_days(lake) == {d: n for d, n in truth.items() if n and d >= str(first)}
+
+
+def test_a_day_older_than_its_service_serves_is_said_to_need_a_backup(tmp_path):
+    """No sync can land such a day again: what is said, and the row counts, say so."""
+    lake = Lake(tmp_path / "lake")
+    served = today() - timedelta(days=3)
+    old = today() - timedelta(days=TRIGGER_LOGS.served_days + 3)
+    for day in (old, served):
+        lake.write(TRIGGER_LOGS, "default", [], day=day)
+        damage(Path(lake.path(TRIGGER_LOGS, "default", day)), "not_parquet")
+    found = set_aside_damaged(lake, TRIGGER_LOGS)
+    told = said(found)
+    assert f"(day {old}): " in told and f"(day {served}): " in told
+    assert told.count("older than its service serves") == 1
+    assert told.endswith("; the next sync lands them again")
+    assert missing(lake, [TRIGGER_LOGS, ACCOUNTS]) == {
+        "comment.trigger_logs": [
+            f"day {old} (damaged, set aside; older than its service serves, so no sync lands "
+            "it again: restore it from a backup)",
+            f"day {served} (damaged, set aside; the next sync lands it)",
+        ]
+    }
