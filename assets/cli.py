@@ -31,8 +31,9 @@ from assets.sync import (
     selectable,
     unknown_names,
 )
-from pipelines.catalog import said, set_aside_damaged_files
+from pipelines.catalog import PULLED, said, set_aside_damaged_files
 from pipelines.clients.datahub import SUBMIT_OPERATIONS
+from pipelines.damaged import missing
 from pipelines.errors import SyncError
 from pipelines.lake import Lake, verified_lake
 from pipelines.settings import Settings, load_settings
@@ -61,12 +62,14 @@ def print_counts(settings: Settings, lake: Lake, relations: list[str]) -> None:
             return
     else:
         width = max(len(name) for name, _ in counts)
+        short = missing(lake, PULLED)
         print(f"\n{'relation':<{width}}  {'rows':>10}")
         for name, rows in counts:
-            print(f"{name:<{width}}  {rows:>10,}")
+            held = f"  short of {'; '.join(short[name])}" if name in short else ""
+            print(f"{name:<{width}}  {rows:>10,}{held}")
         return
     # A file damaged since the views were built: set aside, the counts are taken again.
-    print(f"{said(damaged)}; their days land again with the next sync")
+    print(said(damaged))
     _, failed = refreshed(settings)
     if failed:
         print(f"\nrow counts not shown: {failed}", file=sys.stderr)

@@ -348,7 +348,9 @@ def range_tags(
         first, last = start, end
     else:
         for found in set_aside_damaged(lake, stream, served_window(stream)):
-            report.notes.append(f"{stream.relation}: damaged file set aside: {found}")
+            report.notes.append(
+                f"{stream.relation}: damaged file set aside: {found}; this sync lands it again"
+            )
         names = [c.name for c in settings.connections[stream.service]]
         first, last = default_range(stream, lake, names)
         first, last = start or first, end or last

@@ -7,7 +7,7 @@ import duckdb
 
 from pipelines.activities.state import CHANGES as ACTIVITY_CHANGES
 from pipelines.agent.compaction import STREAMS as AGENT_STREAMS
-from pipelines.damaged import SetAside, set_aside_damaged
+from pipelines.damaged import LANDED_AGAIN, SetAside, set_aside_damaged
 from pipelines.errors import first_line
 from pipelines.lake import Lake
 from pipelines.object_store import disk_refusal, lake_fault
@@ -121,4 +121,6 @@ def set_aside_damaged_files(lake: Lake) -> list[SetAside]:
 
 
 def said(damaged: Sequence[SetAside]) -> str:
-    return "damaged file(s) set aside: " + "; ".join(str(f) for f in damaged)
+    """What a run that set files aside says: each file, what it held, and when it lands."""
+    again = f"; {LANDED_AGAIN}" if any(f.lands_again for f in damaged) else ""
+    return f"damaged file(s) set aside: {'; '.join(str(f) for f in damaged)}{again}"

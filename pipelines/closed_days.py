@@ -20,6 +20,7 @@ from pathlib import Path, PurePosixPath
 import duckdb
 import pyarrow as pa
 
+from pipelines.damaged import unreadable
 from pipelines.lake import DAILY_READ, Lake, file_day, file_schema, sql_literal
 from pipelines.stream import Stream
 
@@ -211,6 +212,12 @@ def copy_closed_days(
     if stale:
         con.execute(f"DELETE FROM {table} WHERE date IN (SELECT unnest(?::DATE[]))", [stale])
     if fresh:
+        for path in (p for day in fresh for p in listing.files[day]):
+            # DuckDB reads pages without their checksums: a damaged one would be copied as
+            # wrong values, for good. Failed as DuckDB fails on a damaged file, the file is
+            # set aside by the build's caller (`pipelines/catalog.py`) and named.
+            if (reason := unreadable(lake, path, pages=True)) is not None:
+                raise duckdb.InvalidInputException(f"{lake.uri(path)}: {reason}")
         files = ", ".join(sql_literal(lake.uri(p)) for day in fresh for p in listing.files[day])
         source = f"read_parquet([{files}], {DAILY_READ})"
         present = {row[0] for row in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}

@@ -23,17 +23,31 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
+from pathlib import PurePosixPath
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from pipelines.errors import first_line
-from pipelines.lake import Lake
+from pipelines.lake import Lake, file_day
+from pipelines.landing import served_days, today
 from pipelines.stream import Stream
 
 FOLDER = "_damaged"
 REASON_SUFFIX = ".reason.txt"
+
+
+#: What a run that set files aside says of them: nothing lands them before then.
+LANDED_AGAIN = "the next sync lands them again"
+#: What is said of a day older than its service serves.
+NOT_AGAIN = "older than its service serves, so no sync lands it again: restore it from a backup"
+
+
+def what_it_held(path: str) -> str:
+    """What a stream's file holds: its day, from its `date=` folder, or a whole snapshot."""
+    folder = PurePosixPath(path).parent.name
+    return f"day {folder.removeprefix('date=')}" if folder.startswith("date=") else "snapshot"
 
 
 @dataclass(frozen=True)
@@ -43,9 +57,18 @@ class SetAside:
     path: str
     moved_to: str
     reason: str
+    #: A snapshot, or a day its service still serves: a sync lands it again.
+    lands_again: bool = True
 
     def __str__(self) -> str:
-        return f"{self.path}: {self.reason}; moved to {self.moved_to}"
+        told = f"{self.path} ({what_it_held(self.path)}): {self.reason}; moved to {self.moved_to}"
+        return told if self.lands_again else f"{told}; {NOT_AGAIN}"
+
+
+def lands_again(stream: Stream, path: str) -> bool:
+    """Whether a sync can land again what the file held: a snapshot, or a day the stream's
+    service still serves."""
+    return not stream.daily or bool(served_days(stream, [file_day(path)], today())[0])
 
 
 def unreadable(lake: Lake, path: str, pages: bool = False) -> str | None:
@@ -68,7 +91,7 @@ def unreadable(lake: Lake, path: str, pages: bool = False) -> str | None:
     return None
 
 
-def set_aside(lake: Lake, path: str, reason: str) -> SetAside:
+def set_aside(lake: Lake, path: str, reason: str, again: bool = True) -> SetAside:
     """Move one file out of its stream, with its reason beside it."""
     relative = path.removeprefix(lake.root).lstrip("/")
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
@@ -77,7 +100,7 @@ def set_aside(lake: Lake, path: str, reason: str) -> SetAside:
     with lake.fs.open_output_stream(target + REASON_SUFFIX) as out:
         out.write(f"{lake.uri(path)}\n{reason}\nfound {stamp}\n".encode())
     lake.fs.move(path, target)
-    return SetAside(lake.uri(path), lake.uri(target), reason)
+    return SetAside(lake.uri(path), lake.uri(target), reason, again)
 
 
 def damaged_files(lake: Lake, stream: Stream) -> dict[str, str]:
@@ -96,7 +119,7 @@ def set_aside_damaged(
         reason = unreadable(lake, path, pages)
         # A landing beside this one may have just replaced the file whole: that one is new.
         if reason is not None and lake.modified_ns(path) == written:
-            found.append(set_aside(lake, path, reason))
+            found.append(set_aside(lake, path, reason, lands_again(stream, path)))
     return found
 
 
@@ -109,3 +132,24 @@ def damaged_of(lake: Lake, stream: Stream) -> list[str]:
         for info in listed
         if info.is_file and not info.path.endswith(REASON_SUFFIX)
     )
+
+
+def missing(lake: Lake, streams: Collection[Stream]) -> dict[str, list[str]]:
+    """Per relation, what its set-aside files held (`what_it_held`) that has not landed
+    again, and whether a sync will: the relation is short of it until then. One listing of
+    the folder."""
+    folder = f"{lake.root}/{FOLDER}"
+    listed = lake.fs.get_file_info(pafs.FileSelector(folder, allow_not_found=True, recursive=True))
+    by_folder = {f"{s.service}/{s.name}": s for s in streams}
+    short: dict[str, set[str]] = {}
+    for info in listed:
+        if not info.is_file or info.path.endswith(REASON_SUFFIX):
+            continue
+        relative = info.path.removeprefix(folder + "/")
+        original = f"{lake.root}/{relative.rpartition('.')[0]}"  # its stamp taken off
+        stream = by_folder.get("/".join(relative.split("/")[:2]))
+        if stream is not None and not lake.exists(original):
+            when = "the next sync lands it" if lands_again(stream, original) else NOT_AGAIN
+            held = f"{what_it_held(original)} (damaged, set aside; {when})"
+            short.setdefault(stream.relation, set()).add(held)
+    return {relation: sorted(held) for relation, held in short.items()}

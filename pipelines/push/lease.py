@@ -21,6 +21,15 @@ that was paused past its lease (a VM paused, a long garbage collection) may have
 just before: in Postgres, each journal write is made only while the lease is still its own by
 the server's clock (`Lease.fence`), in the same statement, so a send it journals before the
 request goes is sent only if journaled under the lease.
+
+What a push finds marked `sending` without an answer was sent by a push that was killed, or
+that stalled and may still send it when it resumes. `Lease.alone` tells them apart: on one
+host, the lock is free only once every earlier holder is dead; in Postgres each holder keeps
+a shared advisory lock on its session while it lives (stopped or not: the server keeps a
+stopped process's session), and a new holder that can take that lock exclusively, for a
+moment, knows no earlier push of the lake is alive. The server ends a killed process's
+session at once; a host that vanished keeps its session until the server's TCP keepalive
+ends it, and until then its marks count as another's that may still be sent.
 """
 
 from __future__ import annotations
@@ -88,6 +97,10 @@ def _statements(now: str, p: Callable[[str], str]) -> dict[str, str]:
     }
 
 
+#: The session advisory lock a live push of `%(scope)s` holds shared (`PostgresLeases`).
+_ALIVE_KEY = "hashtextextended('warehouse_sync_push_alive:' || %(scope)s, 0)"
+
+
 class FileLeases:
     """The leases of this host: an exclusive `flock` on a file beside the lake, one per
     lake. The kernel releases it the moment its holder dies, so a push killed here frees
@@ -111,6 +124,12 @@ class FileLeases:
             if statement == "release":
                 self.close()
                 return []
+            if statement in ("alive", "ended"):  # the lock held is the sign of life
+                return []
+            if statement == "alone":
+                # A push of this host takes the lock only once every earlier holder died,
+                # and a dry run predicts the push that waits for it.
+                return [(True,)]
             held_by = path.read_text().strip() if path.exists() else ""
             return [(held_by,)] if held_by else []
         except OSError as exc:
@@ -149,7 +168,18 @@ class PostgresLeases:
         f"CREATE TABLE IF NOT EXISTS {TABLE} (scope text PRIMARY KEY, holder text NOT NULL, "
         "token text NOT NULL, expires_at double precision NOT NULL)"
     )
-    _SQL = _statements(SERVER_NOW, lambda name: f"%({name})s")
+    _SQL = _statements(SERVER_NOW, lambda name: f"%({name})s") | {
+        # Held by this session while it lives; taken again with each renewal, in case the
+        # connection was opened again (the locks stack, and all end with the session).
+        "alive": f"SELECT pg_advisory_lock_shared({_ALIVE_KEY})",
+        # Let go at the end, not left to the session's end, which the server does later.
+        "ended": "SELECT pg_advisory_unlock_all()",
+        # No other session holds it: every earlier push of the lake has ended.
+        "alone": (
+            f"SELECT CASE WHEN pg_try_advisory_lock({_ALIVE_KEY}) "
+            f"THEN pg_advisory_unlock({_ALIVE_KEY}) ELSE false END"
+        ),
+    }
     #: True while the lease of `%(scope)s` is `%(token)s`'s and has not lapsed by the
     #: server's clock: the condition a journal write in the same database is made under.
     HELD = (
@@ -221,6 +251,8 @@ class Lease:
         self._store = open_leases(lake_root, env)
         self._values = {"scope": self.scope, "token": uuid.uuid4().hex, "ttl": self.ttl}
         self._renewed = 0.0
+        #: Set by `acquire`: no earlier push of the lake is alive (`alone`).
+        self.alone = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -248,6 +280,8 @@ class Lease:
                 told = held_by
             time.sleep(min(POLL_SECONDS, max(0.0, deadline - time.monotonic())))
         self._renewed = started
+        self.alone = bool(self._store.run("alone", self._values)[0][0])
+        self._store.run("alive", self._values)
         self._thread = threading.Thread(target=self._keep, name="push-lease", daemon=True)
         self._thread.start()
 
@@ -262,6 +296,8 @@ class Lease:
                 self._renewed = -self.ttl  # another took it: lost at once
                 return
             self._renewed = started
+            with contextlib.suppress(StoreUnavailable):
+                self._store.run("alive", self._values)
 
     @property
     def fence(self) -> dict[str, str] | None:
@@ -304,8 +340,19 @@ class Lease:
             self._thread.join()
             self._thread = None
             with contextlib.suppress(StoreUnavailable):  # it lapses by itself after the ttl
+                self._store.run("ended", self._values)
                 self._store.run("release", self._values)
         self._store.close()
+
+
+def no_push_alive(lake_root: str, env: Mapping[str, str] | None = None) -> bool:
+    """Whether no push of the lake is alive, asked without taking its lease (a dry run's
+    prediction of `Lease.alone`)."""
+    store = open_leases(lake_root, env)
+    try:
+        return bool(store.run("alone", {"scope": scope_of(lake_root)})[0][0])
+    finally:
+        store.close()
 
 
 def holder_name(run_id: str | None = None) -> str:

@@ -54,7 +54,8 @@ def open_journal(lake_root: str, env: Mapping[str, str] | None = None) -> Journa
 
 class Ledger:
     """The ledger of one lake; its journal is `open_journal`'s, or the folder given. With the
-    push's `lease`, each write is made only while the lease is the push's own (`Lease.fence`)."""
+    push's `lease`, a `fenced` write (the mark a send is made under) is made only while the
+    lease is the push's own (`Lease.fence`)."""
 
     def __init__(
         self, lake: Lake, journal: str | Path | None = None, lease: Lease | None = None
@@ -92,12 +93,16 @@ class Ledger:
         )
         return {key: Entry(*latest) for key, latest in rows}
 
-    def record(self, record_type: str, entries: Iterable[dict], fsync: bool = False) -> int:
+    def record(
+        self, record_type: str, entries: Iterable[dict], fsync: bool = False, fenced: bool = False
+    ) -> int:
         """Write acknowledgements (each with key, content_hash, content, state, ...) to the
         journal before returning: what the service accepted is never asked of it again.
-        `fsync`: on the disk before returning, for what a power loss must not undo."""
+        `fsync`: on the disk before returning, for what a power loss must not undo.
+        `fenced`: only under the push's lease (a `sending` mark, before its request). An
+        answer is written whatever the lease: it only tells the next push what was sent."""
         rows = (entry | {"record_type": record_type} for entry in entries)
-        return self.journal.record(rows, fsync, self.lease)
+        return self.journal.record(rows, fsync, self.lease if fenced else None)
 
     def reject(self, record_type: str, rejections: list[dict]) -> None:
         """Replace the record type's rejections; a rejection seen before keeps first_seen."""

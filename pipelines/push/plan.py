@@ -233,10 +233,14 @@ def make_plan(
     accepted: Mapping[str, Entry],
     custom_fields: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
     resend_in_doubt: bool = False,
+    senders_gone: bool = True,
 ) -> Plan:
     """`custom_fields`: each connection's pulled definitions (profile updates are checked
-    against the organization they go to). `resend_in_doubt`: send again the at-most-once
-    rows a killed run may or may not have delivered (default: report them, send nothing)."""
+    against the organization they go to). `resend_in_doubt`: send again the rows marked
+    `sending` whose answer never came (default: report them as in doubt, send nothing).
+    `senders_gone`: no push that marked them is alive (`Lease.alone`), so a record among
+    them is sent again (the hub keeps the latest timestamp: a resend changes nothing it holds
+    as current); while one may be, stalled, it may still send them, so they are in doubt."""
     custom_fields = custom_fields or {}
     plan = Plan(record_type)
     outbound = OUTBOUND[record_type]
@@ -273,8 +277,8 @@ def make_plan(
     for key, of_key in versions.items():
         if of_key.valid:
             entry = accepted.get(key)
-            if entry is not None and entry.state == SENDING and not resend_in_doubt:
-                _in_doubt(plan, key, of_key.valid[-1])
+            if _in_doubt_still(outbound, entry, of_key, resend_in_doubt, senders_gone):
+                _in_doubt(plan, key, of_key.valid[-1], outbound)
             else:
                 _decide(plan, key, of_key, entry, outbound)
     return plan
@@ -323,13 +327,40 @@ def _wait(plan: Plan, key: str, held_back: Planned, why: str) -> None:
     return None
 
 
-def _in_doubt(plan: Plan, key: str, row: Planned) -> None:
+def _in_doubt_still(
+    outbound: Outbound,
+    entry: Entry | None,
+    versions: Versions,
+    resend_in_doubt: bool,
+    senders_gone: bool,
+) -> bool:
+    """The key's last mark is `sending`, its answer never came, and it is not to be sent
+    (`make_plan`): an event; or a record that a push still alive may send, unless the view
+    holds a newer version (the hub keeps the latest timestamp, whichever arrives last)."""
+    if entry is None or entry.state != SENDING or resend_in_doubt:
+        return False
+    if outbound.at_most_once:
+        return True
+    if senders_gone:
+        return False
+    newest = max((v.timestamp for v in versions.valid if v.timestamp), default=None)
+    return entry.timestamp is None or newest is None or newest <= entry.timestamp
+
+
+def _in_doubt(plan: Plan, key: str, row: Planned, outbound: Outbound) -> None:
     plan.counts["in_doubt"] += 1
-    reason = (
-        "in doubt: a run ended while this was in flight, and the service offers no way to "
-        "ask whether it arrived; not sent again, as a resend could store it twice "
-        "(push --resend-in-doubt sends it)"
-    )
+    if outbound.at_most_once:
+        reason = (
+            "in doubt: a push sent this and its answer never came (killed, stalled, or the "
+            "answer lost), and the service offers no way to ask whether it arrived; not sent "
+            "again, as a resend could store it twice (push --resend-in-doubt sends it)"
+        )
+    else:
+        reason = (
+            "in doubt: a push that stalled past its lease, still alive, sent this and may "
+            "still send it; the first push after it ends sends it if its answer never came "
+            "(push --resend-in-doubt sends it now: the latest timestamp wins)"
+        )
     plan.rejections.append(_rejection(key, "", reason, "in_doubt", row.body))
 
 

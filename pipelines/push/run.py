@@ -28,7 +28,7 @@ from pipelines.clients.datahub import DataHub, DataHubClient
 from pipelines.lake import LakeLocation
 from pipelines.object_store import lake_fault
 from pipelines.push import imports
-from pipelines.push.lease import Lease, holder_name, wait_seconds
+from pipelines.push.lease import Lease, holder_name, no_push_alive, wait_seconds
 from pipelines.push.ledger import Ledger
 from pipelines.push.plan import OUTBOUND, OUTCOMES, Sending, make_plan
 from pipelines.push.send import send_plan
@@ -139,7 +139,7 @@ def run_push(
                 damaged = set_aside_damaged_files(lake.lake())
                 if not damaged:
                     raise views_failed(error) from None
-                log(f"{said(damaged)}; their days land again with the next sync")
+                log(said(damaged))
                 return _push(lake, datahub, dry_run, record_types, resend_in_doubt, log, lease)
         except OSError as error:
             # The lake's disk or store failed: what was sent is journaled, and the next push
@@ -160,6 +160,8 @@ def _push(
     lease: Lease | None,
 ) -> PushReport:
     report = PushReport(dry_run)
+    # Whether what a push marked `sending` and never had answered may still be sent by it.
+    senders_gone = lease.alone if lease is not None else no_push_alive(lake.lake().place.uri)
     definitions = custom_field_definitions(lake)
     defined = warehouse_of(lake.lake_root, lake.warehouse_path, lake.warehouse_sql)
     with (
@@ -184,7 +186,9 @@ def _push(
                 continue
             rows = outbound_rows(warehouse, outbound.view)
             accepted = ledger.latest(record_type)
-            plan = make_plan(record_type, rows, accepted, definitions, resend_in_doubt)
+            plan = make_plan(
+                record_type, rows, accepted, definitions, resend_in_doubt, senders_gone
+            )
             figures = plan.figures()
             rejections = plan.rejections
             if not dry_run:

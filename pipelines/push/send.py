@@ -1,9 +1,11 @@
-"""Send a plan: records, events and profile updates several at a time. Each worker writes
-the service's answer to the ledger's journal before it sends its next row, so a run killed at
-any moment sends again at most the `WORKERS` requests that were in flight; rows the service
-refuses are kept as rejected. The first failure that is not a refusal of the row (the
-journal cannot be written, the lease is lost, the service keeps failing) stops every worker
-before its next request: the rows already handed to the pool are not sent."""
+"""Send a plan: records, events and profile updates several at a time. A record or an event
+is marked `sending` in the ledger's journal, under the push's lease, before its request, and
+each worker writes the service's answer before it sends its next row, so a run killed at any
+moment leaves at most the `WORKERS` requests that were in flight unanswered (`plan.py` says
+what the next push does with them); rows the service refuses are kept as rejected. The first
+failure that is not a refusal of the row (the journal cannot be written, the lease is lost,
+the service keeps failing) stops every worker before its next request: the rows already
+handed to the pool are not sent."""
 
 import threading
 from collections import deque
@@ -15,7 +17,7 @@ from pipelines.clients.datahub import DataHubClient
 from pipelines.errors import Retriable
 from pipelines.push.lease import Lease
 from pipelines.push.ledger import Ledger
-from pipelines.push.plan import OUTBOUND, SENDING, Plan, Planned, Sending
+from pipelines.push.plan import OUTBOUND, SENDING, Outbound, Plan, Planned, Sending
 from pipelines.transport import ServiceError
 
 #: Requests in flight at once: profile updates are paced per key (6,000/min) whatever this
@@ -80,12 +82,16 @@ def send_plan(
         if client is None:
             unknown = {"error": {"code": "unknown_connection", "field": "connection"}}
             return ServiceError("push to", planned.connection, 400, unknown)
-        if outbound.at_most_once:
-            ledger.record(plan.record_type, [_entry(planned, None, SENDING)], fsync=True)
+        if outbound.sending is Sending.RECORD:
+            # Under the lease, in the same statement (`Lease.fence`): a push stalled past
+            # its lease sends nothing it had not marked under it. Fsynced where a resend
+            # would be stored twice.
+            sending = [_entry(planned, None, SENDING)]
+            ledger.record(plan.record_type, sending, fsync=outbound.at_most_once, fenced=True)
         try:
             event_id = _send_one(plan.record_type, client, planned)
         except Exception as error:  # sorted below: a refusal of the row, or the run's end
-            if outbound.at_most_once and _not_taken(error):
+            if outbound.sending is Sending.RECORD and _not_taken(error, outbound):
                 ledger.record(plan.record_type, [_entry(planned, None, "failed")])
             if not _refused(error):
                 stopped.set()
@@ -127,9 +133,13 @@ def _refused(error: Exception) -> bool:
     return isinstance(error, ServiceError) and error.status in REFUSED
 
 
-def _not_taken(error: Exception) -> bool:
-    """The service answered that it did not take the row; after a 5xx or a lost answer it
-    may have, so an at-most-once row stays in doubt."""
+def _not_taken(error: Exception, outbound: Outbound) -> bool:
+    """The row is to be sent again by the next push: the service answered that it did not
+    take it, or it is a record, whose resend changes nothing the hub holds as current (the
+    latest timestamp wins). After a 5xx or a lost answer an at-most-once row may have been
+    stored: it stays in doubt."""
+    if not outbound.at_most_once:
+        return True
     return isinstance(error, ServiceError) and (error.status in REFUSED or error.status == 429)
 
 

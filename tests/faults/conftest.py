@@ -91,6 +91,8 @@ class Cut:
     def __init__(self, target: tuple[str, int]) -> None:
         self.target = target
         self.port = 0
+        #: Bytes the store has sent through the proxy (downloads, listings, answers).
+        self.downloaded = 0
         self._sockets: set[socket.socket] = set()
         self._lock = threading.Lock()
         self._listener: socket.socket | None = None
@@ -127,14 +129,17 @@ class Cut:
                     server.close()
                     return
                 self._sockets |= {client, server}
-            for source, sink in ((client, server), (server, client)):
-                threading.Thread(target=self._pipe, args=(source, sink), daemon=True).start()
+            for source, sink, counted in ((client, server, False), (server, client, True)):
+                pipe = threading.Thread(target=self._pipe, args=(source, sink, counted))
+                pipe.daemon = True
+                pipe.start()
 
-    @staticmethod
-    def _pipe(source: socket.socket, sink: socket.socket) -> None:
+    def _pipe(self, source: socket.socket, sink: socket.socket, counted: bool) -> None:
         with contextlib.suppress(OSError):
             while data := source.recv(65536):
                 sink.sendall(data)
+                if counted:
+                    self.downloaded += len(data)
         with contextlib.suppress(OSError):
             sink.shutdown(socket.SHUT_WR)
 

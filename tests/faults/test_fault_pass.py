@@ -5,7 +5,7 @@ traceback, and the next run converges to the truth.
 
 | command   | full disk     | store gone mid-run     | damaged file     | killed        |
 |-----------|---------------|------------------------|------------------|---------------|
-| sync      | here          | here                   | test_damaged.py  | test_sync.py  |
+| sync      | here          | here (up- and download)| test_damaged.py  | test_sync.py  |
 | warehouse | here          | here (before)          | test_damaged.py  | here          |
 | check     | here          | here (before)          | here (set aside) | here          |
 | push      | here          | here                   | here (ledger)    | test_push.py  |
@@ -118,6 +118,37 @@ def test_sync_with_the_store_gone_mid_run_names_the_store_then_converges(
     code, output = command("sync", *args)
     assert code == 0, output
     assert landed_days(Lake("s3://faults/lake")) == truth_days(frozen_sandbox, first)
+
+
+def test_sync_with_the_store_gone_while_it_downloads_names_the_store_then_converges(
+    frozen_sandbox, sync_env, object_store
+):
+    """A sync of days already landed first reads every page of their files (downloads):
+    the store goes away once it has sent the first of them."""
+    sync_env(frozen_sandbox, lake_root="s3://faults/lake")
+    first = (today() - timedelta(days=RECENT_DAYS)).isoformat()
+    args = ("--streams", "trigger_logs", "--start", first, "--end", today().isoformat())
+    code, output = command("sync", *args)
+    assert code == 0, output
+    files = object_store.files("faults")
+    lake = Lake("s3://faults/lake")
+    biggest = max(lake.fs.get_file_info(f).size for f in files if f.endswith(".parquet"))
+    sent_before = object_store.proxy.downloaded
+
+    code, output = meanwhile(
+        ("sync", *args),
+        lambda: object_store.proxy.downloaded > sent_before + biggest,
+        lambda _: object_store.stop(),
+    )
+    assert code == 1, output
+    assert "fault-test-secret" not in output
+    line = told(output, "LAKE_ROOT=s3://faults/lake", "AWS_ENDPOINT_URL")
+    assert f"nothing answers at {object_store.endpoint}" in line, line
+
+    object_store.start()
+    code, output = command("sync", *args)
+    assert code == 0, output
+    assert landed_days(lake) == truth_days(frozen_sandbox, first)
 
 
 def test_warehouse_on_a_full_disk_names_its_path_then_converges(frozen_sandbox, sync_env):

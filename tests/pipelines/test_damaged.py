@@ -13,7 +13,15 @@ from assets.checks import files_readable_check
 from assets.cli import main
 from assets.factory import asset_key
 from assets.resources import resources_or_problem
-from pipelines.damaged import FOLDER, REASON_SUFFIX, damaged_of
+from pipelines.catalog import said
+from pipelines.damaged import (
+    FOLDER,
+    REASON_SUFFIX,
+    damaged_of,
+    missing,
+    set_aside_damaged,
+    unreadable,
+)
 from pipelines.lake import Lake
 from pipelines.landing import today
 from pipelines.streams.comment import ACCOUNTS, TRIGGER_LOGS
@@ -124,7 +132,7 @@ def test_a_bit_flipped_page_is_found_by_the_check_set_aside_and_landed_again(
     check = files_readable_check(TRIGGER_LOGS, asset_key(TRIGGER_LOGS))
 
     found = check(dg.build_asset_check_context(), lake=resources_or_problem()["lake"])
-    assert not found.passed and f"found damaged: {flipped}: " in found.description
+    assert not found.passed and f"found damaged: {flipped} (day " in found.description
     [kept] = damaged_of(lake, TRIGGER_LOGS)
     assert kept in found.description and not flipped.exists()
     assert main(["warehouse"]) == 0  # the warehouse opens without it meanwhile
@@ -136,3 +144,67 @@ def test_a_bit_flipped_page_is_found_by_the_check_set_aside_and_landed_again(
     assert "found damaged" not in again.description and kept in again.description
     Path(kept).unlink()  # a person looked, and deleted it
     assert check(dg.build_asset_check_context(), lake=resources_or_problem()["lake"]).passed
+
+
+def test_a_flipped_page_is_named_with_its_day_by_the_next_sync_and_warehouse(
+    frozen_sandbox, sync_env, capsys
+):
+    """A page damaged since its day landed: the next sync, landing that day again, names the
+    file and its day; `warehouse`, finding a closed day's, names them, says the next sync
+    lands it again, and its row counts say the relation is short of that day until then."""
+    sync_env(frozen_sandbox)
+    first = today() - timedelta(days=RECENT_DAYS)
+    assert main(["sync", "--streams", *STREAMS, "--start", first.isoformat()]) == 0
+    lake = Lake(os.environ["LAKE_ROOT"])
+
+    def flip(days) -> tuple[Path, str]:
+        """A page flipped in the first file of `days` where its checksum tells (a bit in a
+        page's header may not show)."""
+        for path in (Path(p) for p in lake.files(TRIGGER_LOGS, days) if lake.footer(p).num_rows):
+            before = path.read_bytes()
+            flip_a_page_bit(path)
+            if unreadable(lake, str(path), pages=True):
+                capsys.readouterr()
+                return path, path.parent.name.removeprefix("date=")
+            path.write_bytes(before)
+        raise AssertionError("no flip shows")
+
+    flipped, day = flip([today() - timedelta(days=1)])  # a day the next sync lands
+    assert main(["sync", "--streams", *STREAMS, "--start", first.isoformat()]) == 0
+    said = capsys.readouterr()
+    assert f"damaged file set aside, landed again: {flipped} (day {day}): " in said.err, said
+
+    flipped, day = flip([first + timedelta(days=n) for n in range(2, 7)])  # closed days
+    assert main(["warehouse"]) == 0
+    out = capsys.readouterr().out
+    assert f"damaged file(s) set aside: {flipped} (day {day}): " in out, out
+    assert "the next sync lands them again" in out
+    [counted] = [line for line in out.splitlines() if line.startswith("comment.trigger_logs ")]
+    assert counted.endswith(f"short of day {day} (damaged, set aside; the next sync lands it)")
+
+    assert main(["sync", "--streams", *STREAMS, "--start", first.isoformat()]) == 0
+    assert "short of" not in capsys.readouterr().out
+    truth = frozen_sandbox.truth_days("comment", workspace_id(frozen_sandbox), "trigger_logs")
+    assert landed_days(lake) == {d: n for d, n in truth.items() if n and d >= str(first)}
+
+
+def test_a_day_older_than_its_service_serves_is_said_to_need_a_backup(tmp_path):
+    """No sync can land such a day again: what is said, and the row counts, say so."""
+    lake = Lake(tmp_path / "lake")
+    served = today() - timedelta(days=3)
+    old = today() - timedelta(days=TRIGGER_LOGS.served_days + 3)
+    for day in (old, served):
+        lake.write(TRIGGER_LOGS, "default", [], day=day)
+        damage(Path(lake.path(TRIGGER_LOGS, "default", day)), "not_parquet")
+    found = set_aside_damaged(lake, TRIGGER_LOGS)
+    told = said(found)
+    assert f"(day {old}): " in told and f"(day {served}): " in told
+    assert told.count("older than its service serves") == 1
+    assert told.endswith("; the next sync lands them again")
+    assert missing(lake, [TRIGGER_LOGS, ACCOUNTS]) == {
+        "comment.trigger_logs": [
+            f"day {old} (damaged, set aside; older than its service serves, so no sync lands "
+            "it again: restore it from a backup)",
+            f"day {served} (damaged, set aside; the next sync lands it)",
+        ]
+    }

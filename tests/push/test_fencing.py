@@ -9,15 +9,16 @@ import subprocess
 import sys
 import time
 
+import duckdb
 import psycopg
 import pytest
 
-from pipelines.push.lease import TABLE, Lease, PushBusy
+from pipelines.push.lease import TABLE, Lease, PushBusy, no_push_alive
 from pipelines.push.send import WORKERS
 from pipelines.push.shared_journal import TABLE as JOURNAL
 from pipelines.push.shared_journal import PostgresJournal
 from tests.push.test_overlap import ROOT, each_event_stored_once, start_push
-from tests.push.test_push import pushable, rejected_rows, run_push, submissions
+from tests.push.test_push import held_as_expected, pushable, run_push
 
 
 def journaled(store: str) -> int:
@@ -83,42 +84,109 @@ def test_on_one_host_a_paused_holder_keeps_the_lake(tmp_path):
         holder.wait()
 
 
-def test_a_push_paused_past_its_lease_sends_nothing_more_and_each_event_is_stored_once(
-    start_sandbox, sync_env, shared_store
-):
-    """Over Postgres: the first push is stopped (SIGSTOP) once a third of its events are
-    out; the second takes the lake when the lease lapses and ends; the first, resumed, finds
-    the lease lost (its writes refused, or its own count of the lease's time) and stops
-    saying so. The events it sent without an answer journaled are in doubt, and not sent
-    again. Whether a worker was stopped between its check of the lease and its journal write
-    is chance: `test_a_journal_write_once_the_lease_lapsed_by_the_stores_clock_is_refused` is
-    what shows that write refused."""
-    sandbox = start_sandbox()
-    resources = pushable(sandbox, sync_env, customers=300)
-    planned = run_push(resources, dry_run=True, record_types=["behavior_event"])
-    events = planned["behavior_event"]["new"]
-    env = dict(os.environ, SYNC_STORE=shared_store, PUSH_LEASE_SECONDS="3")
-    first = start_push(env, ["behavior_event"])
-    try:
-        deadline = time.monotonic() + 300
-        while submissions(sandbox) < events // 3:
-            assert first.poll() is None, first.communicate()[0]
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
-        first.send_signal(signal.SIGSTOP)
-        second = start_push(env, ["behavior_event"])
-        said = second.communicate(timeout=600)[0]
-    finally:
-        first.send_signal(signal.SIGCONT)
-    told = first.communicate(timeout=300)[0]
-    assert second.returncode == 0, said
-    assert first.returncode == 1, told
-    assert "this push lost the lake's lease" in told and "Traceback" not in told
+#: `python -m pipelines push` that stops itself (SIGSTOP) at its `argv[1]`th request, in the
+#: worker that has just marked the row `sending` under the lease and not yet sent it: the
+#: point where a stall past the lease could send a row twice.
+STALLING_PUSH = """
+import os, runpy, signal, sys, threading
+from pipelines.clients.datahub import DataHubClient
+stop_at, calls, lock, submit = int(sys.argv[1]), [0], threading.Lock(), DataHubClient.submit
+def stalling(self, *args, **options):
+    with lock:
+        calls[0] += 1
+        stop = calls[0] == stop_at
+    if stop:
+        os.kill(os.getpid(), signal.SIGSTOP)
+    return submit(self, *args, **options)
+DataHubClient.submit = stalling
+sys.argv = ["pipelines", "push", "--types", *sys.argv[2:]]
+runpy.run_module("pipelines", run_name="__main__", alter_sys=True)
+"""
 
-    third = start_push(env, ["behavior_event"])
-    assert third.communicate(timeout=600)[0] and third.returncode == 0
-    # Sent once at most: those the first sent unanswered (its connection may have been closed
-    # while it was stopped) are in doubt, and the third push did not send them again.
-    in_doubt = len(rejected_rows(resources, "in_doubt"))
-    assert in_doubt <= WORKERS
-    each_event_stored_once(sandbox, resources, events, in_doubt)
+
+def in_doubt(resources, record_type: str) -> int:
+    """The rows of one record type in doubt, as `sync.rejected` lists them."""
+    with duckdb.connect(resources["lake"].warehouse_path, read_only=True) as con:
+        query = "SELECT count(*) FROM sync.rejected WHERE source = 'in_doubt' AND record_type = ?"
+        return con.execute(query, [record_type]).fetchone()[0]
+
+
+def stopped(process: subprocess.Popen) -> bool:
+    with open(f"/proc/{process.pid}/stat") as stat:
+        return stat.read().rpartition(")")[2].split()[0] == "T"
+
+
+def test_a_push_paused_past_its_lease_sends_each_row_once(
+    start_sandbox, sync_env, shared_store, monkeypatch
+):
+    """Over Postgres, for orders then behavior events: the first push stops (SIGSTOP) with
+    two thirds of its rows sent, one worker between its `sending` mark and its request; the
+    second waits for the lease to lapse, takes the lake and ends; the first, resumed, sends
+    that one request (marked under its lease), journals its answers and stops, saying it
+    lost the lease. At the sandbox each record is submitted once and each event stored once;
+    the rows the first left unanswered were in doubt for the second (the first was alive),
+    and none is left in doubt once the first has ended."""
+    sandbox = start_sandbox()
+    resources = pushable(sandbox, sync_env)
+    types = ["order", "behavior_event"]
+    planned = run_push(resources, dry_run=True, record_types=types)
+    env = dict(os.environ, SYNC_STORE=shared_store, PUSH_LEASE_SECONDS="2")
+    for record_type in types:
+        stop_at = 2 * planned[record_type]["new"] // 3
+        first = subprocess.Popen(
+            [sys.executable, "-c", STALLING_PUSH, str(stop_at), record_type],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        try:
+            deadline = time.monotonic() + 300
+            while not stopped(first):
+                assert first.poll() is None, first.communicate()[0]
+                assert time.monotonic() < deadline
+                time.sleep(0.01)
+            second = start_push(env, [record_type])
+            said = second.communicate(timeout=600)[0]
+            assert second.returncode == 0, said
+            assert 1 <= in_doubt(resources, record_type) <= WORKERS, said
+        finally:
+            first.send_signal(signal.SIGCONT)
+        told = first.communicate(timeout=300)[0]
+        assert first.returncode == 1, told
+        assert "this push lost the lake's lease" in told and "Traceback" not in told
+
+    held = held_as_expected(sandbox, resources, "order")
+    assert [key for key, entry in held.items() if entry["submissions"] != 1] == []
+    each_event_stored_once(sandbox, resources, planned["behavior_event"]["new"])
+    monkeypatch.setenv("SYNC_STORE", shared_store)  # the first's last answers are there
+    after = run_push(resources, dry_run=True, record_types=types)
+    assert [(f["new"], f["in_doubt"]) for f in after.values()] == [(0, 0), (0, 0)]
+
+
+def test_a_new_holder_knows_whether_an_earlier_push_of_the_lake_is_alive(shared_store, tmp_path):
+    """Over Postgres each holder keeps a shared lock on its session while it lives, stopped
+    or not: the next holder is `alone` only once that session has ended (the process died,
+    or ended)."""
+    lake = str(tmp_path / "lake")
+    env = {"SYNC_STORE": shared_store}
+    assert no_push_alive(lake, env)
+    first = Lease(lake, "the paused one", env=env, ttl=30.0)
+    first.acquire(wait=0)
+    assert first.alone
+    assert not no_push_alive(lake, env)
+    with psycopg.connect(shared_store, autocommit=True) as db:
+        db.execute(f"UPDATE {TABLE} SET expires_at = expires_at - 3600")  # it stalled
+    second = Lease(lake, "the next one", env=env, ttl=30.0)
+    second.acquire(wait=0)
+    second.release()
+    assert not second.alone  # the first's session lives: it may still send
+    first.release()  # its session ends, as a killed process's does
+    third = Lease(lake, "the one after", env=env, ttl=30.0)
+    third.acquire(wait=0)
+    try:
+        assert third.alone
+    finally:
+        third.release()
+    assert no_push_alive(lake, env)

@@ -185,13 +185,14 @@ def test_a_lease_is_held_by_one_and_freed_by_a_holder_that_died(lease_env, tmp_p
 def test_a_journal_that_fails_part_way_stops_the_sends_at_once(
     start_sandbox, sync_env, monkeypatch
 ):
-    """The journal's disk fills after 40 answers: the push stops with one message naming
-    PUSH_JOURNAL, and the next push resends at most the requests that were in flight.
-    Before, the workers went on through the 500 rows queued to them, unjournaled."""
+    """The journal's disk fills after 80 writes (40 rows, each marked `sending` then
+    answered): the push stops with one message naming PUSH_JOURNAL, and the next push
+    resends at most the requests that were in flight. Before, the workers went on through
+    the 500 rows queued to them, unjournaled."""
     sandbox = start_sandbox()
     resources = pushable(sandbox, sync_env)
     types = ["coupon", "order"]
-    writes = {"left": 40}
+    writes = {"left": 80}
     real_write = os.write
 
     def filling(fd: int, data: bytes) -> int:
@@ -247,9 +248,9 @@ def test_with_a_shared_store_a_push_killed_on_a_host_that_goes_away_resumes_on_a
 def test_a_shared_journal_that_refuses_part_way_stops_the_sends_at_once(
     start_sandbox, sync_env, shared_store, monkeypatch
 ):
-    """The store refuses the 41st answer (a trigger raising Postgres's own `disk_full`):
-    one message naming SYNC_STORE, and the next push resends at most the requests that were
-    in flight."""
+    """The store refuses its 81st row (a trigger raising Postgres's own `disk_full`; a row
+    is marked `sending`, then answered): one message naming SYNC_STORE, and the next push
+    resends at most the requests that were in flight."""
     import psycopg
 
     sandbox = start_sandbox()
@@ -258,7 +259,7 @@ def test_a_shared_journal_that_refuses_part_way_stops_the_sends_at_once(
     with psycopg.connect(shared_store, autocommit=True) as db:
         for statement in PostgresJournal._SETUP:
             db.execute(statement)
-        db.execute(REFUSE_AFTER_40)
+        db.execute(REFUSE_AFTER_80)
     types = ["coupon", "order"]
     message = failed_push(resources, types)
     assert "the push journal at" in message and "SYNC_STORE" in message
@@ -272,11 +273,11 @@ def test_a_shared_journal_that_refuses_part_way_stops_the_sends_at_once(
     assert twice <= send.WORKERS
 
 
-#: A store that fills up once it holds 40 answers.
-REFUSE_AFTER_40 = """
+#: A store that fills up once it holds 80 rows.
+REFUSE_AFTER_80 = """
 CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    IF (SELECT count(*) FROM warehouse_sync_push_journal) >= 40 THEN
+    IF (SELECT count(*) FROM warehouse_sync_push_journal) >= 80 THEN
         RAISE EXCEPTION 'could not extend file: No space left on device'
             USING ERRCODE = 'disk_full';
     END IF;

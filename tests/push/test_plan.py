@@ -145,6 +145,22 @@ def test_a_behavior_event_in_doubt_is_reported_and_sent_only_when_asked():
     assert [planned.key for planned in resent.to_send] == ["ev-1"]
 
 
+def test_a_record_marked_sending_is_in_doubt_only_while_its_push_may_still_send_it():
+    """Marked `sending` with no answer: sent again once every push that marked it has ended
+    (a resend changes nothing the hub holds as current), in doubt while one may still be
+    alive (stalled past its lease), unless the view holds a newer version."""
+    ledger = {"ord-1": accepted(order(TEN), state=SENDING)}
+    assert [p.key for p in make_plan("order", [order(TEN)], ledger).to_send] == ["ord-1"]
+    stalled = make_plan("order", [order(TEN)], ledger, senders_gone=False)
+    assert stalled.to_send == [] and stalled.counts["in_doubt"] == 1
+    (reason,) = [r["reason"] for r in stalled.rejections if r["source"] == "in_doubt"]
+    assert "stalled past its lease" in reason and "--resend-in-doubt" in reason
+    asked = make_plan("order", [order(TEN)], ledger, resend_in_doubt=True, senders_gone=False)
+    assert [p.key for p in asked.to_send] == ["ord-1"]
+    newer = make_plan("order", [order(TEN), order(ELEVEN)], ledger, senders_gone=False)
+    assert sent_timestamps(newer) == [ELEVEN.isoformat()] and newer.counts["in_doubt"] == 0
+
+
 PROFILE = {
     "channel_type": "line",
     "external_channel_id": "1656001001",
