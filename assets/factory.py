@@ -42,9 +42,6 @@ from pipelines.stream import Stream
 from pipelines.warehouse import Written
 
 KINDS = frozenset({"python", "parquet"})
-#: Streams pulled every hour (logs, stats and messages: they change all day); the rest daily
-#: (`assets/definitions.py` schedules them).
-HOURLY = {"trigger_logs", "daily_stats", "messages"}
 #: How late a stream may be before Dagster's freshness says so: an hourly one two hours
 #: (a run missed and the next late), a daily one a day and two hours.
 FRESHNESS = {
@@ -120,7 +117,7 @@ def stream_asset(stream: PulledStream) -> dg.AssetsDefinition:
         metadata=stream_metadata(stream),
         tags=service_tag(stream.service),
         owners=owners(),
-        freshness_policy=FRESHNESS[stream.name in HOURLY],
+        freshness_policy=FRESHNESS[stream.hourly],
         partitions_def=daily if partitioned else None,
         backfill_policy=single_run if partitioned else None,
         required_resource_keys={"lake", stream.service},

@@ -51,6 +51,9 @@ class PulledStream(Stream):
     #: A daily stream whose every run lands the day it runs on: no past day can be asked for,
     #: so it has no partitions.
     today_only: bool = False
+    #: Pulled every hour (it changes all day: its service's recent-days schedule in
+    #: `assets/definitions.py`), else daily; Dagster's freshness policy follows.
+    hourly: bool = False
 
     def __post_init__(self) -> None:
         if (self.rows is None) == (self.lands is None):

@@ -19,25 +19,15 @@ from assets import definitions, push
 from assets.definitions import defs
 from assets.factory import owners
 from assets.partitions import daily
+from pipelines.catalog import PULLED
 from pipelines.errors import SetupError
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVICES = ("comment", "conversation", "datahub")
-STREAMS = {
-    "comment": [
-        "workspace",
-        "accounts",
-        "posts",
-        "activities",
-        "activity_daily",
-        "trigger_logs",
-        "daily_stats",
-    ],
-    "conversation": ["channels", "teams", "users", "messages", "members", "assignments"],
-    "datahub": ["custom_fields", "broadcasts", "broadcast_reports", "members"],
-}
-DAILY = {"comment/trigger_logs", "comment/daily_stats", "conversation/messages"}
-DAILY |= {"datahub/broadcast_reports"}
+#: What the declarations (pipelines/catalog.py) say the code location holds.
+STREAMS = {service: [s.name for s in PULLED if s.service == service] for service in SERVICES}
+DAILY = {f"{s.service}/{s.name}" for s in PULLED if s.partitioned}
+HOURLY = {f"{s.service}/{s.name}" for s in PULLED if s.hourly}
 JOBS = {
     *(f"{service}_{kind}" for service in SERVICES for kind in ("dimensions", "daily")),
     "all_dimensions",
@@ -106,7 +96,6 @@ def test_the_definitions_load_with_every_stream_check_job_and_schedule():
     dg.Definitions.validate_loadable(defs)
     view = defs_view()
     streams = {f"{service}/{name}" for service, names in STREAMS.items() for name in names}
-    assert len(streams) == 17
     received = {
         "datahub/webhook_events",
         "conversation/agent_requests",
@@ -134,11 +123,18 @@ def test_the_definitions_load_with_every_stream_check_job_and_schedule():
     } <= view["checks"]
     # Freshness is Dagster's own policy on each stream, not a check: 2 h for the hourly
     # streams, 26 h for the rest; owners and the tags a team filters by on every stream.
-    hourly = {"comment/trigger_logs", "comment/daily_stats", "conversation/messages"}
+    # The hourly schedules pull exactly the streams declared hourly.
+    repository = defs.get_repository_def()
+    scheduled = set()
+    for schedule in repository.schedule_defs:
+        if schedule.cron_schedule.split()[1] == "*":
+            job = repository.get_job(schedule.job_name)
+            scheduled |= key_strings(job.asset_layer.selected_asset_keys)
+    assert scheduled == HOURLY and HOURLY
     for asset in definitions.STREAM_ASSETS:
         spec = asset.specs_by_key[asset.key]
         name = "/".join(asset.key.path)
-        window = timedelta(hours=2 if name in hourly else 26)
+        window = timedelta(hours=2 if name in HOURLY else 26)
         assert spec.freshness_policy == dg.FreshnessPolicy.time_window(fail_window=window), name
         assert spec.owners == ["team:data"], name
         assert spec.tags["direction"] == "pull" and spec.tags["service"] == asset.key.path[0]
@@ -166,7 +162,7 @@ def test_the_definitions_load_with_every_stream_check_job_and_schedule():
 
 
 def test_every_stream_asset_has_its_service_pool_kinds_group_and_partitions():
-    assert len(definitions.STREAM_ASSETS) == 17
+    assert len(definitions.STREAM_ASSETS) == len(PULLED)
     for asset in definitions.STREAM_ASSETS:
         service = asset.key.path[0]
         name = asset.key.to_user_string()
@@ -314,8 +310,9 @@ def test_the_webserver_loads_workspace_yaml_with_everything(
     }
     expected = defs_view()
     assert served == expected
-    # 17 streams, the views, the webhook events, the agent's two; two assets per record type.
-    assert len(served["assets"]) == 21 + 2 * len(PUSHED) and served["jobs"] == JOBS
+    # The streams, the views, the webhook events, the agent's two; two per record type.
+    assert len(served["assets"]) == len(PULLED) + 4 + 2 * len(PUSHED)
+    assert served["jobs"] == JOBS
     assert served["schedules"] == SCHEDULES
     assert {n["groupName"] for n in nodes} == {*SERVICES, "warehouse", "push"}
     _assert_the_catalog_shows_columns_services_and_the_push(nodes)

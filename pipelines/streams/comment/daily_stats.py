@@ -28,5 +28,6 @@ DAILY_STATS = PulledStream(
     history_days=STATS_MAX_DAYS,
     served_days=STATS_MAX_DAYS,
     rows=stats_days,
+    hourly=True,
     description="Public replies, DMs and failures per UTC day (`GET /stats`; 90 days served).",
 )

@@ -274,6 +274,7 @@ TRIGGER_LOGS = PulledStream(
     history_days=LOGS_MAX_DAYS,
     served_days=LOGS_MAX_DAYS,
     rows=trigger_log_days,
+    hourly=True,
     description=(
         "Every trigger log (one row per public reply or DM attempt), by UTC day of "
         "`created_at`. A range is paged once, newest first, deduplicated by id and repaired "

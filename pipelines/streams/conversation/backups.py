@@ -253,6 +253,7 @@ MESSAGES = PulledStream(
     # which touches 366 calendar days.
     history_days=366,
     lands=land_messages,
+    hourly=True,
     description=(
         "Messages by UTC day, through one backup per region for the whole range of a run (a "
         "backfill is one backup, not one per day)."
