@@ -111,15 +111,16 @@ def settled_before(instance: dg.DagsterInstance, run: dg.DagsterRun) -> dg.Dagst
 
 
 def step_error(event: dg.DagsterEvent) -> str:
-    """A failed step's message: the product's own (`assets/told.py` fails with it as the
-    description), else its error's, under Dagster's wrapper."""
+    """A failed step's message: the product's own whole (`assets/told.py` fails with it as
+    the description), else the first line of its error's, under Dagster's wrapper."""
     data = event.step_failure_data
     if data.user_failure_data is not None and data.user_failure_data.description:
         return data.user_failure_data.description
     error = data.error
     while error is not None and error.cls_name in WRAPPERS and error.cause is not None:
         error = error.cause
-    return error.message if error is not None else ""
+    # A library's words: their first line (what follows is often a trace or a dump).
+    return error.message.strip().split("\n")[0] if error is not None and error.message else ""
 
 
 def deliver(log, alert: alerts.Alert, settings: alerts.AlertSettings) -> alerts.Delivery:
@@ -160,7 +161,8 @@ def alert_on_run_failure(context: dg.RunFailureSensorContext) -> None:
         (event.step_key or "", step_error(event)) for event in context.get_step_failure_events()
     ]
     reason = context.failure_event.message or ""
-    deliver(context.log, alerts.run_failed(what, run.run_id, steps, reason), settings)
+    alert = alerts.run_failed(what, run.run_id, steps, reason, settings.run_link(run.run_id))
+    deliver(context.log, alert, settings)
 
 
 @dg.run_status_sensor(

@@ -29,6 +29,8 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from pipelines.errors import SetupError
 
 URLS_VARIABLE = "ALERT_URLS"
+#: The Dagster UI's address as the team opens it: each message about a run links the run.
+UI_VARIABLE = "DAGSTER_UI_URL"
 REJECTED_VARIABLE = "ALERT_REJECTED_ROWS"
 #: A push that leaves this many rows of one record type unsent alerts (ALERT_REJECTED_ROWS).
 DEFAULT_REJECTED_ROWS = 1
@@ -63,6 +65,12 @@ class AlertSettings:
 
     urls: tuple[str, ...] = field(default=(), repr=False)
     rejected_rows: int = DEFAULT_REJECTED_ROWS
+    #: `DAGSTER_UI_URL` without its last slash; empty: messages name the run by its id only.
+    ui_url: str = ""
+
+    def run_link(self, run_id: str) -> str:
+        """Where the UI shows a run, or nothing without `DAGSTER_UI_URL`."""
+        return f"{self.ui_url}/runs/{run_id}" if self.ui_url and run_id else ""
 
     @property
     def on(self) -> bool:
@@ -107,7 +115,13 @@ def alert_settings(env: Mapping[str, str] | None = None) -> AlertSettings:
                 "hold a token). Each entry is an apprise URL such as slack://…, mailto://… or "
                 "json://host:port/path, separated by spaces or commas"
             )
-    return AlertSettings(urls, _threshold(env.get(REJECTED_VARIABLE, "")))
+    ui_url = env.get(UI_VARIABLE, "").strip().rstrip("/")
+    if ui_url and not re.match(r"^https?://[^/\s]+", ui_url):
+        raise SetupError(
+            f"{UI_VARIABLE}={ui_url!r} is not an http(s) address: set it to the Dagster UI's "
+            "address as your team opens it (http://dagster.example.com:3000), or unset it"
+        )
+    return AlertSettings(urls, _threshold(env.get(REJECTED_VARIABLE, "")), ui_url)
 
 
 def _threshold(value: str) -> int:
@@ -277,21 +291,33 @@ def _listed(items: Sequence[str]) -> str:
     return shown + (f" and {len(items) - LISTED} more" if len(items) > LISTED else "")
 
 
-def run_failed(what: str, run_id: str, steps: Sequence[tuple[str, str]], reason: str) -> Alert:
+def _said(text: str) -> list[str]:
+    """An error's lines as a message shows them: at most `LISTED`, without blank ones."""
+    lines = [line.strip() for line in (text or "").strip().splitlines() if line.strip()]
+    return lines[:LISTED] + (["…"] if len(lines) > LISTED else [])
+
+
+def run_failed(
+    what: str, run_id: str, steps: Sequence[tuple[str, str]], reason: str, link: str = ""
+) -> Alert:
     """A run failed. `what`: its job ("job comment_daily") or, for a run of assets picked
-    in the UI, those assets; `steps`: (step, its error's first line); `reason`: the run's own
-    failure where no step failed (a worker that died, a run that could not start)."""
+    in the UI, those assets; `steps`: (step, its error as the step said it: the product's
+    words whole, with each failed connection's reason and setting, or a library's first
+    line); `reason`: the run's own failure where no step failed (a worker that died, a run
+    that could not start); `link`: the run in the UI, where `DAGSTER_UI_URL` is set."""
     lines = [f"Run {run_id} ({what}) failed."]
     for step, error in steps[:LISTED]:
-        lines.append(f"Step {step}: {_first_line(error) or 'no message'}")
+        said = _said(error) or ["no message"]
+        lines.append(f"Step {step}: {said[0]}")
+        lines += [f"  {line}" for line in said[1:]]
     if len(steps) > LISTED:
         lines.append(f"… and {len(steps) - LISTED} more failed step(s).")
     if not steps:
         lines.append(_first_line(reason) or "No step failed: the run itself did.")
+    where = f"open {link}" if link else "open the run in the Dagster UI (Runs, search its id)"
     lines.append(
-        "Next: open the run in the Dagster UI (Runs, search its id) for the step's log, fix "
-        "what the error says, then re-execute it. No more alerts for this until one of its "
-        "runs succeeds."
+        f"Next: {where} for the step's log, fix what the error says, then re-execute it. No "
+        "more alerts for this until one of its runs succeeds."
     )
     return Alert(f"{PRODUCT}: {what} failed", "\n".join(lines), failing=True)
 

@@ -3,12 +3,19 @@ failure, not the next ones nor a retry's, and a success after it once; never a s
 
 # No `from __future__ import annotations`: Dagster reads the op's config annotation.
 import os
+import socket
 
 import dagster as dg
+import pytest
 from dagster._core.events import DagsterEventType
 from dagster._core.storage.tags import WILL_RETRY_TAG
 
 from assets.alerts import alert_on_run_failure, alert_on_run_success
+from assets.definitions import STREAM_ASSETS
+from assets.resources import build_resources
+from pipelines.alerts import alert_settings
+from pipelines.errors import SetupError
+from pipelines.settings import load_settings
 from tests.alerts.conftest import TOKEN
 
 
@@ -151,3 +158,43 @@ def test_runs_of_assets_picked_in_the_ui_keep_a_state_per_selection(alert_env, i
         "warehouse-sync: the materialization of posts succeeded again"
     )
     assert len(alert_env.bodies) == 2
+
+
+def test_a_failed_landing_alerts_with_each_connections_reason_and_setting_and_links_the_run(
+    alert_env, instance, monkeypatch, tmp_path
+):
+    """A real stream's step, its service out of reach: the message carries the product's
+    words whole (which connection, why, the setting to fix) and the run's address in the UI."""
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
+    monkeypatch.setenv("COMMENT_AUTOMATION_URL", f"http://127.0.0.1:{closed}/comment/api/v1")
+    monkeypatch.setenv("LAKE_ROOT", str(tmp_path / "lake"))
+    monkeypatch.setenv("WAREHOUSE_PATH", str(tmp_path / "warehouse.duckdb"))
+    monkeypatch.setenv("SYNC_CONFIG", str(tmp_path / "sync.toml"))
+    (tmp_path / "sync.toml").write_text("[service.comment]\npace = false\n")
+    monkeypatch.setenv("DAGSTER_UI_URL", "http://dagster.example.com:3000/")
+    (accounts,) = [a for a in STREAM_ASSETS if a.key == dg.AssetKey(["comment", "accounts"])]
+
+    result = dg.materialize(
+        [accounts],
+        instance=instance,
+        resources=build_resources(load_settings()),
+        raise_on_error=False,
+    )
+
+    assert not result.success
+    evaluate(instance, instance.get_run_by_id(result.run_id))
+    (body,) = alert_env.bodies
+    message = body["message"]
+    assert "Step comment__accounts: comment.accounts: 1 connection(s) failed" in message
+    reasons = [line for line in message.splitlines() if line.startswith("  - ")]
+    assert reasons and all("COMMENT_AUTOMATION_URL" in line for line in reasons), message
+    assert f"Next: open http://dagster.example.com:3000/runs/{result.run_id} " in message
+    assert TOKEN not in message
+
+
+def test_a_dagster_ui_url_that_is_no_address_is_one_error_naming_it(monkeypatch):
+    monkeypatch.setenv("DAGSTER_UI_URL", "dagster.example.com")
+    with pytest.raises(SetupError, match="DAGSTER_UI_URL='dagster.example.com' is not an http"):
+        alert_settings()
