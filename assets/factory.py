@@ -216,6 +216,7 @@ def record(
         requests=landed.stats.requests,
         throttled=landed.stats.throttled,
         retries=landed.stats.retries,
+        budget_wait_seconds=round(landed.stats.waited, 2),
         outcome=outcome,
         error=error or failed,
     )

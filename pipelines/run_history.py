@@ -41,6 +41,11 @@ RUNS = Stream(
             described("throttled", pa.int64(), "Answers 429 (rate limited) among them."),
             described("retries", pa.int64(), "Requests sent again after a failure or a 429."),
             described(
+                "budget_wait_seconds",
+                pa.float64(),
+                "Seconds its requests waited for the key's rate budget (pacing, 429 holds).",
+            ),
+            described(
                 "outcome",
                 pa.string(),
                 "`succeeded`; `partly failed` (some connections landed, others failed); `failed`.",
@@ -73,6 +78,7 @@ class RunRecord:
     requests: int
     throttled: int
     retries: int
+    budget_wait_seconds: float
     outcome: str
     error: str | None
 

@@ -113,9 +113,7 @@ class Transport:
 
     def _send(self, method: str, path: str, bucket: str | None, **kwargs: Any) -> httpx.Response:
         pacer = self._pacers.get(bucket or "default")
-        if pacer:
-            pacer.wait()
-        self.stats.add(requests=1)
+        self.stats.add(requests=1, waited=pacer.wait() if pacer else 0.0)
         request = self._build(method, path, **kwargs)
         response = self._http.handle_request(request)
         response.request = request

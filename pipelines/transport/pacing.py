@@ -35,13 +35,15 @@ class Pacer:
         self._next = 0.0
         self._lock = threading.Lock()
 
-    def wait(self) -> None:
+    def wait(self) -> float:
+        """Wait for this request's slot; the seconds waited."""
         with self._lock:
             now = time.monotonic()
             start = max(now, self._next)
             self._next = start + self.interval
         if start > now:
             time.sleep(start - now)
+        return start - now
 
     def hold(self, seconds: float) -> None:
         """After a 429: nobody on this key sends again before `seconds` have passed."""
@@ -60,10 +62,12 @@ class SharedPacer:
         self.interval = rate.per_seconds / rate.requests * (1 + headroom)
         self._store, self._key, self._bucket = store, key, bucket
 
-    def wait(self) -> None:
+    def wait(self) -> float:
+        """Wait for this request's slot; the seconds waited."""
         delay = self._store.reserve(self._key, self._bucket, self.interval)
         if delay > 0:
             time.sleep(delay)
+        return max(delay, 0.0)
 
     def hold(self, seconds: float) -> None:
         self._store.hold(self._key, self._bucket, seconds)

@@ -1,6 +1,6 @@
-"""The counts of a connection's calls (requests, 429s, retries) that each materialization
-reports as metadata; `pipelines/transport/client.py` and `pipelines/transport/retries.py` add
-to them."""
+"""The counts of a connection's calls (requests, 429s, retries, seconds waited for the key's
+rate budget) that each materialization reports as metadata; `pipelines/transport/client.py`
+and `pipelines/transport/retries.py` add to them."""
 
 from __future__ import annotations
 
@@ -13,13 +13,24 @@ class CallStats:
     requests: int = 0
     throttled: int = 0
     retries: int = 0
+    #: Seconds the requests waited for their slot of the key's rate budget (its pacing, and
+    #: its holds after a 429).
+    waited: float = 0.0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def add(self, *, requests: int = 0, throttled: int = 0, retries: int = 0) -> None:
+    def add(
+        self, *, requests: int = 0, throttled: int = 0, retries: int = 0, waited: float = 0.0
+    ) -> None:
         with self._lock:
             self.requests += requests
             self.throttled += throttled
             self.retries += retries
+            self.waited += waited
 
-    def as_metadata(self) -> dict[str, int]:
-        return {"requests": self.requests, "429s": self.throttled, "retries": self.retries}
+    def as_metadata(self) -> dict[str, int | float]:
+        return {
+            "requests": self.requests,
+            "429s": self.throttled,
+            "retries": self.retries,
+            "budget_wait_seconds": round(self.waited, 2),
+        }

@@ -14,6 +14,7 @@ SELECT
     requests,
     throttled,                          -- answers 429
     retries,
+    budget_wait_seconds,                -- waiting for the key's rate budget
     outcome,                            -- succeeded, partly failed, failed
     error
 FROM {{ source('sync', 'runs') }};

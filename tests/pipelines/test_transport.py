@@ -304,3 +304,22 @@ def test_an_https_service_is_trusted_as_the_certificate_authorities_of_ssl_cert_
     assert "SSL_CERT_FILE" in told and "COMMENT_AUTOMATION_URL" in told
     monkeypatch.setenv("SSL_CERT_FILE", str(named))
     assert ask() == {"via": "service", "target": "/api/named"}
+
+
+def test_the_seconds_requests_wait_for_the_rate_budget_are_counted():
+    """Three requests at two a second: the first goes at once, the others wait their slot
+    (about a second in all, less what the requests themselves took); the figure reaches each
+    materialization's metadata."""
+    http, calls = scripted(OK)
+    with Transport(
+        "http://paced-service/api/v1",  # a pacer of its own: pacers are per key and address
+        {"Authorization": f"Bearer {SECRET}"},
+        api_key=SECRET,
+        rates={"default": Rate(2, per_seconds=1.0)},
+        http_transport=http,
+    ) as transport:
+        for _ in range(3):
+            transport.request_json("GET", "/logs")
+    assert len(calls) == 3
+    assert 0.5 <= transport.stats.waited <= 1.1, transport.stats.waited
+    assert transport.stats.as_metadata()["budget_wait_seconds"] == round(transport.stats.waited, 2)
