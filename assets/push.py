@@ -14,6 +14,7 @@ from assets.catalog import column_schema_of, outbound_columns
 from assets.factory import owners, pool, service_tag
 from assets.resources import DataHubResource, LakeResource
 from assets.told import told
+from pipelines.push.ledger import rejected_now
 from pipelines.push.plan import OUTBOUND
 from pipelines.push.run import ORDER, run_push
 from pipelines.push.validation import view_columns
@@ -72,6 +73,31 @@ HUB_RECORDS = {
     for record_type, view in OUTBOUND_VIEWS.items()
 }
 SPECS = [*OUTBOUND_VIEWS.values(), *HUB_RECORDS.values()]
+#: How many of a record type's rejected rows its materialization shows (all are in
+#: `sync.rejected`).
+REJECTED_SHOWN = 20
+REJECTED_COLUMNS = {
+    "key": "The record's key.",
+    "field": "The field that failed, dotted into nested ones (items.0.price).",
+    "reason": "Why the row was not sent.",
+    "source": "validation, conflict, waiting, in_doubt, or service (refused when sent).",
+    "first_seen": "When a push first kept it (UTC).",
+}
+
+
+def rejected_table(rows: list[dict]) -> dg.MetadataValue:
+    """The newest of a record type's rejected rows, as a table on its asset's page."""
+    schema = dg.TableSchema(
+        columns=[
+            dg.TableColumn(name, "string", description=note)
+            for name, note in REJECTED_COLUMNS.items()
+        ]
+    )
+    records = [
+        dg.TableRecord({name: str(row[name]) for name in REJECTED_COLUMNS})
+        for row in rows[:REJECTED_SHOWN]
+    ]
+    return dg.MetadataValue.table(records, schema)
 
 
 class PushConfig(dg.Config):
@@ -108,8 +134,12 @@ def push_to_datahub(
     if not config.dry_run:
         for record_type, figures in report.figures.items():
             if record_type not in report.without_view:
+                rejected = rejected_table(rejected_now(lake.lake(), record_type))
                 context.log_event(
-                    dg.AssetMaterialization(HUB_RECORDS[record_type].key, metadata=figures)
+                    dg.AssetMaterialization(
+                        HUB_RECORDS[record_type].key,
+                        metadata={**figures, "rejected_rows": rejected},
+                    )
                 )
     return dg.Output(
         report.figures,

@@ -121,5 +121,15 @@ class Ledger:
         self.lake.write(REJECTED, record_type, rows)
 
 
+def rejected_now(lake: Lake, record_type: str) -> list[dict]:
+    """The record type's rows `sync.rejected` holds now (what the last push left), the
+    newest rejections first."""
+    path = lake.path(REJECTED, record_type)
+    if not lake.exists(path):
+        return []
+    rows = lake.read_table(path).to_pylist()
+    return sorted(rows, key=lambda row: (row["first_seen"], row["key"]), reverse=True)
+
+
 def _identity(row: dict) -> tuple:
     return row["key"], row["field"], row["reason"], row["row"]

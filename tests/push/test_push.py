@@ -252,7 +252,8 @@ def test_429s_with_retry_after_still_land_every_row_once_under_the_limit(start_s
 def test_invalid_rows_of_every_kind_are_kept_with_their_field(start_sandbox, sync_env):
     sandbox = start_sandbox()
     resources = pushable(sandbox, sync_env)
-    figures = run_push(resources)
+    recorded = []
+    figures = run_push(resources, materialized=recorded)
     with duckdb.connect(resources["lake"].warehouse_path, read_only=True) as con:
         rejected = con.execute("SELECT record_type, field, source FROM sync.rejected").fetchall()
     fields = {(t, f) for t, f, s in rejected if s == "validation"}
@@ -268,6 +269,11 @@ def test_invalid_rows_of_every_kind_are_kept_with_their_field(start_sandbox, syn
         assert planted in fields
     conflicts = {t for t, f, s in rejected if s == "conflict"}
     assert conflicts == set(RECORDS)
+    # Each record type's page shows its newest rejected rows, with the field and the reason.
+    orders = next(m for m in recorded if m.asset_key.to_user_string() == "datahub/records/order")
+    shown = [record.data for record in orders.metadata["rejected_rows"].records]
+    assert {row["field"] for row in shown} >= {"currency", "items", "items.0.price"}, shown
+    assert all(row["reason"] and row["key"] for row in shown)
     for record_type in RECORDS:
         assert figures[record_type]["sent"] == len(newest_valid_versions(resources, record_type))
 
