@@ -1,5 +1,6 @@
-"""How the two receivers are served (`python -m pipelines.webhooks`, `python -m pipelines.agent`):
-uvicorn, with a log that holds nothing a caller sent.
+"""How the two receivers are served (`python -m pipelines.webhooks`, `python -m pipelines.agent`,
+both through `pipelines/inbox/receiver.py`): uvicorn, with a log that holds nothing a caller
+sent.
 
 A caller's query string, headers and body may hold a secret (a token put in the query string
 by mistake, a signature), so no line quotes them:

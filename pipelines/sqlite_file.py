@@ -1,5 +1,5 @@
 """A durable SQLite file shared by the threads of one process: the inboxes' local form
-(`pipelines/webhooks/inbox.py`, `pipelines/agent/inbox.py`), as `Postgres`
+(`pipelines/inbox/storage.py`: `SQLiteInbox`), as `Postgres`
 (`pipelines/shared_store.py`) is their shared one.
 
 One connection, its statements serialised by a lock (SQLite has one writer anyway, and a

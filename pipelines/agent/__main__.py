@@ -8,50 +8,38 @@ logged). The answer is `AGENT_REPLY`'s function, else the default reply
 Postgres where `SYNC_STORE` is set (then replicas on any host may serve one address), else
 `agent/inbox.sqlite3` beside `LAKE_ROOT` (default `./data/lake`). Give the receiver the
 `LAKE_ROOT` and `WAREHOUSE_PATH` of the runs: the shared inbox is scoped by the one, reply
-functions read the other. Nothing a caller sends is logged (`pipelines/serving.py`).
+functions read the other. Nothing a caller sends is logged (`pipelines/serving.py`); the
+plumbing is `pipelines/inbox/receiver.py`'s.
 """
 
-import argparse
 import os
 import sys
 
 from pipelines.agent.inbox import open_agent_inbox
 from pipelines.agent.receiver import AGENT_PATH, TOKEN_VARIABLE, build_app
 from pipelines.agent.reply import Replier
-from pipelines.errors import SyncError
-from pipelines.object_store import checked_root
-from pipelines.serving import serve
+from pipelines.inbox import receiver
+
+TOKEN_IS = "it holds the token the conversation service sends (its AI agent settings)"
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pipelines.agent", description=__doc__)
-    parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    args = parser.parse_args(argv)
-    token = os.environ.get(TOKEN_VARIABLE)
-    if not token:
-        parser.error(
-            f"{TOKEN_VARIABLE} is not set: it holds the token the conversation service sends "
-            "(its AI agent settings)"
-        )
-    try:
-        lake_root = checked_root(os.environ.get("LAKE_ROOT", "data/lake"))
-        replier = Replier.from_env(lake_root)
-        inbox = open_agent_inbox(lake_root)
-    except SyncError as problem:  # a setting (2), the inbox out of reach or damaged (1)
-        print(f"agent: {problem}", file=sys.stderr)
-        return problem.exit_code
-    with inbox:
-        answer = "the default reply" if replier.function is None else os.environ["AGENT_REPLY"]
-        print(
-            f"agent: http://{args.host}:{args.port}{AGENT_PATH}, inbox {inbox.location}, "
-            f"answered by {answer} within {replier.deadline:g} s",
-            flush=True,
-        )
-        serve(build_app(inbox, token, replier), args.host, args.port)
-        replier.close()
-    return 0
+def start(lake_root: str, token: str) -> receiver.Receiver:
+    """The agent on the lake at `lake_root`: its reply function, inbox and app."""
+    replier = Replier.from_env(lake_root)
+    inbox = open_agent_inbox(lake_root)
+    answer = "the default reply" if replier.function is None else os.environ["AGENT_REPLY"]
+    return receiver.Receiver(
+        inbox,
+        build_app(inbox, token, replier),
+        f", answered by {answer} within {replier.deadline:g} s",
+        replier.close,
+    )
+
+
+COMMAND = receiver.Command(
+    "python -m pipelines.agent", "agent", AGENT_PATH, TOKEN_VARIABLE, TOKEN_IS
+)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(receiver.main(None, COMMAND, __doc__, start))

@@ -2,7 +2,8 @@
 per request, with its answer) and `conversation/agent_messages/date=D/inbox.parquet` (a row
 per message of each request), D being the UTC day the request was first received.
 
-As the webhook compaction does (`pipelines/webhooks/compaction.py`): a day is rewritten whole
+As the webhook compaction does (`pipelines/webhooks/compaction.py`, both on the plumbing of
+`pipelines/inbox/compaction.py`): a day is rewritten whole
 from the inbox when the inbox holds a newer request or answer of it than its file says
 (`inbox_max_request_id`, `inbox_max_answer_id` in the requests file's metadata). The
 messages file is written first and the requests file, which carries the watermark, last: a
@@ -13,18 +14,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from datetime import UTC, date, datetime
-from itertools import islice
+from dataclasses import dataclass
+from datetime import date
 
 import pyarrow as pa
 
-from pipelines.agent.inbox import Inbox, StoredTurn
 from pipelines.agent.reply import HANDOVER, OUTCOMES
 from pipelines.agent.request import AgentRequest, NotARequest, parse_request
+from pipelines.agent.turns import Inbox, StoredTurn
+from pipelines.inbox import compaction as plumbing
+from pipelines.inbox.compaction import FILE_NAME, ForeignInbox, storable
 from pipelines.lake import Lake
 from pipelines.stream import TIMESTAMP, Stream, described
-from pipelines.webhooks.compaction import ForeignInbox
 
 DAY = "The UTC day the receiver first got the request (the partition)."
 REQUEST_KEY = described(
@@ -107,52 +108,38 @@ AGENT_MESSAGES = Stream(
     day=DAY,
 )
 STREAMS = [AGENT_REQUESTS, AGENT_MESSAGES]
-FILE_NAME = "inbox"
-INBOX_UUID = "inbox_uuid"
-WATERMARKS = ("inbox_max_request_id", "inbox_max_answer_id")
 #: Turns decided together: one Arrow table per chunk.
 CHUNK_TURNS = 1000
+WATERMARKS = ("inbox_max_request_id", "inbox_max_answer_id")
 
 
 @dataclass
-class Compaction:
-    days: list[date] = field(default_factory=list)
+class Compaction(plumbing.Compacted):
     requests: int = 0
     messages: int = 0
 
 
-def compacted(lake: Lake) -> dict[date, tuple[str, tuple[int, int]]]:
-    """Per landed day: the inbox it came from and the newest ids it holds."""
-    found = {}
-    for day in lake.days(AGENT_REQUESTS, FILE_NAME):
-        metadata = lake.read_metadata(lake.path(AGENT_REQUESTS, FILE_NAME, day))
-        tops = tuple(int(metadata.get(name, 0)) for name in WATERMARKS)
-        found[day] = (metadata.get(INBOX_UUID, ""), tops)
-    return found
-
-
 def stale_days(inbox: Inbox, lake: Lake) -> dict[date, tuple[int, int]]:
     """Days whose files lack requests or answers the inbox holds, with its newest ids."""
-    landed = compacted(lake)
-    foreign = {uuid for uuid, _ in landed.values()} - {inbox.uuid}
-    if foreign:
+    days = plumbing.landed(lake, AGENT_REQUESTS)
+    others = plumbing.foreign(inbox.uuid, days)
+    if others:
         # A new inbox restarts ids at 1: its watermarks mean nothing beside the old ones.
         raise ForeignInbox(
             f"{lake.uri(lake.stream_dir(AGENT_REQUESTS))} was compacted from agent inbox(es) "
-            f"{sorted(foreign)}, not from {inbox.location} ({inbox.uuid}); move its files and "
+            f"{sorted(others)}, not from {inbox.location} ({inbox.uuid}); move its files and "
             f"{AGENT_MESSAGES.name}'s aside, or point AGENT_INBOX (or SYNC_STORE) at the inbox "
             "they came from"
         )
+    landed_tops = {
+        day: tuple(int(metadata.get(name, 0)) for name in WATERMARKS)
+        for day, metadata in days.items()
+    }
     return {
         day: tops
         for day, tops in inbox.day_watermarks().items()
-        if tops != landed.get(day, ("", (0, 0)))[1]
+        if tops != landed_tops.get(day, (0, 0))
     }
-
-
-def _text(text: str | None) -> str | None:
-    """`text`, with what UTF-8 cannot encode written as escapes."""
-    return None if text is None else text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _request_row(turn: StoredTurn, request: AgentRequest | None) -> dict:
@@ -174,9 +161,9 @@ def _request_row(turn: StoredTurn, request: AgentRequest | None) -> dict:
     if request is not None:
         row |= {
             "conversation_id": request.conversation_id,
-            "org_uuid": _text(request.org_uuid),
+            "org_uuid": storable(request.org_uuid),
             "version": request.version,
-            "prompt": _text(request.prompt),
+            "prompt": storable(request.prompt),
             "participants": json.dumps(
                 request.participants.model_dump(mode="json")["members"], ensure_ascii=True
             ),
@@ -186,8 +173,8 @@ def _request_row(turn: StoredTurn, request: AgentRequest | None) -> dict:
         row |= {
             "member_id": member.member_id,
             "channel_id": member.channel_id,
-            "channel_type": _text(member.channel_type),
-            "external_member_id": _text(member.external_member_id),
+            "channel_type": storable(member.channel_type),
+            "external_member_id": storable(member.external_member_id),
         }
     return row
 
@@ -198,13 +185,13 @@ def _message_rows(turn: StoredTurn, request: AgentRequest) -> Iterator[dict]:
             "request_key": turn.request_key,
             "conversation_id": request.conversation_id,
             "position": position,
-            "message_uuid": _text(message.message_uuid),
-            "sender_type": _text(message.sender_type),
+            "message_uuid": storable(message.message_uuid),
+            "sender_type": storable(message.sender_type),
             "sender_id": message.sender_id,
-            "message_type": _text(message.message_type),
-            "text": _text(message.text),
-            "url": _text(message.url),
-            "mime_type": _text(message.mime_type),
+            "message_type": storable(message.message_type),
+            "text": storable(message.text),
+            "url": storable(message.url),
+            "mime_type": storable(message.mime_type),
             "timestamp": message.timestamp,
         }
 
@@ -227,17 +214,12 @@ def _rows(turns: list[StoredTurn]) -> tuple[pa.Table, pa.Table]:
 
 
 def _compact_day(inbox: Inbox, lake: Lake, day: date, tops: tuple[int, int]) -> tuple[int, int]:
-    metadata = {
-        INBOX_UUID: inbox.uuid,
-        **{name: str(top) for name, top in zip(WATERMARKS, tops, strict=True)},
-        "compacted_at": datetime.now(UTC).isoformat(timespec="seconds"),
-    }
+    metadata = plumbing.day_metadata(inbox.uuid, dict(zip(WATERMARKS, tops, strict=True)))
     with (
         lake.writer(AGENT_REQUESTS, FILE_NAME, day, metadata) as requests,
         lake.writer(AGENT_MESSAGES, FILE_NAME, day, metadata) as messages,
     ):
-        turns = inbox.turns_of(day, tops)
-        while chunk := list(islice(turns, CHUNK_TURNS)):
+        for chunk in plumbing.chunks(inbox.turns_of(day, tops), CHUNK_TURNS):
             request_table, message_table = _rows(chunk)
             requests.extend([request_table])
             messages.extend([message_table])

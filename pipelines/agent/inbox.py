@@ -1,6 +1,6 @@
 """The agent's durable inbox: every turn the service sends, kept once before it is answered,
-and each answer beside it. It lives where the webhook inbox does
-(`pipelines/webhooks/inbox.py`), by the same rules (`open_agent_inbox`):
+and each answer beside it. It lives by the rules the webhook inbox's does
+(`pipelines/inbox/storage.py`, `open_agent_inbox`):
 
 - `AGENT_INBOX` set: that SQLite file;
 - else `SYNC_STORE` set: the deployment's Postgres (`pipelines/agent/postgres_inbox.py`),
@@ -20,20 +20,19 @@ compacted again.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterator
 from datetime import date, datetime
-from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
 
+from pipelines.agent.postgres_inbox import PostgresAgentInbox
 from pipelines.agent.reply import Answer
-from pipelines.local_data import data_dir
-from pipelines.shared_store import store_url
-from pipelines.sqlite_file import SQLiteFile
-from pipelines.webhooks.inbox import BATCH, by_id
-
-if TYPE_CHECKING:
-    from pipelines.agent.postgres_inbox import PostgresAgentInbox
+from pipelines.agent.turns import (
+    REJECTED_COLUMNS,
+    AnswerKeeping,
+    StoredAnswer,
+    StoredTurn,
+    stored_answer,
+)
+from pipelines.inbox.storage import BATCH, Place, SQLiteInbox, by_id
 
 #: The setting that names a SQLite inbox; it wins over the shared store (`SYNC_STORE`).
 INBOX_VARIABLE = "AGENT_INBOX"
@@ -71,89 +70,14 @@ DAMAGED_ADVICE = (
 )
 
 
-def inbox_path(lake_root: str | os.PathLike[str], env: Mapping[str, str] | None = None) -> Path:
-    """`AGENT_INBOX`, else `agent/inbox.sqlite3` in the lake's data directory."""
-    env = os.environ if env is None else env
-    if env.get(INBOX_VARIABLE):
-        return Path(env[INBOX_VARIABLE])
-    return data_dir(lake_root, env) / "agent" / "inbox.sqlite3"
+class AgentInbox(AnswerKeeping, SQLiteInbox):
+    """The SQLite inbox (`pipelines/inbox/storage.py`: `SQLiteInbox`)."""
 
-
-def open_agent_inbox(
-    lake_root: str | os.PathLike[str],
-    env: Mapping[str, str] | None = None,
-    *,
-    create: bool = True,
-) -> AgentInbox | PostgresAgentInbox | None:
-    """The agent inbox of the lake at `lake_root`: `AGENT_INBOX`, else the shared store, else
-    the SQLite file beside the lake. With `create=False`, None where that would be a SQLite
-    file not made yet."""
-    env = os.environ if env is None else env
-    url = None if env.get(INBOX_VARIABLE) else store_url(env)
-    if url is not None:
-        # Imported here: it imports this module.
-        from pipelines.agent.postgres_inbox import PostgresAgentInbox
-
-        return PostgresAgentInbox(url, os.fspath(lake_root))
-    path = inbox_path(lake_root, env)
-    if not create and not path.exists():
-        return None
-    return AgentInbox(path)
-
-
-@dataclass(frozen=True)
-class StoredAnswer:
-    answer: Answer
-    answered_at: datetime
-
-
-@dataclass(frozen=True)
-class StoredTurn:
-    id: int
-    request_key: str
-    received_at: datetime
-    body: bytes
-    answer: StoredAnswer | None
-
-
-class Inbox(Protocol):
-    """What the receiver and the compaction use of an agent inbox, SQLite's or Postgres's."""
-
-    uuid: str
-    location: str  # for messages: no password
-
-    def store(self, key: str, received_at: datetime, body: bytes) -> bool: ...
-    def answer_of(self, key: str) -> StoredAnswer | None: ...
-    def store_answer(self, key: str, answer: Answer, answered_at: datetime) -> StoredAnswer: ...
-    def reject(self, received_at: datetime, reason: str, body: bytes) -> None: ...
-    def counts(self) -> dict[str, int]: ...
-    def rejected(self) -> list[dict]: ...
-    def day_watermarks(self) -> dict[date, tuple[int, int]]: ...
-    def turns_of(self, day: date, up_to: tuple[int, int]) -> Iterator[StoredTurn]: ...
-    def close(self) -> None: ...
-
-
-def stored_answer(row: tuple) -> StoredAnswer | None:
-    """(answered_at, reply_text, outcome, error) as read, or None for a turn not answered."""
-    answered_at, reply_text, outcome, error = row
-    if answered_at is None:
-        return None
-    when = answered_at if isinstance(answered_at, datetime) else datetime.fromisoformat(answered_at)
-    return StoredAnswer(Answer(reply_text, outcome, error), when)
-
-
-class AgentInbox(SQLiteFile):
-    """The SQLite inbox; thread-safe, every failure to write a `StoreUnavailable` naming the
-    file (`pipelines/sqlite_file.py`)."""
+    TABLES = ("requests", "answers", "rejected")
+    REJECTED = REJECTED_COLUMNS
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         super().__init__(path, "the agent inbox", INBOX_VARIABLE, SCHEMA, DAMAGED_ADVICE)
-
-    def __enter__(self) -> AgentInbox:
-        return self
-
-    def __exit__(self, *_) -> None:
-        self.close()
 
     def store(self, key: str, received_at: datetime, body: bytes) -> bool:
         """Commit one request; False if its key was already stored."""
@@ -182,29 +106,7 @@ class AgentInbox(SQLiteFile):
                 "ON CONFLICT (request_key) DO NOTHING",
                 (answered_at.isoformat(), answer.reply_text, answer.outcome, answer.error, key),
             )
-        stored = self.answer_of(key)
-        if stored is None:
-            raise KeyError(f"no request {key} in {self.location}")
-        return stored
-
-    def reject(self, received_at: datetime, reason: str, body: bytes) -> None:
-        """Keep a body the receiver refused, with why (every attempt is a row)."""
-        with self.writing() as db:
-            db.execute(
-                "INSERT INTO rejected (received_at, reason, body) VALUES (?, ?, ?)",
-                (received_at.isoformat(), reason, body),
-            )
-
-    def counts(self) -> dict[str, int]:
-        return {
-            table: self.read(f"SELECT count(*) FROM {table}")[0][0]
-            for table in ("requests", "answers", "rejected")
-        }
-
-    def rejected(self) -> list[dict]:
-        names = ("received_at", "reason", "body")
-        rows = self.read(f"SELECT {', '.join(names)} FROM rejected ORDER BY id")
-        return [dict(zip(names, row, strict=True)) for row in rows]
+        return self.first_answer(key)
 
     def day_watermarks(self) -> dict[date, tuple[int, int]]:
         """Per day that holds requests: the newest request id and the newest answer id."""
@@ -233,3 +135,12 @@ class AgentInbox(SQLiteFile):
             yield StoredTurn(
                 row_id, key, datetime.fromisoformat(received_at), body, stored_answer(answer)
             )
+
+
+#: Where the inbox lives (`pipelines/inbox/storage.py`: `Place`): `inbox_path(lake_root)` is
+#: `AGENT_INBOX`, else `agent/inbox.sqlite3` in the lake's data directory;
+#: `open_agent_inbox(lake_root, create=True)` the inbox, `AGENT_INBOX`'s file, else the
+#: shared store's (`SYNC_STORE`), else the file beside the lake.
+PLACE = Place(INBOX_VARIABLE, "agent", AgentInbox, PostgresAgentInbox)
+inbox_path = PLACE.path
+open_agent_inbox = PLACE.open

@@ -1,7 +1,7 @@
 """The agent inbox in the deployment's Postgres (`SYNC_STORE`, `pipelines/shared_store.py`):
 what `pipelines/agent/inbox.py` keeps in a SQLite file, kept where every receiver replica and
 every run reaches it. Rows carry their inbox's scope, the lake root as the settings give it
-(`LAKE_ROOT`), as the webhook inbox's do (`pipelines/webhooks/postgres_inbox.py`, which says
+(`LAKE_ROOT`), as the webhook inbox's do (`pipelines/inbox/storage.py`: `PostgresInbox` says
 how ids come to be visible in the order they were taken: the inserts of one scope queue on
 an advisory lock).
 """
@@ -11,11 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import UTC, date, datetime
 
-from pipelines.agent.inbox import StoredAnswer, StoredTurn, stored_answer
+from pipelines.agent import turns
 from pipelines.agent.reply import Answer
-from pipelines.shared_store import STORE_VARIABLE, Postgres, shown
-from pipelines.webhooks.inbox import BATCH, by_id
-from pipelines.webhooks.postgres_inbox import inbox_uuid, insert_lock
+from pipelines.agent.turns import AnswerKeeping, StoredAnswer, StoredTurn
+from pipelines.inbox.storage import BATCH, PostgresInbox, PostgresTables, by_id, from_utf8, utf8
 
 REQUESTS = "warehouse_sync_agent_requests"
 ANSWERS = "warehouse_sync_agent_answers"
@@ -23,8 +22,6 @@ REJECTED = "warehouse_sync_agent_rejected"
 META = "warehouse_sync_agent_meta"
 
 SETUP = (
-    f"CREATE TABLE IF NOT EXISTS {META} (inbox text NOT NULL, name text NOT NULL, "
-    "value text NOT NULL, PRIMARY KEY (inbox, name))",
     f"CREATE TABLE IF NOT EXISTS {REQUESTS} ("
     "id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, inbox text NOT NULL, "
     "request_key text NOT NULL, received_at timestamptz NOT NULL, day date NOT NULL, "
@@ -40,55 +37,38 @@ SETUP = (
     f"CREATE TABLE IF NOT EXISTS {REJECTED} ("
     "id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, inbox text NOT NULL, "
     "received_at timestamptz NOT NULL, reason text NOT NULL, body bytea NOT NULL)",
-    "DO $$ BEGIN IF current_setting('synchronous_commit') = 'off' THEN "
-    "SET synchronous_commit = on; END IF; END $$",
 )
-
-
-def _utf8(text: str | None) -> bytes | None:
-    return None if text is None else text.encode("utf-8")
 
 
 def _from_store(row: tuple) -> StoredAnswer | None:
     answered_at, reply_text, outcome, error = row
-    return stored_answer(
+    return turns.stored_answer(
         (
             None if answered_at is None else answered_at.astimezone(UTC),
-            None if reply_text is None else bytes(reply_text).decode("utf-8"),
+            from_utf8(reply_text),
             outcome,
-            None if error is None else bytes(error).decode("utf-8"),
+            from_utf8(error),
         )
     )
 
 
-class PostgresAgentInbox:
-    """The interface of `AgentInbox` (`pipelines/agent/inbox.py`) over the `Postgres` helper."""
+TABLES = PostgresTables(
+    {"requests": REQUESTS, "answers": ANSWERS, "rejected": REJECTED},
+    META,
+    SETUP,
+    turns.REJECTED_COLUMNS,
+)
+
+
+class PostgresAgentInbox(AnswerKeeping, PostgresInbox):
+    """The interface of `AgentInbox` (`pipelines/agent/inbox.py`) in Postgres."""
 
     def __init__(self, url: str, scope: str) -> None:
-        self.scope = scope
-        self.location = f"{shown(url)} ({STORE_VARIABLE}), agent inbox of {scope}"
-        self._insert_lock = insert_lock(REQUESTS, scope)
-        self._db = Postgres(url, "the agent inbox", STORE_VARIABLE, SETUP)
-        self.uuid = inbox_uuid(self._db, META, scope)
-
-    def __enter__(self) -> PostgresAgentInbox:
-        return self
-
-    def __exit__(self, *_) -> None:
-        self.close()
-
-    def close(self) -> None:
-        self._db.close()
-
-    def _insert(self, statement: str, values: dict) -> int:
-        """One insert of the scope, its id taken and committed under the scope's lock."""
-        with self._db.transaction() as db:
-            db.execute("SELECT pg_advisory_xact_lock(%s)", (self._insert_lock,))
-            return db.execute(statement, {"inbox": self.scope, **values}).rowcount
+        super().__init__(url, scope, TABLES, "the agent inbox", "agent inbox")
 
     def store(self, key: str, received_at: datetime, body: bytes) -> bool:
         return (
-            self._insert(
+            self.insert(
                 f"INSERT INTO {REQUESTS} (inbox, request_key, received_at, day, body) "
                 "VALUES (%(inbox)s, %(key)s, %(received_at)s, %(day)s, %(body)s) "
                 "ON CONFLICT (inbox, request_key) DO NOTHING",
@@ -106,7 +86,7 @@ class PostgresAgentInbox:
         return _from_store(rows[0]) if rows else None
 
     def store_answer(self, key: str, answer: Answer, answered_at: datetime) -> StoredAnswer:
-        self._insert(
+        self.insert(
             f"INSERT INTO {ANSWERS} (inbox, request_key, day, answered_at, reply_text, outcome, "
             "error) SELECT inbox, request_key, day, %(answered_at)s, %(reply_text)s, "
             f"%(outcome)s, %(error)s FROM {REQUESTS} WHERE inbox = %(inbox)s AND "
@@ -114,42 +94,12 @@ class PostgresAgentInbox:
             {
                 "key": key,
                 "answered_at": answered_at,
-                "reply_text": _utf8(answer.reply_text),
+                "reply_text": utf8(answer.reply_text),
                 "outcome": answer.outcome,
-                "error": _utf8(answer.error),
+                "error": utf8(answer.error),
             },
         )
-        stored = self.answer_of(key)
-        if stored is None:
-            raise KeyError(f"no request {key} in {self.location}")
-        return stored
-
-    def reject(self, received_at: datetime, reason: str, body: bytes) -> None:
-        # Not `run`, which sends a statement again on a dropped connection.
-        with self._db.transaction() as db:
-            db.execute(
-                f"INSERT INTO {REJECTED} (inbox, received_at, reason, body) "
-                "VALUES (%(inbox)s, %(received_at)s, %(reason)s, %(body)s)",
-                {"inbox": self.scope, "received_at": received_at, "reason": reason, "body": body},
-            )
-
-    def counts(self) -> dict[str, int]:
-        tables = {"requests": REQUESTS, "answers": ANSWERS, "rejected": REJECTED}
-        counted = ", ".join(
-            f"(SELECT count(*) FROM {table} WHERE inbox = %(inbox)s)" for table in tables.values()
-        )
-        [row] = self._db.run(f"SELECT {counted}", {"inbox": self.scope})
-        return dict(zip(tables, row, strict=True))
-
-    def rejected(self) -> list[dict]:
-        rows = self._db.run(
-            f"SELECT received_at, reason, body FROM {REJECTED} WHERE inbox = %(inbox)s ORDER BY id",
-            {"inbox": self.scope},
-        )
-        return [
-            {"received_at": when.astimezone(UTC).isoformat(), "reason": reason, "body": bytes(body)}
-            for when, reason, body in rows
-        ]
+        return self.first_answer(key)
 
     def day_watermarks(self) -> dict[date, tuple[int, int]]:
         rows = self._db.run(

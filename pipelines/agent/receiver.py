@@ -31,13 +31,12 @@ from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse
-from starlette.routing import Route
 
-from pipelines.agent.inbox import Inbox
 from pipelines.agent.reply import Replier
 from pipelines.agent.request import NotARequest, parse_request
+from pipelines.agent.turns import Inbox
+from pipelines.inbox.receiver import bounded_body, receiver_app
 from pipelines.shared_store import StoreUnavailable
-from pipelines.webhooks.receiver import bounded_body
 
 AGENT_PATH = "/agent/reply"
 #: The variable the receiver reads the token the service sends from (`__main__.py`).
@@ -95,12 +94,4 @@ def build_app(
             log.warning("request %s handed over (%s)", key, stored.answer.outcome)
         return JSONResponse({"reply_text": stored.answer.reply_text})
 
-    async def health(_: Request) -> JSONResponse:
-        return JSONResponse({"status": "ok"})
-
-    return Starlette(
-        routes=[
-            Route(AGENT_PATH, reply, methods=["POST"]),
-            Route("/health", health, methods=["GET"]),
-        ]
-    )
+    return receiver_app(AGENT_PATH, reply)

@@ -25,6 +25,7 @@ from typing import Annotated, Literal
 import pydantic
 
 from pipelines.errors import DataRefused
+from pipelines.inbox.body import Refusals, json_object
 
 #: Ids as the lake stores them: a number beyond int64 is not an id of the service.
 Id = Annotated[int, pydantic.Field(ge=-(2**63), lt=2**63)]
@@ -99,6 +100,14 @@ class NotARequest(DataRefused):
     """The body is not an AI agent request; the message says why, for the caller."""
 
 
+REFUSALS = Refusals(
+    malformed="the body is not JSON ({exc})",
+    too_deep="the body nests too deep to read",
+    unreadable="the body could not be read ({exc})",
+    not_an_object="the body is not a JSON object",
+)
+
+
 def _first_problem(error: pydantic.ValidationError) -> str:
     problem = error.errors(include_url=False, include_input=False)[0]
     where = ".".join(str(part) for part in problem["loc"]) or "the body"
@@ -107,16 +116,7 @@ def _first_problem(error: pydantic.ValidationError) -> str:
 
 def parse_request(body: bytes) -> tuple[AgentRequest, str]:
     """The request and its key; `NotARequest` saying why when the body is not one."""
-    try:
-        value = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise NotARequest(f"the body is not JSON ({exc})") from None
-    except RecursionError:
-        raise NotARequest("the body nests too deep to read") from None
-    except ValueError as exc:  # an integer too long for Python to read
-        raise NotARequest(f"the body could not be read ({exc})") from None
-    if not isinstance(value, dict):
-        raise NotARequest("the body is not a JSON object")
+    value = json_object(body, REFUSALS, NotARequest)
     try:
         request = AgentRequest.model_validate(value)
     except pydantic.ValidationError as exc:

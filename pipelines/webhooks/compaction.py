@@ -24,19 +24,18 @@ quarantine loses its quarantine file before the events file is replaced.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from contextlib import ExitStack
-from dataclasses import dataclass, field
-from datetime import UTC, date, datetime
-from itertools import islice
+from dataclasses import dataclass
+from datetime import date
 
 import duckdb
 import pyarrow as pa
 
-from pipelines.errors import SetupError
+from pipelines.inbox import compaction as plumbing
+from pipelines.inbox.compaction import FILE_NAME, ForeignInbox, storable
 from pipelines.lake import Lake
 from pipelines.stream import TIMESTAMP, Stream, described
-from pipelines.webhooks.inbox import StoredEvent, WebhookInbox
+from pipelines.webhooks.events import StoredEvent, WebhookInbox
 
 RECEIVED_AT = described("received_at", TIMESTAMP, "When the receiver stored the event.")
 #: The first columns of both streams: which event it is, by the inbox's key and envelope.
@@ -77,75 +76,49 @@ WEBHOOK_QUARANTINE = Stream(
     daily=True,
     key=("idempotency_key",),
 )
-#: The name of each day's file (the lake's "connection" slot): where its rows come from.
-FILE_NAME = "inbox"
 WATERMARK = "inbox_max_id"
-INBOX_UUID = "inbox_uuid"
 #: Events decided together: one Arrow table and one DuckDB query per chunk.
 CHUNK_EVENTS = 1000
 #: A reason quotes at most this much of an error message (DuckDB's quote the input).
 REASON_CHARS = 300
 
 
-class ForeignInbox(SetupError):
-    """The lake's files were compacted from another inbox: its ids mean nothing here."""
-
-
 @dataclass
-class Compaction:
-    days: list[date] = field(default_factory=list)
+class Compaction(plumbing.Compacted):
     rows: int = 0
     quarantined: int = 0
 
 
-def compacted(lake: Lake) -> dict[date, tuple[str, int]]:
-    """Per landed day: the inbox it came from and the newest inbox id it holds."""
-    found = {}
-    for day in lake.days(WEBHOOK_EVENTS, FILE_NAME):
-        metadata = lake.read_metadata(lake.path(WEBHOOK_EVENTS, FILE_NAME, day))
-        found[day] = (metadata.get(INBOX_UUID, ""), int(metadata.get(WATERMARK, 0)))
-    return found
-
-
 def stale_days(inbox: WebhookInbox, lake: Lake) -> dict[date, int]:
     """Days whose file lacks events the inbox holds, with the inbox's newest id for each."""
-    landed = compacted(lake)
-    foreign = {uuid for uuid, _ in landed.values()} - {inbox.uuid}
-    for day in lake.days(WEBHOOK_QUARANTINE, FILE_NAME):
-        metadata = lake.read_metadata(lake.path(WEBHOOK_QUARANTINE, FILE_NAME, day))
-        foreign |= {metadata.get(INBOX_UUID, "")} - {inbox.uuid}
-    if foreign:
+    days = plumbing.landed(lake, WEBHOOK_EVENTS)
+    others = plumbing.foreign(inbox.uuid, days, plumbing.landed(lake, WEBHOOK_QUARANTINE))
+    if others:
         # A new inbox restarts ids at 1: comparing them with the old watermarks would skip
         # its events, and rewriting the days from it would drop the old inbox's.
         raise ForeignInbox(
             f"{lake.uri(lake.stream_dir(WEBHOOK_EVENTS))} (or {WEBHOOK_QUARANTINE.name} beside "
             "it) was "
-            f"compacted from inbox(es) {sorted(foreign)}, not from {inbox.location} "
+            f"compacted from inbox(es) {sorted(others)}, not from {inbox.location} "
             f"({inbox.uuid}); move those files aside or point WEBHOOK_INBOX (or SYNC_STORE) at "
             "the inbox they came from"
         )
-    return {
-        day: top for day, top in inbox.day_watermarks().items() if top > landed.get(day, ("", 0))[1]
-    }
-
-
-def _text(text: str | None) -> str | None:
-    """`text`, with what UTF-8 cannot encode written as escapes: storable whatever it is."""
-    return None if text is None else text.encode("utf-8", "backslashreplace").decode("utf-8")
+    tops = {day: int(metadata.get(WATERMARK, 0)) for day, metadata in days.items()}
+    return {day: top for day, top in inbox.day_watermarks().items() if top > tops.get(day, 0)}
 
 
 def _reason(text: str) -> str:
-    text = _text(text) or ""
+    text = storable(text) or ""
     return text if len(text) <= REASON_CHARS else text[: REASON_CHARS - 1] + "…"
 
 
 def _quarantined(event: StoredEvent, reason: str) -> dict:
     return {
-        "idempotency_key": _text(event.idempotency_key),
-        "event": _text(event.event),
+        "idempotency_key": storable(event.idempotency_key),
+        "event": storable(event.event),
         "timestamp": event.timestamp,
-        "source": _text(event.source),
-        "event_id": _text(event.event_id),
+        "source": storable(event.source),
+        "event_id": storable(event.event_id),
         "reason": _reason(reason),
         "body": event.body,
         "received_at": event.received_at,
@@ -225,26 +198,17 @@ def _duckdb_error(con: duckdb.DuckDBPyConnection, text: str) -> str:
     return "no message"
 
 
-def _chunks(events: Iterator[StoredEvent]) -> Iterator[list[StoredEvent]]:
-    while chunk := list(islice(events, CHUNK_EVENTS)):
-        yield chunk
-
-
 def _compact_day(
     inbox: WebhookInbox, lake: Lake, day: date, top: int, con: duckdb.DuckDBPyConnection
 ) -> tuple[int, int]:
     """Rewrite one day from the inbox's events with id <= `top`: (rows, quarantined)."""
-    metadata = {
-        INBOX_UUID: inbox.uuid,
-        WATERMARK: str(top),
-        "compacted_at": datetime.now(UTC).isoformat(timespec="seconds"),
-    }
+    metadata = plumbing.day_metadata(inbox.uuid, {WATERMARK: top})
     # The events file is renamed into place last: its watermark says the day is done only
     # once the quarantine beside it is complete (or gone).
     with lake.writer(WEBHOOK_EVENTS, FILE_NAME, day, metadata) as events:
         quarantine = None
         with ExitStack() as opened:
-            for chunk in _chunks(inbox.events_of(day, top)):
+            for chunk in plumbing.chunks(inbox.events_of(day, top), CHUNK_EVENTS):
                 table, bad = _decide(chunk, con)
                 events.extend([table])
                 if not bad:

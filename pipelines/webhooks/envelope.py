@@ -14,11 +14,11 @@ compaction (`pipelines/webhooks/compaction.py`).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from pipelines.errors import DataRefused
+from pipelines.inbox.body import Refusals, json_object
 
 REQUIRED = ("event", "timestamp", "source", "data")
 #: The envelope's text fields, checked in this order.
@@ -27,6 +27,14 @@ TEXT_FIELDS = ("event", "timestamp", "source")
 
 class EnvelopeError(DataRefused, ValueError):
     """Why a signed body is not an event; kept with the body in the inbox's `rejected`."""
+
+
+REFUSALS = Refusals(
+    malformed="malformed JSON: {exc}",
+    too_deep="JSON nested too deep to read",
+    unreadable="JSON that Python cannot read: {exc}",
+    not_an_object="the body is not a JSON object",
+)
 
 
 @dataclass(frozen=True)
@@ -40,18 +48,7 @@ class Envelope:
 
 
 def parse_envelope(body: bytes) -> Envelope:
-    try:
-        document = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise EnvelopeError(f"malformed JSON: {exc}") from None
-    except RecursionError:
-        # Python's parser recurses once per level; the hub's documented events nest a few levels.
-        raise EnvelopeError("JSON nested too deep to read") from None
-    except ValueError as exc:
-        # An integer of over 4,300 digits (CPython's bound on int(str)).
-        raise EnvelopeError(f"JSON that Python cannot read: {exc}") from None
-    if not isinstance(document, dict):
-        raise EnvelopeError("the body is not a JSON object")
+    document = json_object(body, REFUSALS, EnvelopeError)
     missing = [name for name in REQUIRED if name not in document]
     if missing:
         raise EnvelopeError(f"envelope misses {', '.join(missing)}")

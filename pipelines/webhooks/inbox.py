@@ -1,46 +1,32 @@
-"""The receiver's durable inbox, and where it lives (`open_inbox`):
+"""The receiver's durable inbox, and where it lives (`open_inbox`, by the rules of
+`pipelines/inbox/storage.py`):
 
 - `WEBHOOK_INBOX` set: that SQLite file;
-- else `SYNC_STORE` set: the deployment's Postgres (`pipelines/shared_store.py`), in tables
-  scoped by the lake root (`pipelines/webhooks/postgres_inbox.py`), so receiver replicas on
-  any host behind one address share one inbox and store each event once;
+- else `SYNC_STORE` set: the deployment's Postgres, in tables scoped by the lake root
+  (`pipelines/webhooks/postgres_inbox.py`), so receiver replicas on any host behind one
+  address share one inbox and store each event once;
 - else `webhooks/inbox.sqlite3` beside the lake (`inbox_path`), one SQLite file in WAL mode.
 
 An event is committed here before the receiver answers 200 (the hub does not resend an
 event it saw answered), so the inbox, not the lake, is the system of record for
 webhooks until compaction copies it out. Rows are never deleted: the unique idempotency key
-is what remembers, across restarts, which events were already accepted.
-
-Durability: SQLite's `synchronous = FULL` (`pipelines/sqlite_file.py` says why); Postgres
-commits synchronously, its default, for the same reason.
-
-Row ids only grow in commit order, so "every event of day D with id <= N" is a complete,
-stable set once N has been seen: the compaction's watermark. SQLite gets that from
-AUTOINCREMENT and its one writer at a time; Postgres hands out ids before commit, so the
-inserts of one inbox are serialised by an advisory lock (`PostgresInbox.store` says why).
+is what remembers, across restarts, which events were already accepted. Row ids only grow in
+commit order: the compaction's watermark (`pipelines/inbox/storage.py` says how).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterator
 from datetime import date, datetime
-from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
 
-from pipelines.local_data import data_dir
-from pipelines.shared_store import store_url
-from pipelines.sqlite_file import SQLiteFile
+from pipelines.inbox.storage import BATCH, Place, SQLiteInbox, by_id
 from pipelines.webhooks.envelope import Envelope
-
-if TYPE_CHECKING:
-    from pipelines.webhooks.postgres_inbox import PostgresInbox
+from pipelines.webhooks.events import REJECTED_COLUMNS, Arrival, StoredEvent
+from pipelines.webhooks.postgres_inbox import PostgresInbox
 
 #: The setting that names a SQLite inbox; it wins over the shared store (`SYNC_STORE`).
 INBOX_VARIABLE = "WEBHOOK_INBOX"
-#: Events read at once by `events_of`.
-BATCH = 5000
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS events (
@@ -69,85 +55,6 @@ CREATE TABLE IF NOT EXISTS rejected (
 """
 
 
-def inbox_path(lake_root: str | os.PathLike[str], env: Mapping[str, str] | None = None) -> Path:
-    """`WEBHOOK_INBOX`, else `webhooks/inbox.sqlite3` in the lake's data directory
-    (`pipelines/local_data.py`)."""
-    env = os.environ if env is None else env
-    if env.get(INBOX_VARIABLE):
-        return Path(env[INBOX_VARIABLE])
-    return data_dir(lake_root, env) / "webhooks" / "inbox.sqlite3"
-
-
-def open_inbox(
-    lake_root: str | os.PathLike[str],
-    env: Mapping[str, str] | None = None,
-    *,
-    create: bool = True,
-) -> Inbox | PostgresInbox | None:
-    """The inbox of the lake at `lake_root` (as the settings give it: in Postgres it is the
-    inbox's scope, so the receiver and the runs must name the lake alike): `WEBHOOK_INBOX`,
-    else the shared store (`SYNC_STORE`), else the SQLite file beside the lake. With
-    `create=False`, None where that would be a SQLite file not made yet."""
-    env = os.environ if env is None else env
-    url = None if env.get(INBOX_VARIABLE) else store_url(env)
-    if url is not None:
-        # Imported here: it imports this module.
-        from pipelines.webhooks.postgres_inbox import PostgresInbox
-
-        return PostgresInbox(url, os.fspath(lake_root))
-    path = inbox_path(lake_root, env)
-    if not create and not path.exists():
-        return None
-    return Inbox(path)
-
-
-@dataclass(frozen=True)
-class Arrival:
-    """One POST as it came in: what is kept of it whether it is accepted or refused."""
-
-    idempotency_key: str | None
-    user_agent: str | None
-    content_type: str | None
-    body: bytes
-    received_at: datetime
-
-
-@dataclass(frozen=True)
-class StoredEvent:
-    id: int
-    idempotency_key: str
-    received_at: datetime
-    body: bytes
-    event: str
-    timestamp: datetime
-    source: str
-    event_id: str | None
-
-
-def by_id(batch: Callable[[int], list[tuple]]) -> Iterator[tuple]:
-    """Rows read `BATCH` at a time: `batch(after)` gives those after id `after` in id order,
-    each row starting with its id."""
-    after = 0
-    while rows := batch(after):
-        yield from rows
-        after = rows[-1][0]
-
-
-class WebhookInbox(Protocol):
-    """What the receiver and the compaction use of an inbox, SQLite's or Postgres's."""
-
-    uuid: str
-    location: str  # for messages: no password
-
-    def store(self, arrival: Arrival, envelope: Envelope) -> bool: ...
-    def reject(self, arrival: Arrival, reason: str) -> None: ...
-    def counts(self) -> dict[str, int]: ...
-    def rejected(self) -> list[dict]: ...
-    def day_watermarks(self) -> dict[date, int]: ...
-    def events_of(self, day: date, up_to: int) -> Iterator[StoredEvent]: ...
-    def close(self) -> None: ...
-
-
 DAMAGED_ADVICE = (
     "The file is damaged: move it aside (the events it holds that the lake lacks stay in it, "
     "for a person to recover) and start again, which makes a new inbox; then move the "
@@ -156,18 +63,14 @@ DAMAGED_ADVICE = (
 )
 
 
-class Inbox(SQLiteFile):
-    """Thread-safe (`pipelines/sqlite_file.py`); every failure to write a `StoreUnavailable`
-    naming the file, which the receiver answers 500 for in one line of log."""
+class Inbox(SQLiteInbox):
+    """The SQLite inbox (`pipelines/inbox/storage.py`: `SQLiteInbox`)."""
+
+    TABLES = ("events", "rejected")
+    REJECTED = REJECTED_COLUMNS
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         super().__init__(path, "the webhook inbox", INBOX_VARIABLE, SCHEMA, DAMAGED_ADVICE)
-
-    def __enter__(self) -> Inbox:
-        return self
-
-    def __exit__(self, *_) -> None:
-        self.close()
 
     def store(self, arrival: Arrival, envelope: Envelope) -> bool:
         """Commit one event; False if its idempotency key was already stored."""
@@ -194,30 +97,7 @@ class Inbox(SQLiteFile):
 
     def reject(self, arrival: Arrival, reason: str) -> None:
         """Keep a signed delivery the receiver refused, with why (every attempt is a row)."""
-        with self.writing() as db:
-            db.execute(
-                "INSERT INTO rejected (received_at, idempotency_key, user_agent, content_type, "
-                "reason, body) VALUES (?, ?, ?, ?, ?, ?)",
-                (
-                    arrival.received_at.isoformat(),
-                    arrival.idempotency_key,
-                    arrival.user_agent,
-                    arrival.content_type,
-                    reason,
-                    arrival.body,
-                ),
-            )
-
-    def counts(self) -> dict[str, int]:
-        return {
-            table: self.read(f"SELECT count(*) FROM {table}")[0][0]
-            for table in ("events", "rejected")
-        }
-
-    def rejected(self) -> list[dict]:
-        names = ("received_at", "idempotency_key", "reason", "body")
-        rows = self.read(f"SELECT {', '.join(names)} FROM rejected ORDER BY id")
-        return [dict(zip(names, row, strict=True)) for row in rows]
+        self.keep_rejected(arrival.rejected_row(reason))
 
     def day_watermarks(self) -> dict[date, int]:
         """The newest row id of each day that holds events."""
@@ -239,3 +119,12 @@ class Inbox(SQLiteFile):
                 row_id, key, datetime.fromisoformat(received_at), body, event,
                 datetime.fromisoformat(timestamp), source, event_id,
             )  # fmt: skip
+
+
+#: Where the inbox lives (`pipelines/inbox/storage.py`: `Place`): `inbox_path(lake_root)` is
+#: `WEBHOOK_INBOX`, else `webhooks/inbox.sqlite3` in the lake's data directory;
+#: `open_inbox(lake_root, create=True)` the inbox, `WEBHOOK_INBOX`'s file, else the shared
+#: store's (`SYNC_STORE`), else the file beside the lake.
+PLACE = Place(INBOX_VARIABLE, "webhooks", Inbox, PostgresInbox)
+inbox_path = PLACE.path
+open_inbox = PLACE.open

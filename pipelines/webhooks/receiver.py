@@ -36,11 +36,11 @@ from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse
-from starlette.routing import Route
 
+from pipelines.inbox.receiver import bounded_body, receiver_app
 from pipelines.shared_store import StoreUnavailable
 from pipelines.webhooks.envelope import Envelope, EnvelopeError, parse_envelope
-from pipelines.webhooks.inbox import Arrival, WebhookInbox
+from pipelines.webhooks.events import Arrival, WebhookInbox
 
 WEBHOOK_PATH = "/webhooks/datahub"
 #: The variable the receiver reads the data hub's signing secret from (`__main__.py`).
@@ -56,19 +56,6 @@ def signature_matches(body: bytes, signature: str, key: bytes) -> bool:
     expected = hmac.new(key, body, hashlib.sha256).hexdigest().encode("ascii")
     # Hex is case-insensitive; headers arrive as latin-1 text, so any value encodes back.
     return hmac.compare_digest(expected, signature.lower().encode("latin-1"))
-
-
-async def bounded_body(request: Request, limit: int) -> bytes | None:
-    """The body, or None as soon as it is known to exceed `limit` bytes."""
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        return None
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            return None
-    return bytes(body)
 
 
 def envelope_or_reason(arrival: Arrival) -> Envelope | str:
@@ -122,12 +109,4 @@ def build_app(inbox: WebhookInbox, secret: str, max_body_bytes: int = MAX_BODY_B
             return JSONResponse({"error": "the inbox cannot store the event now"}, 500)
         return JSONResponse({"status": "stored" if stored else "duplicate"})
 
-    async def health(_: Request) -> JSONResponse:
-        return JSONResponse({"status": "ok"})
-
-    return Starlette(
-        routes=[
-            Route(WEBHOOK_PATH, receive_datahub, methods=["POST"]),
-            Route("/health", health, methods=["GET"]),
-        ]
-    )
+    return receiver_app(WEBHOOK_PATH, receive_datahub)

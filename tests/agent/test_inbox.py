@@ -13,8 +13,8 @@ from pipelines.agent.compaction import AGENT_MESSAGES, compact, stale_days
 from pipelines.agent.inbox import AgentInbox, open_agent_inbox
 from pipelines.agent.reply import Answer
 from pipelines.agent.request import request_key
+from pipelines.inbox.compaction import ForeignInbox
 from pipelines.lake import Lake
-from pipelines.webhooks.compaction import ForeignInbox
 from tests.agent.conftest import AUTHORIZED, TOKEN, body_of, message, turn
 from tests.agent.test_receiver import lake_rows
 

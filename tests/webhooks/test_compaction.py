@@ -12,11 +12,13 @@ import pytest
 from assets import webhooks
 from assets.resources import LakeResource
 from assets.sync import run_sync
+from pipelines.inbox.compaction import ForeignInbox
 from pipelines.lake import Lake
 from pipelines.settings import ENVIRONMENT_CONNECTIONS, load_settings
-from pipelines.webhooks.compaction import WEBHOOK_EVENTS, ForeignInbox, compact
+from pipelines.webhooks.compaction import WEBHOOK_EVENTS, compact
 from pipelines.webhooks.envelope import parse_envelope
-from pipelines.webhooks.inbox import Arrival, Inbox, inbox_path
+from pipelines.webhooks.events import Arrival
+from pipelines.webhooks.inbox import Inbox, inbox_path
 from tests.webhooks.conftest import envelope
 
 DAYS = [date(2026, 10, 30), date(2026, 10, 31), date(2026, 11, 1)]

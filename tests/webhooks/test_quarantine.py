@@ -22,7 +22,8 @@ from pipelines.webhooks.compaction import (
     compact,
 )
 from pipelines.webhooks.envelope import parse_envelope
-from pipelines.webhooks.inbox import Arrival, Inbox
+from pipelines.webhooks.events import Arrival
+from pipelines.webhooks.inbox import Inbox
 from tests.webhooks.conftest import envelope
 
 DAYS = [date(2026, 10, 31), date(2026, 11, 1), date(2026, 11, 2)]

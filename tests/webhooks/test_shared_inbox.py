@@ -29,7 +29,8 @@ from pipelines.lake import Lake
 from pipelines.shared_store import StoreUnavailable
 from pipelines.webhooks.compaction import compact
 from pipelines.webhooks.envelope import parse_envelope
-from pipelines.webhooks.inbox import Arrival, Inbox, inbox_path, open_inbox
+from pipelines.webhooks.events import Arrival
+from pipelines.webhooks.inbox import Inbox, inbox_path, open_inbox
 from pipelines.webhooks.postgres_inbox import EVENTS, PostgresInbox
 from pipelines.webhooks.receiver import WEBHOOK_PATH, build_app
 from tests.webhooks.conftest import ROOT, SECRET, envelope, free_port, signed
