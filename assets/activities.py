@@ -18,7 +18,7 @@ from pipelines.activities import (
     apply_activities,
     plan_activities,
 )
-from pipelines.catalog import refresh_warehouse
+from pipelines.push.run import refresh
 from pipelines.settings import Settings
 
 LOG_QUERY = "SELECT * FROM sync.activity_changes ORDER BY applied_at DESC"
@@ -73,10 +73,8 @@ def run_command(args: argparse.Namespace, settings: Settings) -> int:
     _print(outcome, flags=False)
     if outcome.applied:
         print(f"\napplied {outcome.applied} change(s); the log: {LOG_QUERY}")
-        warehouse = refresh_warehouse(
-            settings.lake_root, settings.warehouse_path, settings.warehouse_sql
-        )
-        print(f"warehouse: {warehouse}")
+        # The changes are made: a refresh that fails is reported, not failed (as a push's).
+        print(f"warehouse: {refresh(resources['lake'])}")
     else:
         print("\nnothing to apply: the service matches the folder")
     return 0
@@ -87,7 +85,7 @@ def _print(outcome: Outcome, flags: bool) -> None:
         print("no activity files")
     for plan in outcome.plans:
         print(f"\nconnection {plan.connection}")
-        for line in plan.lines(flags):
+        for line in plan.lines(flags=flags):
             print(f"  {line}")
 
 
@@ -134,9 +132,10 @@ def activities_plan_or_apply(
             allow_delete=config.allow_delete,
         )
     for plan in outcome.plans:
-        context.log.info(f"connection {plan.connection}: " + "; ".join(plan.lines()))
-    if outcome.applied:
-        refresh_warehouse(lake.lake_root, lake.warehouse_path, lake.warehouse_sql)
+        lines = plan.lines(flags=not config.apply)  # after an apply, no flag is needed
+        context.log.info(f"connection {plan.connection}: " + "; ".join(lines))
+    if outcome.applied:  # as the command line's
+        context.log.info(f"warehouse: {refresh(lake)}")
     counts = outcome.counts() | {"applied": outcome.applied}
     context.add_output_metadata({name: count for name, count in counts.items()})
     return counts

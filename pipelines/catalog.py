@@ -5,6 +5,7 @@ from pathlib import Path
 
 import duckdb
 
+from pipelines.activities import state as activities_state
 from pipelines.activities.state import CHANGES as ACTIVITY_CHANGES
 from pipelines.agent.compaction import STREAMS as AGENT_STREAMS
 from pipelines.damaged import LANDED_AGAIN, SetAside, set_aside_damaged
@@ -112,10 +113,11 @@ def environment_fault(error: BaseException, lake_root: str, warehouse_path: Path
 def set_aside_damaged_files(lake: Lake) -> list[SetAside]:
     """Every file of the warehouse's streams that cannot be read, each page read: where a
     query of the warehouse failed, and DuckDB's words name no file. The push ledger's are
-    not set aside but refused (`sync.refuse_if_damaged`): no run can make them again."""
+    not set aside but refused (`sync.refuse_if_damaged`): no run can make them again; nor
+    the activities' apply log's, which alone says which activities are managed
+    (`activities_state.refuse_if_damaged`)."""
     sync.refuse_if_damaged(lake)
-    # Nor the activities' apply log's: it alone says which activities are managed, and
-    # `activities plan` refuses a damaged one (`Damaged`).
+    activities_state.refuse_if_damaged(lake)
     remade = [s for s in WAREHOUSE_STREAMS if s not in (sync.PUSHED, ACTIVITY_CHANGES)]
     return [f for s in remade for f in set_aside_damaged(lake, s, pages=True)]
 

@@ -16,6 +16,7 @@ the file and the field (`activities/spring.toml: dm.0.title: ...`), exit 2.
 
 from __future__ import annotations
 
+import json
 import os
 import tomllib
 from dataclasses import dataclass
@@ -148,9 +149,18 @@ class Declared:
     wanted: dict[str, Any] | None
 
 
-def activities_dir(env: os._Environ | dict[str, str] | None = None) -> Path:
-    env = os.environ if env is None else env
-    return Path(env.get(ACTIVITIES_DIR) or DEFAULT_DIR)
+def activities_dir() -> Path:
+    return Path(os.environ.get(ACTIVITIES_DIR) or DEFAULT_DIR)
+
+
+def _declared_by(connection: str) -> str:
+    """What sets a comment connection of that name (docs/settings.md)."""
+    if connection == "default":
+        return "COMMENT_AUTOMATION_URL and COMMENT_AUTOMATION_API_KEY set it"
+    return (
+        f"a `[[connections.comment]]` entry with name = {json.dumps(connection)} in the "
+        "settings file (sync.toml, or the file SYNC_CONFIG names) sets it"
+    )
 
 
 def read_folder(folder: Path, connections: list[str]) -> list[Declared]:
@@ -190,7 +200,7 @@ def read_file(path: Path, connections: list[str]) -> Declared:
             "connection",
             f"no comment connection {parsed.connection!r} is set"
             f"{closest(parsed.connection, connections)}; set: {', '.join(connections) or 'none'}"
-            " (docs/settings.md)",
+            f"; {_declared_by(parsed.connection)} (docs/settings.md)",
         )
     if problem is not None:
         raise SetupError(f"{where}: {problem[0]}: {problem[1]}")

@@ -35,12 +35,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from pipelines.activities.declared import Declared, read_folder
 from pipelines.activities.state import CHANGES, FIELDS, Applied, comparable, last_applied
 from pipelines.clients.base import Connection
 from pipelines.clients.comment import CommentAutomation, CommentClient
-from pipelines.errors import SetupError
+from pipelines.clients.failures import explain
+from pipelines.errors import ServiceRefused, SetupError, Unavailable
 from pipelines.lake import Lake
+from pipelines.object_store import lake_fault
 from pipelines.transport import CallStats, ServiceError
 
 ALLOW_ACTIVATE = "--allow-activate"
@@ -104,7 +108,7 @@ class ConnectionPlan:
     #: Names the log says are managed that no file declares any more: left alone.
     undeclared: list[str] = field(default_factory=list)
 
-    def lines(self, flags: bool = True) -> list[str]:
+    def lines(self, *, flags: bool) -> list[str]:
         """A line per change (with the flag it needs, where `flags`), drift and name left."""
         lines = [
             c.line() + (f"  needs {c.needs}" if flags and c.needs else "") for c in self.changes
@@ -185,19 +189,58 @@ def apply_activities(
         try:
             with _client(service, connections[plan.connection]) as client:
                 for change in plan.changes:
-                    rows.append(_make(client, change, plan.connection, apply_id, by))
+                    rows.append(_made(client, change, plan.connection, apply_id, by))
         finally:
             if rows:  # what was done is recorded even when a later change failed
-                stamp = datetime.now(UTC).strftime("%Y%m%d%H%M%S")
-                lake.write(CHANGES, f"{stamp}-{uuid.uuid4().hex[:12]}", rows)
+                _log(lake, rows, plan.connection)
                 outcome.applied += len(rows)
     return outcome
 
 
+def _made(client: CommentClient, change: Change, connection: str, apply_id: str, by: str) -> dict:
+    """`_make`, a change the service refuses told with its file, action, activity and
+    connection after the service's own words."""
+    try:
+        return _make(client, change, connection, apply_id, by)
+    except ServiceError as error:
+        if error.status != 400:
+            raise
+        raise ServiceRefused(
+            f"{error}; refused: the {change.action} of {change.declared.name!r} in connection "
+            f"{connection!r}, declared by {change.declared.file}: correct it there"
+        ) from None
+
+
+def _log(lake: Lake, rows: list[dict], connection: str) -> None:
+    """The apply log's file of one connection's changes; the lake's failure told."""
+    stamp = datetime.now(UTC).strftime("%Y%m%d%H%M%S")
+    try:
+        lake.write(CHANGES, f"{stamp}-{uuid.uuid4().hex[:12]}", rows)
+    except OSError as error:
+        then = (
+            f"the service has the {len(rows)} change(s) made in connection {connection!r}, "
+            "which the apply log does not record: the next plan may show them as drift"
+        )
+        fault = lake_fault(error, lake.place.uri, then)
+        if fault is None:
+            raise
+        raise fault from None
+
+
 @contextmanager
 def _client(service: CommentAutomation, connection: Connection) -> Iterator[CommentClient]:
-    with service.transport(connection, CallStats()) as transport:
-        yield service.client(transport)
+    """A client of `connection`; what the service answered, or that it could not be
+    reached, told with the connection and its settings (`explain`). A 400 is the file's to
+    fix and says so itself."""
+    try:
+        with service.transport(connection, CallStats()) as transport:
+            yield service.client(transport)
+    except ServiceError as error:
+        if error.status == 400:
+            raise
+        raise ServiceRefused(explain(service, connection, error)) from None
+    except httpx.TransportError as error:
+        raise Unavailable(explain(service, connection, error)) from None
 
 
 def _plan_connection(

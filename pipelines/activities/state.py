@@ -21,26 +21,12 @@ from typing import Any
 
 import pyarrow as pa
 
+from pipelines.damaged import damaged_files
 from pipelines.errors import Damaged
 from pipelines.lake import Lake
+from pipelines.object_store import lake_fault
 from pipelines.stream import TIMESTAMP, Stream, described
 
-#: The input fields an activity is compared by, in the spec's order ("Activity input fields").
-FIELDS = (
-    "name",
-    "status",
-    "account_id",
-    "trigger",
-    "keywords",
-    "match",
-    "public_replies",
-    "dm",
-    "post_scope",
-    "post_ids",
-    "follow_gate",
-    "start_at",
-    "end_at",
-)
 GATE_FIELDS = ("enabled", "opening_text", "button_title", "not_following_text")
 
 CHANGES = Stream(
@@ -101,7 +87,8 @@ def utc_text(value: datetime | str | None) -> str | None:
 
 
 def comparable(values: dict[str, Any]) -> dict[str, Any]:
-    """An activity's `FIELDS` in one form, from a file or from the service's answer."""
+    """An activity's input fields (`FIELDS`) in one form, from a file or the service's
+    answer."""
     gate = values.get("follow_gate") or {}
     return {
         "name": values.get("name"),
@@ -119,6 +106,10 @@ def comparable(values: dict[str, Any]) -> dict[str, Any]:
         "start_at": utc_text(values.get("start_at")),
         "end_at": utc_text(values.get("end_at")),
     }
+
+
+#: The input fields an activity is compared by, in the spec's order ("Activity input fields").
+FIELDS = tuple(comparable({}))
 
 
 def _block(block: dict[str, Any]) -> dict[str, Any]:
@@ -151,14 +142,29 @@ def last_applied(lake: Lake) -> dict[str, dict[str, Applied]]:
         try:
             rows += lake.read_table(path, _READ).to_pylist()
         except (OSError, pa.ArrowException) as error:
-            raise Damaged(
-                f"{lake.uri(path)} of the activities' apply log cannot be read ({error}): "
-                "restore it from a backup of the lake; without it, the activities it applied "
-                "are no longer known as managed, nor their drift"
-            ) from None
+            fault = lake_fault(error, lake.place.uri)  # the store's, not the file's
+            raise (fault or _damaged(lake.uri(path), str(error))) from None
     found: dict[str, dict[str, Applied]] = {}
     for row in sorted(rows, key=lambda r: r["applied_at"]):
         wanted, after = (json.loads(row[k]) if row[k] is not None else None for k in _JSON)
         applied = Applied(row["activity_id"], wanted, after, row["applied_at"])
         found.setdefault(row["connection"], {})[row["name"]] = applied
     return found
+
+
+def refuse_if_damaged(lake: Lake) -> None:
+    """Raise `Damaged` naming each file of the apply log that cannot be read, every page
+    read. Like the push ledger's (`pipelines/streams/sync.py`), such a file is not set aside:
+    no run can make it again, and without it the activities it applied are no longer known
+    as managed."""
+    damaged = damaged_files(lake, CHANGES)
+    if damaged:
+        raise _damaged(", ".join(damaged), "; ".join(damaged.values()))
+
+
+def _damaged(files: str, why: str) -> Damaged:
+    return Damaged(
+        f"{files} of the activities' apply log cannot be read ({why}): restore it from a "
+        "backup of the lake; without it, the activities it applied are no longer known as "
+        "managed, nor their drift"
+    )

@@ -6,6 +6,7 @@ Each test has its own folder, lake and activity names; the sandbox is the module
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import pytest
 from assets.activities import activities
 from assets.cli import main
 from assets.resources import build_resources
+from pipelines.errors import Unavailable
 from pipelines.settings import load_settings
 from tests.constants import COMMENT, READWRITE
 from tests.pipelines.conftest import LiveSandbox, start_sandbox  # noqa: F401
@@ -353,7 +355,9 @@ def test_an_invalid_file_is_one_line_naming_the_file_and_the_field(
     assert writes(sandbox) == written
 
 
-def test_a_name_twice_in_a_connection_and_an_unknown_connection_are_refused(folder, run):
+def test_a_name_twice_in_a_connection_and_an_unknown_connection_are_refused(
+    folder, run, monkeypatch
+):
     declare(folder, "a", 'name = "twice"\ndelete = true\n')
     second = declare(folder, "b", 'name = "twice"\ndelete = true\n')
     code, _, err = run("plan")
@@ -367,9 +371,32 @@ def test_a_name_twice_in_a_connection_and_an_unknown_connection_are_refused(fold
     code, _, err = run("plan")
     assert code == 2
     assert err == (
-        f"error: {other}: connection: no comment connection 'agncy' is set; set: default "
+        f"error: {other}: connection: no comment connection 'agncy' is set; set: default; "
+        'a `[[connections.comment]]` entry with name = "agncy" in the settings file '
+        "(sync.toml, or the file SYNC_CONFIG names) sets it (docs/settings.md)\n"
+    )
+    other.unlink()
+    monkeypatch.delenv("COMMENT_AUTOMATION_URL")  # the default connection unset
+    code, _, err = run("plan")
+    assert code == 2
+    assert err == (
+        f"error: {folder / 'a.toml'}: connection: no comment connection 'default' is set; "
+        "set: none; COMMENT_AUTOMATION_URL and COMMENT_AUTOMATION_API_KEY set it "
         "(docs/settings.md)\n"
     )
+
+
+def test_a_service_that_cannot_be_reached_is_one_line_naming_its_setting(folder, run, monkeypatch):
+    with socket.socket() as closed:  # a port nothing listens on once the socket is closed
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    monkeypatch.setenv("COMMENT_AUTOMATION_URL", f"http://127.0.0.1:{port}/api/v1")
+    declare(folder, "a", 'name = "unreachable"\ndelete = true\n')
+    code, _, err = run("plan")
+    assert code == Unavailable.exit_code
+    assert err.startswith("error: comment connection 'default' (http://127.0.0.1:")
+    assert "nothing answers at this address" in err and "COMMENT_AUTOMATION_URL" in err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
 
 
 def test_a_change_the_service_refuses_stops_the_apply_and_what_was_done_is_logged(
@@ -385,6 +412,10 @@ def test_a_change_the_service_refuses_stops_the_apply_and_what_was_done_is_logge
 
     assert code == 1
     assert err.startswith("error: POST /activities answered 400 invalid_request (field post_ids.0)")
+    assert err.endswith(
+        f"; refused: the create of 'refused second' in connection 'default', declared by "
+        f"{folder / 'b.toml'}: correct it there\n"
+    )
     held = rows(sandbox, service["workspace"])
     assert "refused first" in held and "refused second" not in held
     assert len(log_files(folder)) == 1  # the create that was made
@@ -392,13 +423,19 @@ def test_a_change_the_service_refuses_stops_the_apply_and_what_was_done_is_logge
     assert "create   'refused second'" in out and "'refused first'" not in out
 
 
-def test_a_damaged_apply_log_is_refused_naming_the_file(folder, run):
+def test_a_damaged_apply_log_is_refused_naming_the_file(folder, run, capsys):
     damaged = folder.parent / "lake" / "sync" / "activity_changes" / "20261101000000-x.parquet"
     damaged.parent.mkdir(parents=True)
     damaged.write_bytes(b"PAR1 not a parquet file")
     code, _, err = run("plan")
     assert code == 4
     assert err.startswith(f"error: {damaged} of the activities' apply log cannot be read")
+    assert damaged.exists()
+    # The warehouse's view of the log fails on it: refused naming it, not set aside.
+    code = main(["warehouse"])
+    _, err = capsys.readouterr()
+    assert code == 4
+    assert f"{damaged} of the activities' apply log cannot be read" in err
     assert damaged.exists()
 
 
@@ -433,3 +470,16 @@ def test_the_dagster_job_plans_by_default_and_applies_when_told(sandbox, service
     assert rows(sandbox, service["workspace"])["job spring"]["status"] == "draft"
     with duckdb.connect(str(folder.parent / "warehouse.duckdb"), read_only=True) as con:
         assert con.execute("SELECT applied_by FROM sync.activity_changes").fetchall() == [("ops",)]
+
+
+def test_a_warehouse_that_cannot_be_refreshed_after_an_apply_is_reported_not_failed(
+    sandbox, service, folder, run, monkeypatch
+):
+    declare(folder, "a", spring(service, "refresh fails"))
+    monkeypatch.setenv("WAREHOUSE_PATH", str(folder))  # a folder: no DuckDB file can be there
+    code, out, _ = run("apply")
+    assert code == 0
+    assert "applied 1 change(s)" in out
+    warehouse = out.splitlines()[-1]
+    assert warehouse.startswith("warehouse: ") and str(folder) in warehouse
+    assert "refresh fails" in rows(sandbox, service["workspace"])
