@@ -24,7 +24,6 @@ from assets.sync import (
     dagster_instance,
     failure_code,
     failure_reason,
-    misnamed,
     refreshed,
     run_sync,
     select_streams,
@@ -36,6 +35,8 @@ from pipelines.clients.datahub import SUBMIT_OPERATIONS
 from pipelines.damaged import missing
 from pipelines.errors import SyncError
 from pipelines.lake import Lake, verified_lake
+from pipelines.object_store import lake_fault
+from pipelines.problems import misnamed
 from pipelines.settings import Settings, load_settings
 
 
@@ -62,7 +63,12 @@ def print_counts(settings: Settings, lake: Lake, relations: list[str]) -> None:
             return
     else:
         width = max(len(name) for name, _ in counts)
-        short = missing(lake, PULLED)
+        try:
+            short = missing(lake, PULLED)
+        except OSError as error:  # the store went away after the landings: counts still shown
+            short = {}
+            fault = lake_fault(error, settings.lake_root, then="the counts may be short")
+            print(f"\nfiles set aside not looked at: {fault or error}", file=sys.stderr)
         print(f"\n{'relation':<{width}}  {'rows':>10}")
         for name, rows in counts:
             held = f"  short of {'; '.join(short[name])}" if name in short else ""
@@ -103,6 +109,9 @@ def run_push_command(dry_run: bool, record_types: list[str], resend_in_doubt: bo
             if event.is_step_failure:
                 print(f"FAILED {event.step_key}: {failure_reason(event)}", file=sys.stderr)
                 codes.append(failure_code(event))
+        if len(codes) == 1:  # the run's own failure, which the console leaves to this line
+            failure = next((e.message for e in result.all_events if e.is_run_failure), None)
+            print(f"FAILED {name}: {failure or 'the run failed'}", file=sys.stderr)
         return max(codes)  # the error's: another push busy is 3 (pipelines/errors.py)
     figures = result.output_for_node("push_to_datahub")
     columns = [*OUTCOMES] + ([] if dry_run else ["sent", "refused"])

@@ -93,10 +93,7 @@ def rejected_table(rows: list[dict]) -> dg.MetadataValue:
             for name, note in REJECTED_COLUMNS.items()
         ]
     )
-    records = [
-        dg.TableRecord({name: str(row[name]) for name in REJECTED_COLUMNS})
-        for row in rows[:REJECTED_SHOWN]
-    ]
+    records = [dg.TableRecord({name: str(row[name]) for name in REJECTED_COLUMNS}) for row in rows]
     return dg.MetadataValue.table(records, schema)
 
 
@@ -134,7 +131,7 @@ def push_to_datahub(
     if not config.dry_run:
         for record_type, figures in report.figures.items():
             if record_type not in report.without_view:
-                rejected = rejected_table(rejected_now(lake.lake(), record_type))
+                rejected = rejected_table(rejected_now(lake.lake(), record_type, REJECTED_SHOWN))
                 context.log_event(
                     dg.AssetMaterialization(
                         HUB_RECORDS[record_type].key,

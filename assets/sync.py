@@ -6,7 +6,6 @@ serves, plus yesterday and today (what can still change): on an empty lake that 
 everything; on a synced one, two days.
 """
 
-import difflib
 import importlib
 import os
 from collections.abc import Iterator
@@ -27,13 +26,14 @@ from assets.partitions import (
 )
 from assets.resources import build_resources
 from assets.told import EXIT_CODE
-from pipelines.agent.compaction import AGENT_MESSAGES, AGENT_REQUESTS
+from pipelines.agent.compaction import STREAMS as AGENT_STREAMS
 from pipelines.catalog import PULLED, refresh_warehouse
 from pipelines.damaged import set_aside_damaged
 from pipelines.errors import SetupError
 from pipelines.lake import Lake
 from pipelines.landing import PulledStream, today
 from pipelines.object_store import lake_fault
+from pipelines.problems import misnamed
 from pipelines.settings import Settings, load_settings
 from pipelines.stream import Stream
 from pipelines.warehouse import WarehouseBusy, WarehouseUnavailable, Written
@@ -94,7 +94,7 @@ class Received:
 #: The receivers' relations: the data hub's webhooks, the AI agent's turns.
 RECEIVED = [
     Received("sync_datahub_webhook_events", webhooks.ASSETS, (WEBHOOK_EVENTS, WEBHOOK_QUARANTINE)),
-    Received("sync_conversation_agent", agent.ASSETS, (AGENT_REQUESTS, AGENT_MESSAGES)),
+    Received("sync_conversation_agent", agent.ASSETS, tuple(AGENT_STREAMS)),
 ]
 
 
@@ -106,17 +106,6 @@ def _names(stream: Stream) -> set[str]:
 def selectable() -> list[Stream]:
     """Every stream a sync lands: the pulled ones, then the receivers'."""
     return [*PULLED, *(stream for received in RECEIVED for stream in received.streams)]
-
-
-def misnamed(names: list[str], known: list[str] | tuple[str, ...]) -> str:
-    """Each of `names` that is not in `known`, quoted, with the closest known names (a typo's
-    suggestion); empty when every name is known."""
-    said = []
-    for name in dict.fromkeys(names):
-        if name not in known:
-            close = difflib.get_close_matches(name, known, n=3)
-            said.append(f"'{name}'" + (f" (did you mean {' or '.join(close)}?)" if close else ""))
-    return ", ".join(said)
 
 
 def unknown_names(names: list[str]) -> str | None:
@@ -249,7 +238,9 @@ def job_name(streams: list[PulledStream]) -> str:
     return "_".join(["sync", streams[0].service, *(s.name for s in streams)])
 
 
-def _run(name: str, assets, resources, instance, report: SyncReport, label: str, tags=None) -> None:
+def _run(
+    name: str, assets, resources, instance, report: SyncReport, label: str, tags=None
+) -> dg.ExecuteInProcessResult:
     """One run of a job named for what it syncs, so that it reads in the UI's run list (an
     unnamed one shows as `__ephemeral_asset_job__` with no targets)."""
     job = dg.define_asset_job(name, selection=dg.AssetSelection.assets(*assets))
@@ -276,7 +267,25 @@ def _run(name: str, assets, resources, instance, report: SyncReport, label: str,
     if result.success:
         report.succeeded.append(label)
     elif not report.failed:
-        report.fail(label, "the run failed", 1)
+        failure = next((e.message for e in result.all_events if e.is_run_failure), None)
+        report.fail(label, failure or "the run failed", 1)
+    return result
+
+
+def compacted(result: dg.ExecuteInProcessResult) -> set[Written]:
+    """What a receiver's run rewrote in the lake, from its materializations: each names its
+    relation and `days_rewritten`; the webhook events' quarantine too, where events went
+    there (`assets/webhooks.py`)."""
+    written: set[Written] = set()
+    for event in result.get_asset_materialization_events():
+        materialization = event.materialization
+        metadata = {name: value.value for name, value in materialization.metadata.items()}
+        days = [date.fromisoformat(day) for day in metadata.get("days_rewritten", [])]
+        relations = [".".join(materialization.asset_key.path)]
+        if metadata.get("quarantined"):
+            relations.append(WEBHOOK_QUARANTINE.relation)
+        written |= {(relation, day) for relation in relations for day in days}
+    return written
 
 
 def run_sync(
@@ -320,11 +329,11 @@ def run_sync(
             for stream in run:
                 written |= written_by(stream, days, started_at)
         for receiver in received:  # what the webhook and agent receivers stored
-            _run(receiver.job, receiver.assets, resources, instance, report, receiver.label)
-    # The views are brought up to date once, here (the runs' steps leave it: `VIEWS_TAG`):
-    # with what the landings wrote, or, where a receiver's inbox was compacted (its days are
-    # not known here), compared with the whole lake.
-    report.warehouse, failed = refreshed(settings, None if received else written)
+            run = _run(receiver.job, receiver.assets, resources, instance, report, receiver.label)
+            written |= compacted(run)
+    # The views are brought up to date once, here (the runs' steps leave it: `VIEWS_TAG`),
+    # with what the landings and compactions wrote.
+    report.warehouse, failed = refreshed(settings, written)
     if failed:
         # The streams have landed; only the views are behind, and the report says why.
         report.fail("warehouse", str(failed), failed.exit_code)

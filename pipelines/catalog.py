@@ -8,7 +8,15 @@ import duckdb
 from pipelines.activities import state as activities_state
 from pipelines.activities.state import CHANGES as ACTIVITY_CHANGES
 from pipelines.agent.compaction import STREAMS as AGENT_STREAMS
-from pipelines.damaged import LANDED_AGAIN, SetAside, set_aside_damaged
+from pipelines.closed_days import DamagedCopy
+from pipelines.damaged import (
+    LANDED_AGAIN,
+    SetAside,
+    lands_again,
+    set_aside,
+    set_aside_damaged,
+    unreadable,
+)
 from pipelines.errors import first_line
 from pipelines.lake import Lake
 from pipelines.object_store import disk_refusal, lake_fault
@@ -59,15 +67,26 @@ def refresh_warehouse(
     what to do, and callers fail with it rather than leave views behind the lake unnoticed."""
     warehouse = warehouse_of(lake_root, warehouse_path, extra_sql)
     try:
-        try:
-            done = warehouse.refresh(written)
-        except duckdb.Error as error:
-            # A view reads its files' footers when it is defined: a damaged file fails the
-            # build. Set aside, the views are built over the rest, and its day lands again.
-            damaged = [] if disk_refusal(error) else set_aside_damaged_files(warehouse.lake)
-            if not damaged:
-                raise
-            done = (warehouse.refresh() or UP_TO_DATE) + "; " + said(damaged)
+        damaged: list[SetAside] = []
+        while True:
+            try:
+                done = warehouse.refresh(None if damaged else written)
+                break
+            except DamagedCopy as found:  # the build named it: only that file is set aside
+                # Unless a landing has just replaced it whole: then the build runs again.
+                if unreadable(warehouse.lake, found.path, pages=True) is not None:
+                    again = lands_again(found.stream, found.path)
+                    damaged.append(set_aside(warehouse.lake, found.path, found.reason, again))
+            except duckdb.Error as error:
+                # A view reads its files' footers when it is defined: a damaged file fails
+                # the build. Set aside, the views are built over the rest, and its day lands
+                # again.
+                found = [] if disk_refusal(error) else set_aside_damaged_files(warehouse.lake)
+                if not found:
+                    raise
+                damaged += found
+        if damaged:
+            done = (done or UP_TO_DATE) + "; " + said(damaged)
     except (OSError, duckdb.IOException) as error:
         raise WarehouseUnavailable(
             environment_fault(error, str(lake_root), Path(warehouse_path))

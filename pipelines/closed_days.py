@@ -188,6 +188,14 @@ def _table_ready(con: duckdb.DuckDBPyConnection, stream: Stream) -> bool:
     return False
 
 
+class DamagedCopy(duckdb.InvalidInputException):
+    """A closed day's file whose pages do not read: the build stops before copying it."""
+
+    def __init__(self, stream: Stream, path: str, reason: str, uri: str) -> None:
+        super().__init__(f"{uri}: {reason}")
+        self.stream, self.path, self.reason = stream, path, reason
+
+
 def _index_name(stream: Stream) -> str:
     return f'"{stream.relation} key"'
 
@@ -214,10 +222,10 @@ def copy_closed_days(
     if fresh:
         for path in (p for day in fresh for p in listing.files[day]):
             # DuckDB reads pages without their checksums: a damaged one would be copied as
-            # wrong values, for good. Failed as DuckDB fails on a damaged file, the file is
-            # set aside by the build's caller (`pipelines/catalog.py`) and named.
+            # wrong values, for good. The build fails naming the file, which its caller sets
+            # aside (`pipelines/catalog.py`).
             if (reason := unreadable(lake, path, pages=True)) is not None:
-                raise duckdb.InvalidInputException(f"{lake.uri(path)}: {reason}")
+                raise DamagedCopy(stream, path, reason, lake.uri(path))
         files = ", ".join(sql_literal(lake.uri(p)) for day in fresh for p in listing.files[day])
         source = f"read_parquet([{files}], {DAILY_READ})"
         present = {row[0] for row in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}

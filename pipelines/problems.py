@@ -55,3 +55,14 @@ def closest(name: str, known: list[str]) -> str:
     """' (did you mean "x"?)' for the known name nearest `name`, or nothing."""
     match = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
     return f' (did you mean "{match[0]}"?)' if match else ""
+
+
+def misnamed(names: list[str], known: list[str] | tuple[str, ...]) -> str:
+    """Each of `names` that is not in `known`, quoted, with the closest known names (a typo's
+    suggestion); empty when every name is known."""
+    said = []
+    for name in dict.fromkeys(names):
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=3)
+            said.append(f"'{name}'" + (f" (did you mean {' or '.join(close)}?)" if close else ""))
+    return ", ".join(said)

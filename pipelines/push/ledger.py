@@ -121,14 +121,15 @@ class Ledger:
         self.lake.write(REJECTED, record_type, rows)
 
 
-def rejected_now(lake: Lake, record_type: str) -> list[dict]:
-    """The record type's rows `sync.rejected` holds now (what the last push left), the
-    newest rejections first."""
+def rejected_now(lake: Lake, record_type: str, limit: int) -> list[dict]:
+    """The newest `limit` of the rows `sync.rejected` holds now for the record type (what
+    the last push left)."""
     path = lake.path(REJECTED, record_type)
     if not lake.exists(path):
         return []
-    rows = lake.read_table(path).to_pylist()
-    return sorted(rows, key=lambda row: (row["first_seen"], row["key"]), reverse=True)
+    table = lake.read_table(path)
+    newest = table.sort_by([("first_seen", "descending"), ("key", "descending")])
+    return newest.slice(0, limit).to_pylist()
 
 
 def _identity(row: dict) -> tuple:

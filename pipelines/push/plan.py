@@ -357,9 +357,11 @@ def _in_doubt(plan: Plan, key: str, row: Planned, outbound: Outbound) -> None:
         )
     else:
         reason = (
-            "in doubt: a push that stalled past its lease, still alive, sent this and may "
-            "still send it; the first push after it ends sends it if its answer never came "
-            "(push --resend-in-doubt sends it now: the latest timestamp wins)"
+            "in doubt: a push still alive (running now, or stalled past its lease) sent this "
+            "and may still send it; the first push after it ends sends it if its answer never "
+            "came (push --resend-in-doubt sends it now: the latest timestamp wins). If no push "
+            "is running, SYNC_STORE must reach Postgres directly or through a session-mode "
+            "pooler (docs/deployment.md)"
         )
     plan.rejections.append(_rejection(key, "", reason, "in_doubt", row.body))
 
