@@ -21,6 +21,7 @@ import duckdb
 import pyarrow as pa
 
 from pipelines.damaged import unreadable
+from pipelines.errors import Damaged
 from pipelines.lake import DAILY_READ, Lake, file_day, file_schema, sql_literal
 from pipelines.stream import Stream
 
@@ -188,8 +189,9 @@ def _table_ready(con: duckdb.DuckDBPyConnection, stream: Stream) -> bool:
     return False
 
 
-class DamagedCopy(duckdb.InvalidInputException):
-    """A closed day's file whose pages do not read: the build stops before copying it."""
+class DamagedCopy(Damaged):
+    """A closed day's file whose pages do not read: the build stops before copying it, and
+    its caller sets the file aside (`pipelines/catalog.py`)."""
 
     def __init__(self, stream: Stream, path: str, reason: str, uri: str) -> None:
         super().__init__(f"{uri}: {reason}")

@@ -831,10 +831,12 @@ def test_regions_hold_different_data_and_change_independently(http):
 def test_live_clock_brings_profile_changes_and_campaigns(make_sandbox):
     app = make_sandbox(frozen=False, arrivals_per_minute=30.0)
     with TestClient(app, base_url="http://sandbox") as http:
-        assert http.get("/_sandbox/datahub/default/profile-updates").json()["live_changes"] == 0
+        # A busy machine may let a change or two arrive before the first look: count from it.
+        before = http.get("/_sandbox/datahub/default/profile-updates").json()["live_changes"]
+        assert before < 30
         app.sandbox.clock.advance(3600)
         counts = http.get("/_sandbox/datahub/default/profile-updates").json()
-        assert counts["live_changes"] >= 1800
+        assert counts["live_changes"] >= before + 1800
         assert counts["campaigns"] == 2  # one every 30 minutes of data time
         broadcasts = http.get(BROADCASTS, headers=APIKEY).json()
         assert len(broadcasts) == app.truth()["datahub"]["default"]["broadcasts"] == 42
