@@ -8,6 +8,7 @@ import dagster as dg
 
 from assets.catalog import stream_metadata
 from assets.factory import owners, refresh_views, service_tag
+from assets.inbox import inbox_sensor
 from assets.resources import LakeResource
 from assets.told import told
 from pipelines.agent.compaction import AGENT_MESSAGES, AGENT_REQUESTS, compact, stale_days
@@ -88,24 +89,16 @@ conversation_agent = dg.define_asset_job(
 )
 
 
-@dg.sensor(
-    job=conversation_agent,
-    minimum_interval_seconds=60,
-    default_status=dg.DefaultSensorStatus.RUNNING,
+conversation_agent_sensor = inbox_sensor(
+    conversation_agent,
     description="Runs the compaction when the agent inbox holds turns the lake lacks.",
+    opened=lambda lake_root: open_agent_inbox(lake_root, create=False),
+    inbox_path=inbox_path,
+    stale_days=stale_days,
+    # The newest request and the newest answer, each over every stale day.
+    newest=lambda stale: "-".join(str(max(tops[n] for tops in stale.values())) for n in (0, 1)),
+    up_to_date="every turn the agent stored is in the lake",
 )
-def conversation_agent_sensor(lake: LakeResource) -> dg.RunRequest | dg.SkipReason:
-    inbox = open_agent_inbox(lake.lake_root, create=False)
-    if inbox is None:
-        return dg.SkipReason(f"no agent inbox at {inbox_path(lake.lake_root)}")
-    with inbox:
-        stale = stale_days(inbox, lake.lake())
-        inbox_uuid = inbox.uuid
-    if not stale:
-        return dg.SkipReason("every turn the agent stored is in the lake")
-    # One run per newest inbox state: an evaluation while that run is queued asks for no other.
-    requests, answers = (max(tops[n] for tops in stale.values()) for n in (0, 1))
-    return dg.RunRequest(run_key=f"{inbox_uuid}-{requests}-{answers}")
 
 
 ASSETS = [agent_conversations]

@@ -9,6 +9,7 @@ import dagster as dg
 
 from assets.catalog import stream_metadata
 from assets.factory import owners, refresh_views, service_tag
+from assets.inbox import inbox_sensor
 from assets.resources import LakeResource
 from assets.told import told
 from pipelines.webhooks.compaction import (
@@ -80,23 +81,15 @@ datahub_webhooks = dg.define_asset_job(
 )
 
 
-@dg.sensor(
-    job=datahub_webhooks,
-    minimum_interval_seconds=60,
-    default_status=dg.DefaultSensorStatus.RUNNING,
+datahub_webhooks_sensor = inbox_sensor(
+    datahub_webhooks,
     description="Runs the compaction when the inbox holds events the lake lacks.",
+    opened=lambda lake_root: open_inbox(lake_root, create=False),
+    inbox_path=inbox_path,
+    stale_days=stale_days,
+    newest=lambda stale: str(max(stale.values())),
+    up_to_date="every stored webhook event is in the lake",
 )
-def datahub_webhooks_sensor(lake: LakeResource) -> dg.RunRequest | dg.SkipReason:
-    inbox = open_inbox(lake.lake_root, create=False)
-    if inbox is None:
-        return dg.SkipReason(f"no webhook inbox at {inbox_path(lake.lake_root)}")
-    with inbox:
-        stale = stale_days(inbox, lake.lake())
-        inbox_uuid = inbox.uuid
-    if not stale:
-        return dg.SkipReason("every stored webhook event is in the lake")
-    # One run per newest inbox row: an evaluation while that run is queued asks for no other.
-    return dg.RunRequest(run_key=f"{inbox_uuid}-{max(stale.values())}")
 
 
 ASSETS = [webhook_events]
