@@ -20,6 +20,7 @@ from functools import partial
 import duckdb
 
 from assets import activities
+from assets.live import live_progress, shown
 from assets.sync import (
     dagster_instance,
     failure_code,
@@ -330,7 +331,10 @@ def run_command(args: argparse.Namespace) -> int:
         print(f"warehouse: {outcome}")
         print_counts(settings, lake, [stream.relation for stream in selectable()])
         return 0
-    report = run_sync(args.streams, args.start, args.end, settings)
+    # On a terminal, a live display of each stream's landing (`assets/live.py`); else, and
+    # with --debug, the plain lines alone.
+    with live_progress(shown(args.debug)):
+        report = run_sync(args.streams, args.start, args.end, settings)
     for relation, (first, last) in report.ranges.items():
         print(f"{relation}: {first} .. {last}")
     for note in report.notes:

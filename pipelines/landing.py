@@ -21,6 +21,7 @@ from pipelines.clients.base import Connection, Service
 from pipelines.clients.failures import each_connection
 from pipelines.lake import Lake
 from pipelines.landed import Landed, Rows
+from pipelines.progress import TurnProgress, turn_started
 from pipelines.stream import Stream
 from pipelines.transport import Transport
 
@@ -100,6 +101,8 @@ class Turn:
     #: More metadata of the connection's file(s): a row function sets it before it
     #: returns its rows.
     file_metadata: dict[str, str] = field(default_factory=dict)
+    #: How far the turn is, for a live display (`pipelines/progress.py`).
+    progress: TurnProgress = field(default_factory=TurnProgress)
 
     @property
     def service(self) -> Any:
@@ -137,8 +140,9 @@ class Turn:
         self.landed.figures.setdefault(figure, {})[self.connection.name] = value
 
     def landed_day(self, day: date, rows: int | None) -> None:
-        """What a `lands` function did to a day: its rows, or None where it kept the file."""
+        """What the turn did to a day of the run: its rows, or None where it kept the file."""
         self.landed.landed_day(day, self.connection.name, rows)
+        self.progress.day_landed(rows)
 
 
 def land(pull: Pull) -> Landed:
@@ -147,16 +151,23 @@ def land(pull: Pull) -> Landed:
     stream, landed = pull.stream, Landed()
 
     def turn(connection: Connection) -> None:
-        with pull.service.transport(connection, landed.stats) as transport:
-            here = Turn(pull, connection, transport, landed)
-            if stream.lands is not None:
-                rows = stream.lands(here)
-            elif stream.daily:
-                rows = _land_days(here)
-            else:
-                rows = _land_snapshot(here)
+        asked = len(pull.days) if pull.days is not None else None
+        progress = turn_started(stream.relation, connection.name, asked, landed.stats)
+        try:
+            with pull.service.transport(connection, progress.stats) as transport:
+                here = Turn(pull, connection, transport, landed, progress=progress)
+                if stream.lands is not None:
+                    rows = stream.lands(here)
+                elif stream.daily:
+                    rows = _land_days(here)
+                else:
+                    rows = _land_snapshot(here)
+        except BaseException:
+            progress.end(failed=True)
+            raise
+        progress.end(rows)
         landed.rows_per_connection[connection.name] = rows
-        days = f" over {len(pull.days)} day(s)" if pull.days is not None else ""
+        days = f" over {asked} day(s)" if asked is not None else ""
         pull.log(f"{stream.relation} [{connection.name}]: {rows} rows{days}")
 
     each_connection(pull.service, landed.failed, turn)
@@ -188,7 +199,7 @@ def _land_days(turn: Turn) -> int:
             continue
         seen.add(day)
         if rows is None:
-            landed.landed_day(day, name, None)
+            turn.landed_day(day, None)
             continue
         written = lake.write(
             stream,
@@ -197,11 +208,11 @@ def _land_days(turn: Turn) -> int:
             day=day,
             metadata={"pulled_at": pulled_at()} | turn.file_metadata,
         )
-        landed.landed_day(day, name, written)
+        turn.landed_day(day, written)
         total += written
     for day in sorted(wanted - seen):
         lake.write(stream, name, [], day=day, metadata={"pulled_at": pulled_at()})
-        landed.landed_day(day, name, 0)
+        turn.landed_day(day, 0)
     return total
 
 

@@ -205,9 +205,11 @@ class Transport:
                     finally:
                         response.close()
                     try:
-                        return decode_readable(decode, content)
+                        decoded = decode_readable(decode, content)
                     except TruncatedBody as exc:
                         raise TruncatedBody(f"{method} {path}: {exc}") from None
+                    self.stats.add(pages=1)
+                    return decoded
         except RetryableStatus as exc:
             raise exc.error from None
         raise AssertionError("unreachable")  # pragma: no cover

@@ -11,6 +11,7 @@ import pytest
 from pipelines.clients.base import Connection, Service
 from pipelines.lake import Lake
 from pipelines.landing import Pull, PulledStream, Turn, land
+from pipelines.progress import watching
 from pipelines.stream import connection_schema
 
 SCHEMA = connection_schema([("id", pa.int64())])
@@ -123,3 +124,33 @@ def test_a_stream_that_lands_its_own_files_records_each_day_and_a_failure_stays_
 def test_a_stream_declares_one_way_to_land():
     with pytest.raises(TypeError, match="either `rows` or `lands`"):
         PulledStream("test", "nothing", SCHEMA)
+
+
+def test_a_watched_landing_shows_each_connections_days_rows_and_calls_as_it_goes(tmp_path):
+    """The board a live display reads (`pipelines/progress.py`): a turn per connection, its
+    days done of the days asked and its rows as each day lands, its own calls (which the
+    run's figures count too), and a failed one marked so."""
+    seen = []
+
+    def rows_by_day(turn: Turn):
+        if turn.connection.name == "broken":
+            raise RuntimeError("the service went away")
+        for n, day in enumerate(DAYS):
+            turn.transport.stats.add(requests=1, pages=1, waited=0.25)
+            seen.append((turn.progress.days_done, turn.progress.rows))
+            yield day, [{"id": n}] * n
+
+    daily = PulledStream("test", "daily", SCHEMA, daily=True, rows=rows_by_day)
+
+    with watching() as board:
+        landed = land(Pull(service("a", "broken"), Lake(tmp_path), daily, print, print, DAYS))
+
+    assert seen == [(0, 0), (1, 0), (2, 1)]  # each day counted once its file is written
+    turns = {turn.connection: turn for turn in board.turns()}
+    a, broken = turns["a"], turns["broken"]
+    assert (a.relation, a.days_done, a.days_asked, a.rows) == ("test.daily", 3, 3, 3)
+    assert not a.failed
+    assert (a.stats.requests, a.stats.pages, a.stats.waited) == (3, 3, 0.75)
+    assert landed.stats.requests == 3 and landed.stats.waited == 0.75
+    assert broken.failed and broken.days_done == 0 and broken.ended is not None
+    assert a.seconds_left(a.ended) is None  # over: nothing left to tell
