@@ -15,12 +15,12 @@ from dagster._core.storage.asset_check_execution_record import AssetCheckExecuti
 from dagster._core.storage.event_log.schema import AssetCheckExecutionsTable
 from dagster._core.storage.event_log.sql_event_log import SqlEventLogStorage
 
-from assets.partitions import (
+from assets.resources import LakeResource
+from assets.tags import (
     ASSET_PARTITION_RANGE_END_TAG,
     ASSET_PARTITION_RANGE_START_TAG,
     PARTITION_NAME_TAG,
 )
-from assets.resources import LakeResource
 from pipelines.damaged import FOLDER, REASON_SUFFIX, damaged_of, set_aside_damaged
 from pipelines.drift import drift_in_lake
 from pipelines.stream import Stream

@@ -19,16 +19,16 @@ from collections.abc import Mapping
 from datetime import UTC, date, datetime, timedelta
 
 import dagster as dg
-from dagster._core.storage.tags import (
+
+from assets.catalog import row_count, stream_metadata
+from assets.checks import plan_checks_once
+from assets.partitions import daily, single_run
+from assets.tags import (
     AUTOMATION_CONDITION_TAG,
     BACKFILL_ID_TAG,
     SCHEDULE_NAME_TAG,
     SENSOR_NAME_TAG,
 )
-
-from assets.catalog import row_count, stream_metadata
-from assets.checks import plan_checks_once
-from assets.partitions import daily, single_run
 from assets.told import told
 from pipelines.catalog import refresh_warehouse
 from pipelines.damaged import set_aside_damaged

@@ -7,14 +7,6 @@ from datetime import date, timedelta
 
 import dagster as dg
 
-# The tags a run over days carries: Dagster names them only in a private module, so this is
-# the one place of the partitions' code that imports it.
-from dagster._core.storage.tags import (  # noqa: F401 - re-exported
-    ASSET_PARTITION_RANGE_END_TAG,
-    ASSET_PARTITION_RANGE_START_TAG,
-    PARTITION_NAME_TAG,
-)
-
 from pipelines.catalog import PULLED
 from pipelines.landing import today
 

@@ -9,12 +9,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from assets.checks import STREAM_CHECKS, WHOLE_STREAM_JOB
-from assets.partitions import (
-    ASSET_PARTITION_RANGE_END_TAG,
-    ASSET_PARTITION_RANGE_START_TAG,
-    daily,
-)
+from assets.partitions import daily
 from assets.resources import LakeResource
+from assets.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 from pipelines.damaged import damaged_of
 from pipelines.lake import Lake
 from pipelines.stream import Stream, connection_schema
