@@ -26,19 +26,18 @@ theirs is logged as not delivered and not tried again.
 
 # No `from __future__ import annotations`: Dagster reads the context annotations.
 import dagster as dg
-from dagster._core.events import DagsterEventType
-from dagster._core.storage.asset_check_execution_record import (
-    COMPLETED_ASSET_CHECK_EXECUTION_RECORD_STATUSES,
-)
-from dagster._core.storage.tags import WILL_RETRY_TAG
 
 from assets.push import HUB_RECORDS
+from assets.tags import WILL_RETRY_TAG
 from assets.webhooks import webhook_events
 from pipelines import alerts
 from pipelines.errors import SetupError
 
 #: How many of a job's newest finished runs are read to find the one before a run.
 LOOK_BACK = 50
+#: How many records of a check's history are read at once to find its newest evaluation
+#: behind those still planned (a run over a year of days plans a year of them).
+HISTORY_PAGE = 100
 SETTLED = [dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE]
 #: Dagster's wrapper around a step's own error: the message is its cause's.
 WRAPPERS = {"DagsterExecutionStepExecutionError", "DagsterUserCodeExecutionError"}
@@ -62,7 +61,7 @@ def assets_of(instance: dg.DagsterInstance, run: dg.DagsterRun) -> frozenset[dg.
     if run.asset_selection:
         return frozenset(run.asset_selection)
     planned = instance.get_records_for_run(
-        run.run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION_PLANNED
+        run.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED
     ).records
     return frozenset(
         record.event_log_entry.dagster_event.asset_key
@@ -186,20 +185,36 @@ def alert_on_run_success(context: dg.RunStatusSensorContext) -> None:
 # -- checks, pushes, the webhook quarantine ------------------------------------------------
 
 
+def _evaluated(record) -> bool:
+    """Whether a record of a check's history is an evaluation, not one planned."""
+    event = record.event
+    evaluation = dg.DagsterEventType.ASSET_CHECK_EVALUATION
+    return event is not None and event.dagster_event_type == evaluation
+
+
+def _newest_evaluated(storage, key: dg.AssetCheckKey, newest):
+    """The newest evaluation of a check: `newest` (its newest record), unless that is still
+    planned (being evaluated now, or each day of a run over days), then the newest before
+    it that was evaluated. None if it never was."""
+    if _evaluated(newest):
+        return newest
+    cursor = None
+    while True:
+        page = storage.get_asset_check_execution_history(key, limit=HISTORY_PAGE, cursor=cursor)
+        found = next((record for record in page if _evaluated(record)), None)
+        if found is not None or len(page) < HISTORY_PAGE:
+            return found
+        cursor = page[-1].id
+
+
 def check_states(instance: dg.DagsterInstance, keys: list[dg.AssetCheckKey]) -> list[alerts.Seen]:
-    """Each check's newest completed evaluation: failing where it failed with severity
-    ERROR."""
+    """Each check's newest evaluation: failing where it failed with severity ERROR."""
     storage = instance.event_log_storage
     newest = storage.get_latest_asset_check_execution_by_key(keys) if keys else {}
     seen = []
-    for key, record in newest.items():
-        if record.status not in COMPLETED_ASSET_CHECK_EXECUTION_RECORD_STATUSES:
-            # Being evaluated now: the one before it is the newest word.
-            done = storage.get_asset_check_execution_history(
-                key, limit=1, status=COMPLETED_ASSET_CHECK_EXECUTION_RECORD_STATUSES
-            )
-            record = done[0] if done else None
-        if record is None or record.event is None or record.event.dagster_event is None:
+    for key, latest in newest.items():
+        record = _newest_evaluated(storage, key, latest)
+        if record is None or record.event.dagster_event is None:
             continue
         evaluation = record.event.dagster_event.event_specific_data
         if not isinstance(evaluation, dg.AssetCheckEvaluation):

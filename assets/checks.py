@@ -1,26 +1,37 @@
 """Asset checks that every stream shares, read from the lake with an in-memory DuckDB (never
-the warehouse file, so a check never waits on its lock), and what Dagster records of a run's
-checks (`plan_checks_once`).
+the warehouse file, so a check never waits on its lock), and how a check of a
+day-partitioned stream records its result (`each_day`).
 
 A check of a daily stream looks at the days its run landed, so an hourly run costs what it
 lands, not what the lake has kept. What needs the whole stream (a key repeated across days,
 a page damaged in a day no run lands again) is the same checks in the job
-`whole_stream_checks`, which a daily schedule runs (`assets/definitions.py`)."""
+`whole_stream_checks`, which a daily schedule runs (`assets/definitions.py`).
 
+Every check of a day-partitioned stream is partitioned like it (`partitions_of`): Dagster
+plans it once per day of a run, and shows its result per day. Dagster 1.13 records an
+`AssetCheckResult` under the run's day only in a run of one day; a run over days (a
+backfill, a sync, the hourly schedules) evaluates each check once, over its days, and
+`each_day` records that one result for each of them, as Dagster's public
+`AssetCheckEvaluation` with the day, so each day of the run shows it and none is left
+planned. A run without days (the whole-stream job) records it without a day. Partitioned
+checks are a preview of Dagster 1.13; tests/pipelines/test_factory.py runs what is relied
+on here."""
+
+import functools
+from collections.abc import Callable, Iterator
 from datetime import date, timedelta
+from typing import TypeVar
 
 import dagster as dg
-import sqlalchemy as db
-from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
-from dagster._core.storage.event_log.schema import AssetCheckExecutionsTable
-from dagster._core.storage.event_log.sql_event_log import SqlEventLogStorage
 
-from assets.partitions import (
+from assets.dagster_internals import AssetCheckEvaluationTargetMaterializationData
+from assets.partitions import partitions_of
+from assets.resources import LakeResource
+from assets.tags import (
     ASSET_PARTITION_RANGE_END_TAG,
     ASSET_PARTITION_RANGE_START_TAG,
     PARTITION_NAME_TAG,
 )
-from assets.resources import LakeResource
 from pipelines.damaged import FOLDER, REASON_SUFFIX, damaged_of, set_aside_damaged
 from pipelines.drift import drift_in_lake
 from pipelines.stream import Stream
@@ -28,14 +39,22 @@ from pipelines.stream import Stream
 #: The job that runs every stream's checks over the whole stream, daily.
 WHOLE_STREAM_JOB = "whole_stream_checks"
 
+Check = TypeVar("Check", bound=Callable)
+
+
+def _run_of(context: dg.AssetCheckExecutionContext | None) -> dg.DagsterRun | None:
+    try:
+        return None if context is None else context.run
+    except dg.DagsterError:  # called directly, outside a run: there is none
+        return None
+
 
 def checked_days(context: dg.AssetCheckExecutionContext, stream: Stream) -> list[date] | None:
     """The days a check of a daily stream looks at: its run's partitions, which the run
     landed. None, the whole stream, for a snapshot stream, in `WHOLE_STREAM_JOB`, or in a
     run without partitions (a check run alone from the UI), or called outside a run."""
-    try:
-        run = context.run
-    except dg.DagsterError:  # called directly, outside a run: there is none
+    run = _run_of(context)
+    if run is None:
         return None
     tags = run.tags
     first = tags.get(ASSET_PARTITION_RANGE_START_TAG) or tags.get(PARTITION_NAME_TAG)
@@ -44,6 +63,92 @@ def checked_days(context: dg.AssetCheckExecutionContext, stream: Stream) -> list
         return None
     start, end = date.fromisoformat(first), date.fromisoformat(last)
     return [start + timedelta(days=n) for n in range((end - start).days + 1)]
+
+
+def each_day(
+    context: dg.AssetCheckExecutionContext | None, result: dg.AssetCheckResult
+) -> dg.AssetCheckResult | Iterator:
+    """What a check of a day-partitioned stream returns: `result` as it is, which Dagster
+    records under the run's day, or without one in a run without days; in a run over days,
+    `result` once for each of them (the module's docstring says why). Each day's names the
+    day's newest materialization, as Dagster's own does, so the day shows it as its status.
+    `context` is None for a check called outside a run (a test's)."""
+    run = _run_of(context)
+    if run is None or PARTITION_NAME_TAG in run.tags:
+        return result  # called outside a run, or a run of one day
+    [spec] = context.check_specs
+    first = run.tags.get(ASSET_PARTITION_RANGE_START_TAG)
+    last = run.tags.get(ASSET_PARTITION_RANGE_END_TAG)
+    if spec.partitions_def is None or not (first and last):
+        return result  # a check without days, or a run without them
+    days = spec.partitions_def.get_partition_keys_in_range(dg.PartitionKeyRange(first, last))
+    return _recorded_each_day(context, spec, result, days)
+
+
+def _recorded_each_day(
+    context: dg.AssetCheckExecutionContext,
+    spec: dg.AssetCheckSpec,
+    result: dg.AssetCheckResult,
+    days: list[str],
+) -> Iterator:
+    targets = materialized(context.instance, spec.asset_key, days)
+    for day in days:
+        yield dg.AssetCheckEvaluation(
+            asset_key=spec.asset_key,
+            check_name=spec.name,
+            passed=result.passed,
+            metadata=result.metadata,
+            severity=result.severity,
+            description=result.description,
+            blocking=spec.blocking,
+            partition=day,
+            target_materialization_data=targets.get(day),
+        )
+    # The check's output, as Dagster gives it for a result it records (nothing reads it).
+    [output] = context.op_execution_context.op_def.output_defs
+    yield dg.Output(None, output_name=output.name)
+
+
+def by_day(check: Check) -> Check:
+    """`check` (the function of a check of a day-partitioned stream's asset) with its result
+    recorded by `each_day`, in the context Dagster runs it in. Dagster reads the wrapped
+    function's parameters (`functools.wraps`), so it takes the same."""
+
+    @functools.wraps(check)
+    def recorded(*args, **kwargs):
+        return each_day(_current_context(), check(*args, **kwargs))
+
+    return recorded  # type: ignore[return-value]
+
+
+def _current_context() -> dg.AssetCheckExecutionContext | None:
+    try:
+        return dg.AssetCheckExecutionContext.get()
+    except dg.DagsterError:  # called directly, outside a run: there is none
+        return None
+
+
+def materialized(
+    instance: dg.DagsterInstance, key: dg.AssetKey, days: list[str]
+) -> dict[str, AssetCheckEvaluationTargetMaterializationData]:
+    """Each day's newest materialization of `key`, as a check's evaluation names it. Read in
+    one query where the newest are one per day (a run over days that just landed them),
+    else a query per day it did not find."""
+    found = {}
+    newest = dg.AssetRecordsFilter(asset_key=key, asset_partitions=days)
+    for record in instance.fetch_materializations(newest, limit=len(days)).records:
+        found.setdefault(record.partition_key, record)
+    for day in set(days) - found.keys():
+        one = dg.AssetRecordsFilter(asset_key=key, asset_partitions=[day])
+        records = instance.fetch_materializations(one, limit=1).records
+        if records:
+            found[day] = records[0]
+    return {
+        day: AssetCheckEvaluationTargetMaterializationData(
+            storage_id=record.storage_id, run_id=record.run_id, timestamp=record.timestamp
+        )
+        for day, record in found.items()
+    }
 
 
 def scope(days: list[date] | None) -> dict[str, str]:
@@ -70,11 +175,13 @@ def unique_ids_check(stream: Stream, asset_key: dg.AssetKey) -> dg.AssetChecksDe
         asset=asset_key,
         name="ids_unique",
         blocking=False,
+        partitions_def=partitions_of(stream),
         description=(
             f"No ({key}) repeats in {stream.relation}: within the days a run landed, and "
             f"across every landed file in the job {WHOLE_STREAM_JOB}."
         ),
     )
+    @by_day
     def ids_unique(context: dg.AssetCheckExecutionContext, lake: LakeResource):
         store, days = lake.lake(), checked_days(context, stream)
         relation = store.relation(stream, days)
@@ -113,12 +220,14 @@ def schema_matches_check(stream: Stream, asset_key: dg.AssetKey) -> dg.AssetChec
         asset=asset_key,
         name="schema_matches",
         blocking=False,
+        partitions_def=partitions_of(stream),
         description=(
             f"Every landed row of {stream.relation} matches its declared columns: no field "
             "the service added, retyped or left out (what did is kept in `_extra`). The "
             f"rows of the days a run landed; every row in the job {WHOLE_STREAM_JOB}."
         ),
     )
+    @by_day
     def schema_matches(context: dg.AssetCheckExecutionContext, lake: LakeResource):
         days = checked_days(context, stream)
         rows, drift = drift_in_lake(lake.lake(), stream, days)
@@ -154,6 +263,7 @@ def files_readable_check(stream: Stream, asset_key: dg.AssetKey) -> dg.AssetChec
         asset=asset_key,
         name="files_readable",
         blocking=False,
+        partitions_def=partitions_of(stream),
         description=(
             f"Every page of every file of {stream.relation} reads as Parquet, checksums "
             f"verified, and no damaged file lies in `{FOLDER}/` in the lake. One found damaged "
@@ -162,6 +272,7 @@ def files_readable_check(stream: Stream, asset_key: dg.AssetKey) -> dg.AssetChec
             f"{WHOLE_STREAM_JOB}."
         ),
     )
+    @by_day
     def files_readable(context: dg.AssetCheckExecutionContext, lake: LakeResource):
         store, days = lake.lake(), checked_days(context, stream)
         found = set_aside_damaged(store, stream, days, pages=True)
@@ -202,51 +313,3 @@ def stream_checks(streams: list[Stream]) -> list[dg.AssetChecksDefinition]:
         for stream in streams
         for check in STREAM_CHECKS
     ]
-
-
-def plan_checks_once(context: dg.AssetExecutionContext) -> None:
-    """One planned evaluation per check of this asset and run, as Dagster means to record a
-    check without partitions (docs/dagster.md, where it says what a check's history shows).
-
-    Dagster 1.13 plans such a check once per partition of a run over days, then records its
-    one evaluation beside those (`DagsterRun.get_resolved_partitions_subset_for_events` in
-    `dagster/_core/storage/dagster_run.py` returns the run's partitions before it looks at the
-    check's, which are none); the UI shows each planned day as "Skipped". A backfill launched
-    from the UI puts every check of its assets in its runs, so only what is recorded can be
-    mended: here, in the asset's step, which runs after Dagster plans the run and before the
-    asset's checks. Each check keeps one planned row, without a partition, which its evaluation
-    completes (or which the UI shows as failed if the run fails first)."""
-    storage = context.instance.event_log_storage
-    if not isinstance(storage, SqlEventLogStorage):
-        return  # a storage of another kind keeps its records as Dagster writes them
-    graph = context.job_def.asset_layer.asset_graph
-    names = [
-        key.name
-        for key in graph.get_check_keys_for_assets({context.asset_key})
-        if graph.get(key).partitions_def is None
-    ]
-    table = AssetCheckExecutionsTable.c
-    per_partition = db.and_(
-        table.asset_key == context.asset_key.to_string(),
-        table.run_id == context.run.run_id,
-        table.check_name.in_(names),
-        table.execution_status == AssetCheckExecutionRecordStatus.PLANNED.value,
-        table.partition.isnot(None),
-    )
-    first_of_each = db.select(db.func.min(table.id)).where(per_partition).group_by(table.check_name)
-    try:
-        with storage.index_transaction() as connection:
-            kept = [row[0] for row in connection.execute(first_of_each)]
-            if kept:  # a run without partitions writes nothing here
-                connection.execute(
-                    AssetCheckExecutionsTable.update()
-                    .where(table.id.in_(kept))
-                    .values(partition=None)
-                )
-                connection.execute(AssetCheckExecutionsTable.delete().where(per_partition))
-    except db.exc.SQLAlchemyError as problem:
-        # The landing matters more than the checks' history: it goes on, and says so.
-        context.log.warning(
-            f"checks of {context.asset_key.to_user_string()}: recorded as planned once per day "
-            f"of the run, not once: {problem}"
-        )

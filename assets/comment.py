@@ -9,8 +9,9 @@ from dataclasses import asdict
 
 import dagster as dg
 
-from assets.checks import checked_days, nothing_compared, scope, stream_checks
+from assets.checks import by_day, checked_days, nothing_compared, scope, stream_checks
 from assets.factory import stream_assets
+from assets.partitions import partitions_of
 from assets.resources import CommentAutomationResource, LakeResource
 from pipelines.clients.failures import isolated
 from pipelines.landing import today
@@ -43,12 +44,14 @@ ASSETS = stream_assets(STREAMS)
     asset=_key("trigger_logs"),
     name="logs_match_daily_stats",
     blocking=False,
+    partitions_def=partitions_of(TRIGGER_LOGS),
     description=(
         "Each closed day's trigger logs equal that day's stats (public replies + DMs + "
         "failed), for the days before today (UTC) whose files on both sides were pulled after "
         "the day ended. Warns when no such day is landed."
     ),
 )
+@by_day
 def logs_match_daily_stats(
     context: dg.AssetCheckExecutionContext, lake: LakeResource
 ) -> dg.AssetCheckResult:
@@ -75,12 +78,14 @@ def logs_match_daily_stats(
     asset=_key("trigger_logs"),
     name="rows_equal_service_total",
     blocking=False,
+    partitions_def=partitions_of(TRIGGER_LOGS),
     description=(
         "The landed trigger logs of the served window's closed days (before today, UTC) equal "
         "the service's count of the same days, read from one answer of `GET /logs`. An error "
         "only once every closed day is landed from a pull after it ended; a warning before."
     ),
 )
+@by_day
 def rows_equal_service_total(
     comment: CommentAutomationResource, lake: LakeResource
 ) -> dg.AssetCheckResult:

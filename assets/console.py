@@ -20,7 +20,6 @@ import re
 import sys
 
 import dagster as dg
-from dagster._utils.log import create_console_logger
 
 #: Where Dagster's failure messages end and the trace begins.
 STACK_TRACE = "\n\nStack Trace:"
@@ -96,7 +95,10 @@ def console(init_context: dg.InitLoggerContext) -> logging.Logger:
     level = init_context.logger_config["log_level"].upper()
     if level != "DEBUG" and init_context.logger_config["command_line"]:
         return own_lines_logger(level)
-    logger = create_console_logger("dagster", level)
+    # Dagster's own console logger (its colored lines), made as a run makes it.
+    logger = dg.colored_console_logger.logger_fn(
+        dg.build_init_logger_context(logger_config={"name": "dagster", "log_level": level})
+    )
     if level != "DEBUG":
         for handler in logger.handlers:
             handler.addFilter(_WithoutStackTrace())

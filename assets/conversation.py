@@ -9,11 +9,19 @@ from datetime import date
 
 import dagster as dg
 
-from assets.checks import nothing_compared, stream_checks
+from assets.checks import by_day, nothing_compared, stream_checks
 from assets.factory import stream_assets
+from assets.partitions import partitions_of
 from assets.resources import ConversationResource, LakeResource
 from pipelines.stream import Stream
-from pipelines.streams.conversation import ASSIGNMENTS, MEMBERS, SERVICE, STREAMS, checks
+from pipelines.streams.conversation import (
+    ASSIGNMENTS,
+    MEMBERS,
+    MESSAGES,
+    SERVICE,
+    STREAMS,
+    checks,
+)
 
 
 def _key(name: str) -> dg.AssetKey:
@@ -33,12 +41,14 @@ ASSETS = stream_assets(STREAMS)
     asset=_key("messages"),
     name="rows_match_backup",
     blocking=False,
+    partitions_def=partitions_of(MESSAGES),
     description=(
         "The lake still holds, for the days of the last materialization, the row count of "
         "the backup file they were landed from; a region whose files of those days were "
         "landed again since is left out."
     ),
 )
+@by_day
 def rows_match_backup(
     context: dg.AssetCheckExecutionContext, conversation: ConversationResource, lake: LakeResource
 ) -> dg.AssetCheckResult:

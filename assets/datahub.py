@@ -6,8 +6,9 @@ this module runs them as Dagster assets and checks and reports their figures."""
 
 import dagster as dg
 
-from assets.checks import nothing_compared, stream_checks
+from assets.checks import by_day, nothing_compared, stream_checks
 from assets.factory import asset_key, stream_assets
+from assets.partitions import partitions_of
 from assets.resources import LakeResource
 from pipelines.streams.datahub import BROADCAST_REPORTS, MEMBERS, STREAMS
 from pipelines.streams.datahub.checks import export_row_counts, report_coverage
@@ -41,12 +42,14 @@ def members_equal_export_row_count(lake: LakeResource) -> dg.AssetCheckResult:
     asset=asset_key(BROADCAST_REPORTS),
     name="one_report_per_broadcast",
     blocking=False,
+    partitions_def=partitions_of(BROADCAST_REPORTS),
     description=(
         "Every broadcast of the `broadcasts` snapshot has a report once reports were pulled "
         "after it, and no report pulled before it is of a broadcast it does not list: each "
         "side compared only with what existed when the other was pulled (`pulled_at`)."
     ),
 )
+@by_day
 def one_report_per_broadcast(lake: LakeResource) -> dg.AssetCheckResult:
     coverage = report_coverage(lake.lake())
     metadata = {

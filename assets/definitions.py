@@ -22,8 +22,8 @@ from assets.checks import WHOLE_STREAM_JOB
 from assets.console import LOGGERS
 from assets.executors import executor
 from assets.factory import owners, service_tag
-from assets.partitions import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 from assets.resources import LakeResource, resources_or_problem
+from assets.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 from assets.told import told
 from pipelines import process
 from pipelines.catalog import PULLED, refresh_warehouse

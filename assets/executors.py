@@ -6,6 +6,7 @@ import os
 
 import dagster as dg
 
+from assets.dagster_internals import iterate_with_context, raise_execution_interrupts
 from pipelines.errors import SetupError
 
 
@@ -19,8 +20,6 @@ def _dask_executor() -> dg.ExecutorDefinition:
     another ran was taken for it (dagster-io/dagster#21418)."""
     import pickle
 
-    from dagster._core.errors import raise_execution_interrupts
-    from dagster._utils import iterate_with_context
     from dagster_dask.executor import (
         DaskExecutor,
         get_dask_resource_requirements,

@@ -19,16 +19,15 @@ from collections.abc import Mapping
 from datetime import UTC, date, datetime, timedelta
 
 import dagster as dg
-from dagster._core.storage.tags import (
+
+from assets.catalog import row_count, stream_metadata
+from assets.partitions import partitions_of, single_run
+from assets.tags import (
     AUTOMATION_CONDITION_TAG,
     BACKFILL_ID_TAG,
     SCHEDULE_NAME_TAG,
     SENSOR_NAME_TAG,
 )
-
-from assets.catalog import row_count, stream_metadata
-from assets.checks import plan_checks_once
-from assets.partitions import daily, single_run
 from assets.told import told
 from pipelines.catalog import refresh_warehouse
 from pipelines.damaged import set_aside_damaged
@@ -118,14 +117,13 @@ def stream_asset(stream: PulledStream) -> dg.AssetsDefinition:
         tags=service_tag(stream.service),
         owners=owners(),
         freshness_policy=FRESHNESS[stream.hourly],
-        partitions_def=daily if partitioned else None,
+        partitions_def=partitions_of(stream),
         backfill_policy=single_run if partitioned else None,
         required_resource_keys={"lake", stream.service},
     )
     @told
     def landed_stream(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         started_at = datetime.now(UTC)
-        plan_checks_once(context)
         lake = context.resources.lake.lake()
         days = partition_days(context) if partitioned else None
         # The run's own days only, each page read (a day may be merged with what it holds):

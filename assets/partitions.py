@@ -7,16 +7,9 @@ from datetime import date, timedelta
 
 import dagster as dg
 
-# The tags a run over days carries: Dagster names them only in a private module, so this is
-# the one place of the partitions' code that imports it.
-from dagster._core.storage.tags import (  # noqa: F401 - re-exported
-    ASSET_PARTITION_RANGE_END_TAG,
-    ASSET_PARTITION_RANGE_START_TAG,
-    PARTITION_NAME_TAG,
-)
-
 from pipelines.catalog import PULLED
-from pipelines.landing import today
+from pipelines.landing import PulledStream, today
+from pipelines.stream import Stream
 
 
 def first_day(on: date) -> date:
@@ -37,3 +30,9 @@ daily = dg.DailyPartitionsDefinition(start_date=START_DATE, end_offset=1, timezo
 
 #: A backfill of any range is one run that fetches the range in one pass.
 single_run = dg.BackfillPolicy.single_run()
+
+
+def partitions_of(stream: Stream) -> dg.PartitionsDefinition | None:
+    """The partitions of a stream's asset and of its every check: `daily` where its runs are
+    for days the user picks (`PulledStream.partitioned`), none for the rest."""
+    return daily if isinstance(stream, PulledStream) and stream.partitioned else None

@@ -19,12 +19,9 @@ import dagster as dg
 from assets import agent, webhooks
 from assets.console import LOGGERS, console_config
 from assets.factory import STARTED_BY_TAG, VIEWS_AT_END, VIEWS_TAG, written_by
-from assets.partitions import (
-    ASSET_PARTITION_RANGE_END_TAG,
-    ASSET_PARTITION_RANGE_START_TAG,
-    daily,
-)
+from assets.partitions import daily
 from assets.resources import build_resources
+from assets.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 from assets.told import EXIT_CODE
 from pipelines.agent.compaction import STREAMS as AGENT_STREAMS
 from pipelines.catalog import PULLED, refresh_warehouse

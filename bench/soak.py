@@ -178,9 +178,10 @@ class HeldSession:
 def record_run(
     soak: Soak, hour: int, label: str, job: str, success: bool, events, seconds: float
 ) -> None:
-    """One finished run in the result: its failed steps and every check evaluation, from its
-    Dagster events (an in-process result's, or the instance's event log for a run the daemon
-    launched)."""
+    """One finished run in the result: its failed steps and every check's evaluation, from
+    its Dagster events (an in-process result's, or the instance's event log for a run the
+    daemon launched). A run over days records a check's one result on each of its days
+    (`assets/checks.py`, `each_day`): it is one evaluation here, with how many days hold it."""
     import dagster as dg
 
     from assets.sync import failure_reason
@@ -196,21 +197,26 @@ def record_run(
             "seconds": round(seconds, 1),
         }
     )
+    of_run: dict[tuple[str, str], dict] = {}
     for event in events:
         if event.event_type != dg.DagsterEventType.ASSET_CHECK_EVALUATION:
             continue
         evaluation = event.asset_check_evaluation_data
-        soak.checks.append(
-            {
-                "hour": hour,
-                "run": label,
-                "asset": evaluation.asset_key.to_user_string(),
-                "check": evaluation.check_name,
-                "passed": evaluation.passed,
-                "severity": evaluation.severity.value,
-                "description": evaluation.description,
-            }
-        )
+        asset = evaluation.asset_key.to_user_string()
+        if (asset, evaluation.check_name) in of_run:
+            of_run[asset, evaluation.check_name]["days"] += 1
+            continue
+        of_run[asset, evaluation.check_name] = {
+            "hour": hour,
+            "run": label,
+            "asset": asset,
+            "check": evaluation.check_name,
+            "passed": evaluation.passed,
+            "severity": evaluation.severity.value,
+            "description": evaluation.description,
+            "days": 1 if evaluation.partition else 0,
+        }
+    soak.checks.extend(of_run.values())
 
 
 def execute(soak: Soak, defs, instance, hour: int, label: str, job: str, **request) -> None:
@@ -485,11 +491,8 @@ def materialize_all(soak: Soak, defs, instance, warehouse: Path) -> dict:
     recorded of each check in them, and the relations the warehouse holds once it is done, are
     reported."""
     import dagster as dg
-    from dagster._core.storage.dagster_run import DagsterRunStatus, RunsFilter
-    from dagster._core.storage.tags import (
-        ASSET_PARTITION_RANGE_END_TAG,
-        ASSET_PARTITION_RANGE_START_TAG,
-    )
+
+    from assets.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
     started = time.monotonic()
     tools = Path(sys.executable).parent
@@ -526,7 +529,7 @@ def materialize_all(soak: Soak, defs, instance, warehouse: Path) -> dict:
         backfill = wait_for_backfill(ui, backfill_id, what, daemon_log)
     ids = [r["runId"] for r in backfill["runs"]]
     records = sorted(
-        instance.get_run_records(RunsFilter(run_ids=ids)),
+        instance.get_run_records(dg.RunsFilter(run_ids=ids)),
         key=lambda r: (r.start_time or 0, r.dagster_run.run_id),
     )
     checks_before = len(soak.checks)
@@ -554,7 +557,7 @@ def materialize_all(soak: Soak, defs, instance, warehouse: Path) -> dict:
             0,
             f"materialize all: backfill {backfill_id} run {number}{days} {', '.join(keys)}",
             run.job_name,
-            run.status == DagsterRunStatus.SUCCESS,
+            run.status == dg.DagsterRunStatus.SUCCESS,
             events,
             (record.end_time or 0) - (record.start_time or record.end_time or 0),
         )
@@ -578,24 +581,46 @@ def materialize_all(soak: Soak, defs, instance, warehouse: Path) -> dict:
 
 def checks_recorded(defs, instance, run_ids: list[str]) -> dict:
     """Per check of the code location, what the instance holds of it for `run_ids`, as the
-    asset's Checks tab lists it: the evaluations of each run that has any (one is the
-    check's result for the run), and how many are still planned (a finished run's show as
-    "Skipped")."""
+    asset's Checks tab lists it: the records of each run that has any, beside how many the
+    run should hold (one per day of its range for a check of a day-partitioned asset,
+    `assets/checks.py`'s `each_day`; else one), how many are still planned (a finished
+    run's show as "Skipped") and how many repeat a run's day (or its one result)."""
+    import dagster as dg
     from dagster._core.storage.asset_check_execution_record import (
         AssetCheckExecutionRecordStatus,
     )
 
+    from assets.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
+
+    graph = defs.resolve_asset_graph()
+    runs = {run.run_id: run for run in instance.get_runs(dg.RunsFilter(run_ids=run_ids))}
     recorded = {}
-    for key in sorted(defs.resolve_asset_graph().asset_check_keys, key=str):
+    for key in sorted(graph.asset_check_keys, key=str):
+        partitions = graph.get(key).partitions_def
         history = [
             r
             for r in instance.event_log_storage.get_asset_check_execution_history(key, limit=5000)
             if r.run_id in run_ids
         ]
+        per_run = Counter(r.run_id for r in history)
+        expected = {}
+        for run_id in per_run:
+            tags = runs[run_id].tags
+            first = tags.get(ASSET_PARTITION_RANGE_START_TAG)
+            last = tags.get(ASSET_PARTITION_RANGE_END_TAG)
+            expected[run_id] = (
+                len(partitions.get_partition_keys_in_range(dg.PartitionKeyRange(first, last)))
+                if partitions is not None and first and last
+                else 1
+            )
         recorded[key.to_user_string()] = {
-            "records_per_run": sorted(Counter(r.run_id for r in history).values()),
+            "records_per_run": [per_run[run_id] for run_id in sorted(per_run)],
+            "expected_per_run": [expected[run_id] for run_id in sorted(per_run)],
             "planned_left": sum(
                 r.status == AssetCheckExecutionRecordStatus.PLANNED for r in history
+            ),
+            "repeated": sum(
+                n - 1 for n in Counter((r.run_id, r.partition) for r in history).values()
             ),
         }
     return recorded

@@ -1,7 +1,8 @@
 """The live soak (bench/soak.py) over 4 simulated hours from 23:00 UTC today: it crosses a UTC
 midnight and both daily schedules (23:30 data hub reports, 02:30 dimensions). Both plants are
 made, so the checks are seen to catch them and nothing else. Hour 0's "materialize all" is the
-UI's: the warehouse then holds every stream, and each check has one result for the backfill."""
+UI's: the warehouse then holds every stream, and each check has one result per day of its run
+in the backfill (one, for a check of a snapshot), none left planned."""
 
 from __future__ import annotations
 
@@ -45,13 +46,21 @@ def test_a_day_of_live_operation(tmp_path):
     assert result["materialize_all"]["status"] == "COMPLETED_SUCCESS", result["materialize_all"]
     assert result["materialize_all"]["runs"] > 0
     # Then the warehouse holds every stream's relation, and each check of the code location has
-    # one result for its run of the backfill, with no day of it left planned (the UI's
-    # "Skipped"): assets/checks.py, plan_checks_once.
+    # one result per day of its run of the backfill (a check of a day-partitioned stream is
+    # partitioned like it; one result for a snapshot's), none repeated and no day left
+    # planned (the UI's "Skipped"): assets/checks.py, `each_day`.
     relations = set(result["materialize_all"]["warehouse_relations"])
     assert {stream.relation for stream in PULLED} <= relations, relations
     checks = result["materialize_all"]["checks"]
-    once = {"records_per_run": [1], "planned_left": 0}
-    assert checks and all(recorded == once for recorded in checks.values()), checks
+    assert checks and all(
+        recorded["records_per_run"] == recorded["expected_per_run"]
+        and recorded["records_per_run"]
+        and recorded["planned_left"] == 0
+        and recorded["repeated"] == 0
+        for recorded in checks.values()
+    ), checks
+    # The day-partitioned streams' checks were run over days: more than one result per run.
+    assert any(max(recorded["expected_per_run"]) > 1 for recorded in checks.values()), checks
     # An analyst held the warehouse throughout: read-only, then read-write.
     sessions = result["held_sessions"]
     assert len(sessions) == 2 and all(s["open"] for s in sessions.values()), sessions

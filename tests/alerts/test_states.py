@@ -10,6 +10,7 @@ import os
 import dagster as dg
 import pytest
 
+from assets import alerts
 from assets.alerts import alert_on_state_changes
 from tests.alerts.conftest import TOKEN
 
@@ -20,11 +21,13 @@ NEXT: dict = {}
 @pytest.fixture(autouse=True)
 def passing() -> None:
     NEXT.clear()
-    NEXT.update(passed=True, severity=dg.AssetCheckSeverity.ERROR)
+    NEXT.update(passed=True, severity=dg.AssetCheckSeverity.ERROR, landed=True)
 
 
 @dg.asset(key=["comment", "posts"])
 def posts() -> None:
+    if not NEXT["landed"]:
+        raise dg.Failure("the landing failed")
     return None
 
 
@@ -128,6 +131,30 @@ def test_a_check_that_passes_again_sends_one_recovery(alert_env, instance):
     title = alert_env.bodies[1]["title"]
     assert title == "warehouse-sync: check ids_unique of comment/posts passes"
     assert "passes again" in alert_env.bodies[1]["message"]
+
+
+def test_runs_that_fail_before_the_check_leave_its_newest_evaluation_the_state(
+    alert_env, instance, monkeypatch
+):
+    """Each failed run leaves the check planned, its newest record (the UI's "Execution
+    failed"); the state is the newest evaluation behind them, read a page at a time."""
+    monkeypatch.setattr(alerts, "HISTORY_PAGE", 1)
+    look = Looks(instance)
+    evaluated(instance, passed=False)
+    look()
+    NEXT["landed"] = False
+    for _ in range(2):
+        run = dg.materialize([posts, ids_unique], instance=instance, raise_on_error=False)
+        assert not run.success
+    history = instance.event_log_storage.get_asset_check_execution_history(
+        dg.AssetCheckKey(posts.key, "ids_unique"), limit=3
+    )
+    assert [r.status.value for r in history] == ["PLANNED", "PLANNED", "FAILED"]
+    look()
+    assert [b["type"] for b in alert_env.bodies] == ["failure"]  # still failing: nothing new
+    evaluated(instance, passed=True)
+    look()
+    assert [b["type"] for b in alert_env.bodies] == ["failure", "success"]
 
 
 def test_a_check_that_only_warns_sends_nothing(alert_env, instance):

@@ -178,6 +178,28 @@ def test_every_stream_asset_has_its_service_pool_kinds_group_and_partitions():
     assert daily.timezone == "UTC"
 
 
+def test_every_check_is_partitioned_like_its_asset():
+    """So a run over days plans each check once per day, and each day shows its result
+    (assets/checks.py, `each_day`)."""
+    graph = defs.resolve_asset_graph()
+    keys = graph.asset_check_keys
+    assert len(keys) > 20
+    partitioned = set()
+    for key in keys:
+        asset = graph.get(key.asset_key).partitions_def
+        assert graph.get(key).partitions_def == asset, key.to_user_string()
+        if asset is not None:
+            partitioned.add(key.to_user_string())
+    # The day-partitioned streams' checks, those of their own among them.
+    assert {
+        "comment/trigger_logs:ids_unique",
+        "comment/trigger_logs:logs_match_daily_stats",
+        "comment/trigger_logs:rows_equal_service_total",
+        "conversation/messages:rows_match_backup",
+        "datahub/broadcast_reports:one_report_per_broadcast",
+    } <= partitioned
+
+
 # -- through the webserver -----------------------------------------------------------------
 
 QUERY = """

@@ -1,8 +1,9 @@
 """The asset factory (assets/factory.py) on streams of its own: each day of a range run
 records its own figures, days the service no longer serves are not asked for and say so,
 a connection's refusal fails the run with its message, no traceback, after the other
-connection's rows are recorded, a range run records each check once, not once per day, and
-the catalog shows each asset's columns, service, rows and description."""
+connection's rows are recorded, a range run shows each check's result on each of its days,
+none left planned, and the catalog shows each asset's columns, service, rows and
+description."""
 
 from datetime import date, timedelta
 from typing import ClassVar
@@ -12,15 +13,17 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
-from dagster._core.storage.tags import (
-    ASSET_PARTITION_RANGE_END_TAG,
-    ASSET_PARTITION_RANGE_START_TAG,
+from dagster._core.storage.asset_check_execution_record import (
+    AssetCheckExecutionRecordStatus,
+    AssetCheckExecutionResolvedStatus,
 )
+from dagster._core.storage.asset_check_state import AssetCheckState, bulk_update_asset_check_state
 
 from assets.checks import stream_checks
 from assets.factory import STARTED_BY_TAG, started_by, stream_asset
+from assets.partitions import daily
 from assets.resources import ConnectionConfig, LakeResource
+from assets.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 from pipelines.clients.base import Service
 from pipelines.errors import ServiceRefused
 from pipelines.lake import Lake
@@ -175,16 +178,41 @@ def test_a_refusing_connection_fails_the_run_with_its_message_after_the_other_la
     assert "things for 2026-10-01 cannot be pulled" in error
 
 
+def shown_per_day(instance: dg.DagsterInstance, key: dg.AssetCheckKey) -> dict:
+    """Each status the UI shows of a check's days, with its days: Dagster's own reading of
+    what it recorded (the asset's partition bar of the check, `AssetCheckState`)."""
+    [state] = bulk_update_asset_check_state(
+        instance, [(key, daily)], {key: AssetCheckState.empty()}
+    ).values()
+    return {
+        status: sorted(subset.subset_value.get_partition_keys())
+        for status, subset in state.subsets.items()
+        if not subset.is_empty
+    }
+
+
 @pytest.mark.parametrize(
-    ("refused", "recorded"),
+    ("refused", "recorded", "shown"),
     [
-        (False, AssetCheckExecutionRecordStatus.SUCCEEDED),
-        # The checks do not run: the one planned evaluation is the UI's "failed" of the run.
-        (True, AssetCheckExecutionRecordStatus.PLANNED),
+        (
+            False,
+            AssetCheckExecutionRecordStatus.SUCCEEDED,
+            AssetCheckExecutionResolvedStatus.SUCCEEDED,
+        ),
+        # The checks do not run: each day's planned evaluation is the UI's "Execution
+        # failed" of the run.
+        (
+            True,
+            AssetCheckExecutionRecordStatus.PLANNED,
+            AssetCheckExecutionResolvedStatus.EXECUTION_FAILED,
+        ),
     ],
 )
-def test_a_range_run_records_each_check_once_not_once_per_day(tmp_path, refused, recorded):
+def test_a_range_run_shows_each_checks_result_on_each_of_its_days(
+    tmp_path, refused, recorded, shown
+):
     first = date(2026, 10, 1)
+    days = [(first + timedelta(days=n)).isoformat() for n in range(5)]
 
     def rows(turn: Turn):
         if refused:
@@ -198,17 +226,55 @@ def test_a_range_run_records_each_check_once_not_once_per_day(tmp_path, refused,
         result = materialize(
             tmp_path, things, first, first + timedelta(days=4), checks=checks, instance=instance
         )
-        records = {
+        keys = [key for check in checks for key in check.check_keys]
+        history = {
             key.name: instance.event_log_storage.get_asset_check_execution_history(key, limit=100)
-            for check in checks
-            for key in check.check_keys
+            for key in keys
         }
+        per_day = {key.name: shown_per_day(instance, key) for key in keys}
     assert result.success is not refused
-    assert len(records) == 3
-    for name, history in records.items():
-        assert [(r.run_id, r.status, r.partition) for r in history] == [
-            (result.run_id, recorded, None)
+    assert len(history) == 3
+    for name, records in history.items():
+        # One record per check and day of the run: its result, or the run's failure.
+        assert sorted((r.run_id, r.status, r.partition) for r in records) == [
+            (result.run_id, recorded, day) for day in days
         ], name
+        assert per_day[name] == {shown: days}, name
+    if not refused:
+        # The one evaluation over the range, on each day: what it looked at says so.
+        for records in history.values():
+            scopes = {r.evaluation.metadata["scope"].value for r in records}
+            assert scopes == {f"days {days[0]} to {days[-1]}"}
+
+
+def test_a_run_of_one_day_shows_each_checks_result_on_that_day(tmp_path):
+    day = date(2026, 10, 1)
+
+    def rows(turn: Turn):
+        yield day, [{"id": 1}]
+
+    things = PulledStream("test", "things", SCHEMA, daily=True, rows=rows)
+    checks = stream_checks([things])
+    with dg.instance_for_test() as instance:
+        result = dg.materialize(
+            [stream_asset(things), *checks],
+            resources=resources(tmp_path),
+            instance=instance,
+            partition_key=day.isoformat(),
+        )
+        keys = [key for check in checks for key in check.check_keys]
+        history = {
+            key.name: instance.event_log_storage.get_asset_check_execution_history(key, limit=100)
+            for key in keys
+        }
+        per_day = {key.name: shown_per_day(instance, key) for key in keys}
+    assert result.success
+    succeeded = AssetCheckExecutionRecordStatus.SUCCEEDED
+    assert {
+        name: [(r.status, r.partition) for r in records] for name, records in history.items()
+    } == {key.name: [(succeeded, day.isoformat())] for key in keys}
+    shown = AssetCheckExecutionResolvedStatus.SUCCEEDED
+    assert per_day == {key.name: {shown: [day.isoformat()]} for key in keys}
 
 
 @pytest.mark.parametrize(

@@ -9,17 +9,18 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from assets.checks import STREAM_CHECKS, WHOLE_STREAM_JOB
-from assets.partitions import (
-    ASSET_PARTITION_RANGE_END_TAG,
-    ASSET_PARTITION_RANGE_START_TAG,
-    daily,
-)
+from assets.partitions import daily
 from assets.resources import LakeResource
+from assets.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 from pipelines.damaged import damaged_of
 from pipelines.lake import Lake
-from pipelines.stream import Stream, connection_schema
+from pipelines.landing import PulledStream
+from pipelines.stream import connection_schema
 
-EVENTS = Stream("test", "events", connection_schema([("id", pa.string())]), daily=True)
+# Day-partitioned, as a stream's asset is, so its checks are too (`partitions_of`).
+EVENTS = PulledStream(
+    "test", "events", connection_schema([("id", pa.string())]), daily=True, rows=lambda _: []
+)
 KEY = dg.AssetKey(["test", "events"])
 OLD, NEW = date(2026, 1, 1), date(2026, 1, 2)
 
@@ -40,7 +41,11 @@ def checked(lake: Lake, job_name: str, days: tuple[date, date] | None = None) ->
             ASSET_PARTITION_RANGE_END_TAG: days[1].isoformat(),
         }
     result = definitions.resolve_job_def(job_name).execute_in_process(tags=tags)
-    return {e.check_name: e for e in result.get_asset_check_evaluations()}
+    evaluations = result.get_asset_check_evaluations()
+    # A landing's run records its result on each of its days; the whole-stream job on none.
+    days_recorded = {e.partition for e in evaluations}
+    assert days_recorded == ({d.isoformat() for d in days} if days else {None})
+    return {e.check_name: e for e in evaluations}
 
 
 def flip_a_bit_of_the_first_page(path: Path) -> None:
