@@ -38,9 +38,9 @@ test: lint
 demo: install
 	$(BIN)/python -m demo --port $(SANDBOX_PORT)
 
-# The Dagster UI on the demo's setup; instance settings (pools) from dagster.yaml.
+# The Dagster UI on the demo's setup; instance settings (pools) from instance/dagster.yaml.
 dev: install
-	mkdir -p data/dagster && cp dagster.yaml data/dagster/dagster.yaml
+	mkdir -p data/dagster && cp instance/dagster.yaml data/dagster/dagster.yaml
 	DAGSTER_HOME=$(CURDIR)/data/dagster $(BIN)/python -m demo.dev --port $(SANDBOX_PORT)
 
 # Benchmarks on large sandboxes (bench/README.md): not part of `make test`. Each prints
