@@ -124,15 +124,24 @@ def serve(port: int, ui_port: int, data: Path) -> int:
     sandbox_args = ["--rate-window", str(RATE_WINDOW_SECONDS)]
     sandbox_args += ["--webhook-url", hook, "--agent-url", agent_url]
     with ExitStack() as running:
-        running.enter_context(
-            running_process("pipelines.webhooks", port + 1, log=logs / "webhooks.log")
-        )
-        running.enter_context(
-            running_process(
-                "pipelines.agent", port + 2, ready_path="/health", log=logs / "agent.log"
+        try:
+            running.enter_context(
+                running_process("pipelines.webhooks", port + 1, log=logs / "webhooks.log")
             )
-        )
-        running.enter_context(running_sandbox(port, *sandbox_args, log=logs / "sandbox.log"))
+            running.enter_context(
+                running_process(
+                    "pipelines.agent", port + 2, ready_path="/health", log=logs / "agent.log"
+                )
+            )
+            running.enter_context(running_sandbox(port, *sandbox_args, log=logs / "sandbox.log"))
+        except (RuntimeError, TimeoutError) as problem:  # a port taken, most likely
+            failed = str(problem).splitlines()[0].rstrip(":")
+            print(
+                f"make dev: {failed}; its output is in {logs}/ (a port in use? --port "
+                f"{port} takes it and the next two)",
+                file=sys.stderr,
+            )
+            return 1
         # A broadcast at once, so the webhook inbox holds its events from the start; the
         # hub's live member changes follow as it is asked (its assets, its schedule).
         campaign = httpx.post(f"{base}/_sandbox/datahub/default/campaigns", timeout=60)

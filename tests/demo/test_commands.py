@@ -253,3 +253,24 @@ def test_make_dev_lands_both_receivers_through_the_ui_and_stops_everything_on_ct
     warned = [line for line in said.splitlines() if "Warning" in line or "WARNING" in line]
     assert not warned, "\n".join(warned)
     assert "Traceback" not in said
+
+
+def test_make_dev_says_in_one_line_which_server_did_not_start(tmp_path):
+    """A port in use (here the webhook receiver's, the sandbox's port + 1): one line naming
+    the server and where its output is, and exit 1."""
+    port = free_ports(3)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", port + 1))
+        taken.listen()
+        finished = subprocess.run(
+            [sys.executable, "-m", "demo.dev", "--port", str(port), "--data", str(tmp_path)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert finished.returncode == 1, finished.stderr
+    [line] = finished.stderr.splitlines()
+    assert line.startswith("make dev: pipelines.webhooks exited at start; its output is in ")
+    assert f"--port {port}" in line
+    assert "address already in use" in (tmp_path / "logs" / "webhooks.log").read_text()
