@@ -38,10 +38,10 @@ test: lint
 demo: install
 	$(BIN)/python -m demo --port $(SANDBOX_PORT)
 
-# The Dagster UI on the demo's setup; instance settings (pools) from dagster.yaml.
+# The Dagster UI on the demo's setup: a live sandbox, both receivers, `dg dev`, all under
+# data/dev/ (its instance settings from instance/dagster.yaml). Ctrl-C stops every process.
 dev: install
-	mkdir -p data/dagster && cp dagster.yaml data/dagster/dagster.yaml
-	DAGSTER_HOME=$(CURDIR)/data/dagster $(BIN)/python -m demo.dev --port $(SANDBOX_PORT)
+	$(BIN)/python -m demo.dev --port $(SANDBOX_PORT)
 
 # Benchmarks on large sandboxes (bench/README.md): not part of `make test`. Each prints
 # its table and writes bench/results/<figure>.json; one at a time, so they do not share cores.

@@ -7,7 +7,7 @@ process's clock follows the sandbox's (`time_machine`), since the product takes 
 the wall clock (`pipelines/landing.py`).
 
 The schedules' runs execute in this process (`execute_in_process` on a persistent instance, a
-DAGSTER_HOME holding the repository's `dagster.yaml`), not through the daemon and a run
+DAGSTER_HOME holding the repository's `instance/dagster.yaml`), not through the daemon and a run
 launcher: at each simulated tick of a schedule of `assets/definitions.py` the schedule is
 evaluated as the daemon would and its run request executed.
 
@@ -827,7 +827,7 @@ def run(hours: int, scale: str, plant_hours: dict[str, int], start_hour: int | N
         env["SYNC_CONFIG"] = str(data / "soak-sync.toml")
         env["DAGSTER_HOME"] = str(data / "dagster")
         (data / "dagster").mkdir()
-        shutil.copy(ROOT / "dagster.yaml", data / "dagster" / "dagster.yaml")
+        shutil.copy(ROOT / "instance" / "dagster.yaml", data / "dagster" / "dagster.yaml")
         with open(data / "dagster" / "dagster.yaml", "a") as instance_yaml:
             instance_yaml.write("telemetry:\n  enabled: false\n")
         os.environ.update(env)

@@ -15,22 +15,33 @@ import httpx
 
 @contextmanager
 def running_process(
-    module: str, port: int, *args: str, ready_path: str = "/", startup_seconds: float = 60.0
+    module: str,
+    port: int,
+    *args: str,
+    ready_path: str = "/",
+    startup_seconds: float = 60.0,
+    log: Path | None = None,
 ) -> Iterator[str]:
     """Run `python -m <module> --port <port> …`, wait until it answers HTTP, yield its base
-    URL, stop it on exit."""
+    URL, stop it on exit. Its output goes to the file `log` (appended) where one is given,
+    as for a process that runs for hours (`make dev`): an unread pipe would fill and stall
+    it; else its errors are kept to say why it failed to start."""
     base = f"http://127.0.0.1:{port}"
+    output = None if log is None else log.open("ab")
     process = subprocess.Popen(
         [sys.executable, "-m", module, "--port", str(port), *args],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        stdout=output or subprocess.DEVNULL,
+        stderr=output or subprocess.PIPE,
         text=True,
     )
+    if output is not None:
+        output.close()  # the child has its own
     try:
         deadline = time.monotonic() + startup_seconds
         while True:
             if process.poll() is not None:
-                raise RuntimeError(f"{module} exited at start:\n{process.stderr.read()}")
+                said = process.stderr.read() if log is None else log.read_text()[-4000:]
+                raise RuntimeError(f"{module} exited at start:\n{said}")
             try:
                 httpx.get(f"{base}{ready_path}", timeout=1.0)  # any answer: it is serving
                 break
@@ -46,12 +57,18 @@ def running_process(
             process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             process.kill()
+            process.wait()
 
 
-def running_sandbox(port: int, *args: str, startup_seconds: float = 60.0):
+def running_sandbox(port: int, *args: str, startup_seconds: float = 60.0, log: Path | None = None):
     """Yield the sandbox's base URL; stop the process on exit."""
     return running_process(
-        "sandbox", port, *args, ready_path="/_sandbox/clock", startup_seconds=startup_seconds
+        "sandbox",
+        port,
+        *args,
+        ready_path="/_sandbox/clock",
+        startup_seconds=startup_seconds,
+        log=log,
     )
 
 

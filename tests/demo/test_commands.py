@@ -1,10 +1,10 @@
 """`make demo` and `make dev` as the README gives them, run as the Makefile runs them
-(`python -m demo`, `python -m demo.dev` with the instance settings of `dagster.yaml`)."""
+(`python -m demo`, `python -m demo.dev`)."""
 
 import ast
+import contextlib
 import os
 import shlex
-import shutil
 import signal
 import socket
 import subprocess
@@ -116,51 +116,161 @@ def wait_for_sandbox(restart: str) -> None:
             time.sleep(0.5)
 
 
-def test_make_dev_serves_the_code_location_in_the_dagster_ui(tmp_path):
-    home = tmp_path / "dagster"
-    home.mkdir()
-    shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")  # as `make dev` does
-    sandbox_port, ui_port = free_ports(1), free_ports(1)
-    dev = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "demo.dev",
-            "--port",
-            str(sandbox_port),
-            "--ui-port",
-            str(ui_port),
-            "--data",
-            str(tmp_path / "dev"),
-        ],
-        cwd=ROOT,
-        env=os.environ | {"DAGSTER_HOME": str(home)},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,  # the UI's webserver, daemon and code server stop with it
-    )
-    query = "{ repositoriesOrError { ... on RepositoryConnection { nodes { jobs { name } } } } }"
+def process_state(pid: int) -> tuple[str, str] | None:
+    """A process's state letter and start time (`/proc/<pid>/stat`), None when it is gone."""
     try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return fields[0], fields[19]
+
+
+def descendants(pid: int) -> dict[int, tuple[str, str]]:
+    """Every process under `pid`, however deep (`ps`): its start time (so a process id used
+    again is not taken for it) and command line."""
+    listed = subprocess.run(
+        ["ps", "-e", "-o", "pid=,ppid=,args="], capture_output=True, text=True, check=True
+    ).stdout
+    children: dict[int, list[tuple[int, str]]] = {}
+    for line in listed.splitlines():
+        child, parent, args = line.split(None, 2)
+        children.setdefault(int(parent), []).append((int(child), args))
+    found, todo = {}, [pid]
+    while todo:
+        for child, args in children.get(todo.pop(), []):
+            state = process_state(child)
+            if state is not None:
+                found[child] = (state[1], args)
+            todo.append(child)
+    return found
+
+
+def alive(pid: int, started: str) -> bool:
+    """The process that started then still runs (a zombie has ended, only not been reaped)."""
+    state = process_state(pid)
+    return state is not None and state[1] == started and state[0] != "Z"
+
+
+JOBS = "{ repositoriesOrError { ... on RepositoryConnection { nodes { jobs { name } } } } }"
+
+
+def graphql(ui: str, query: str) -> dict:
+    return httpx.post(f"{ui}/graphql", json={"query": query}, timeout=10).json()["data"]
+
+
+def latest_rows(ui: str, *key: str) -> int:
+    """The `rows` of the asset's newest materialization in the UI's instance (0: none yet)."""
+    path = ", ".join(f'"{part}"' for part in key)
+    answer = graphql(
+        ui,
+        f"{{ assetOrError(assetKey: {{path: [{path}]}}) {{ ... on Asset {{ "
+        "assetMaterializations(limit: 1) { metadataEntries { label "
+        "... on IntMetadataEntry { intValue } } } } } }",
+    )
+    materializations = (answer.get("assetOrError") or {}).get("assetMaterializations") or []
+    entries = materializations[0]["metadataEntries"] if materializations else []
+    return next((e["intValue"] for e in entries if e["label"] == "rows"), 0)
+
+
+def test_make_dev_lands_both_receivers_through_the_ui_and_stops_everything_on_ctrl_c(tmp_path):
+    """`python -m demo.dev` (`make dev`): the live sandbox sends its webhooks and agent calls
+    to the receivers it starts, the UI's sensors land what they stored, its start says no
+    warning, and a Ctrl-C (SIGINT to its process group, as a terminal sends it) leaves no
+    process of it running 10 s later."""
+    port, ui_port = free_ports(3), free_ports(1)  # the sandbox, then its two receivers
+    data = tmp_path / "dev"
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("DAGSTER_HOME", "WEBHOOK_SECRET", "AGENT_TOKEN")
+    }
+    output = tmp_path / "dev.log"
+    with output.open("wb") as log:
+        dev = subprocess.Popen(
+            [sys.executable, "-m", "demo.dev", "--port", str(port), "--ui-port", str(ui_port)]
+            + ["--data", str(data)],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group, as `make dev` in a terminal
+        )
+    base, ui = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{ui_port}"
+    started: dict[int, tuple[str, str]] = {}
+    try:
+        rows: dict[str, int] = {}
         deadline = time.monotonic() + 240
-        jobs: list[str] = []
-        while not jobs:
-            assert dev.poll() is None, dev.communicate()[0]
-            assert time.monotonic() < deadline, "the UI never served the code location"
+        while not (rows and all(rows.values())):
+            assert dev.poll() is None, output.read_text()
+            assert time.monotonic() < deadline, f"landed {rows}:\n{output.read_text()}"
+            time.sleep(2)
             try:
-                answer = httpx.post(
-                    f"http://127.0.0.1:{ui_port}/graphql", json={"query": query}, timeout=10
-                ).json()
-                nodes = answer["data"]["repositoriesOrError"]["nodes"]
-                jobs = [job["name"] for node in nodes for job in node["jobs"]]
+                # What the sensors landed from the receivers' inboxes, as the UI shows it.
+                rows = {
+                    "webhook_events": latest_rows(ui, "datahub", "webhook_events"),
+                    "agent_requests": latest_rows(ui, "conversation", "agent_requests"),
+                }
             except (httpx.HTTPError, KeyError, TypeError, ValueError):
-                time.sleep(1)
+                continue
+        # The sandbox's ground truth: what it delivered to the receivers, the agent calls.
+        delivered = httpx.get(f"{base}/_sandbox/webhooks", timeout=30).json()["deliveries"]
+        calls = httpx.get(f"{base}/_sandbox/agent", timeout=30).json()["calls"]
+        nodes = graphql(ui, JOBS)["repositoriesOrError"]["nodes"]
+        started = descendants(dev.pid)
     finally:
-        os.killpg(dev.pid, signal.SIGTERM)
+        os.killpg(dev.pid, signal.SIGINT)  # Ctrl-C
+        stopped = time.monotonic()
         try:
-            dev.wait(timeout=60)
+            code = dev.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            os.killpg(dev.pid, signal.SIGKILL)
+            code = None
+        # Every process it started, however deep, in its process group or not.
+        started = started | descendants(dev.pid)
+        while time.monotonic() - stopped < 10 and any(alive(p, t) for p, (t, _) in started.items()):
+            time.sleep(0.1)
+        late = {pid: args for pid, (at, args) in started.items() if alive(pid, at)}
+        for pid in late:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        if code is None:
+            dev.kill()
             dev.wait()
-    assert {"push", "check_setup", "comment_dimensions"} <= set(jobs)
-    assert (tmp_path / "dev" / "lake").is_dir()  # the demo's setup, not the checkout's
+    said = output.read_text()
+    assert code == 0, said
+    assert not late, f"still running 10 s after a Ctrl-C: {late}"
+    names = " ".join(args for _, args in started.values())
+    for started_one in ("sandbox", "pipelines.webhooks", "pipelines.agent", "dagster_webserver"):
+        assert started_one in names, names
+    assert "dagster._daemon" in names and "code-server" in names, names
+    # Each receiver stored what the sandbox sent; the UI's runs landed it in the lake.
+    keys = {d["idempotency_key"] for d in delivered if d["delivered"]}
+    assert 0 < rows["webhook_events"] <= len(keys)
+    assert 0 < rows["agent_requests"] <= len(calls)
+    jobs = {job["name"] for node in nodes for job in node["jobs"]}
+    assert {"datahub_webhooks", "conversation_agent", "push", "check_setup"} <= jobs
+    assert (data / "lake" / "datahub" / "webhook_events").is_dir()  # the demo's setup
+    # No warning at start (a dagster.yaml beside the workspace, a superseded command).
+    warned = [line for line in said.splitlines() if "Warning" in line or "WARNING" in line]
+    assert not warned, "\n".join(warned)
+    assert "Traceback" not in said
+
+
+def test_make_dev_says_in_one_line_which_server_did_not_start(tmp_path):
+    """A port in use (here the webhook receiver's, the sandbox's port + 1): one line naming
+    the server and where its output is, and exit 1."""
+    port = free_ports(3)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", port + 1))
+        taken.listen()
+        finished = subprocess.run(
+            [sys.executable, "-m", "demo.dev", "--port", str(port), "--data", str(tmp_path)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert finished.returncode == 1, finished.stderr
+    [line] = finished.stderr.splitlines()
+    assert line.startswith("make dev: pipelines.webhooks exited at start; its output is in ")
+    assert f"--port {port}" in line
+    assert "address already in use" in (tmp_path / "logs" / "webhooks.log").read_text()

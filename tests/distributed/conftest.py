@@ -110,7 +110,7 @@ def instance_settings(storage_url: str) -> str:
     Postgres. What an instance keeps on disk (artifacts, captured logs) goes under the
     DAGSTER_HOME of the process that opens it: dagster-dask hands each worker the launching
     instance's settings, which would otherwise name the launcher's folder."""
-    settings = yaml.safe_load((ROOT / "dagster.yaml").read_text())
+    settings = yaml.safe_load((ROOT / "instance" / "dagster.yaml").read_text())
     # dagster-postgres is written for psycopg2, which SQLAlchemy 2.1 no longer picks for a
     # bare `postgresql://`: psycopg 3 refuses the parameter of the NOTIFY each event sends.
     storage_url = urlunsplit(urlsplit(storage_url)._replace(scheme="postgresql+psycopg2"))

@@ -388,7 +388,7 @@ def test_the_repositorys_instance_settings_keep_the_runs_own_lines_and_the_cores
     import logging
     import shutil
 
-    shutil.copy(Path(__file__).resolve().parents[2] / "dagster.yaml", tmp_path / "dagster.yaml")
+    shutil.copy(ROOT / "instance" / "dagster.yaml", tmp_path / "dagster.yaml")
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
 
     @dg.op

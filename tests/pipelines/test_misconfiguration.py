@@ -212,7 +212,7 @@ def test_a_key_with_a_copied_line_break_is_used_without_it_and_never_shown(
     monkeypatch.setenv("AGENCY_KEY", f"{canary}\n")
     dagster_home = tmp_path / "dagster"
     dagster_home.mkdir()
-    shutil.copy(ROOT / "dagster.yaml", dagster_home)  # the instance `make dev` runs
+    shutil.copy(ROOT / "instance" / "dagster.yaml", dagster_home)  # the instance `make dev` runs
     monkeypatch.setenv("DAGSTER_HOME", str(dagster_home))
     caplog.set_level(logging.DEBUG)
 
