@@ -131,6 +131,7 @@ def test_a_push_paused_past_its_lease_sends_each_row_once(
     types = ["order", "behavior_event"]
     planned = run_push(resources, dry_run=True, record_types=types)
     env = dict(os.environ, SYNC_STORE=shared_store, PUSH_LEASE_SECONDS="2")
+    said_by_first = {}
     for record_type in types:
         stop_at = 2 * planned[record_type]["new"] // 3
         first = subprocess.Popen(
@@ -153,16 +154,17 @@ def test_a_push_paused_past_its_lease_sends_each_row_once(
             assert 1 <= in_doubt(resources, record_type) <= WORKERS, said
         finally:
             first.send_signal(signal.SIGCONT)
-        told = first.communicate(timeout=300)[0]
+        told = said_by_first[record_type] = first.communicate(timeout=300)[0]
         assert first.returncode == 1, told
         assert "this push lost the lake's lease" in told and "Traceback" not in told
 
+    monkeypatch.setenv("SYNC_STORE", shared_store)  # the first's last answers are there
+    after = run_push(resources, dry_run=True, record_types=types)
+    left = [(f["new"], f["in_doubt"]) for f in after.values()]
+    assert left == [(0, 0), (0, 0)], said_by_first
     held = held_as_expected(sandbox, resources, "order")
     assert [key for key, entry in held.items() if entry["submissions"] != 1] == []
     each_event_stored_once(sandbox, resources, planned["behavior_event"]["new"])
-    monkeypatch.setenv("SYNC_STORE", shared_store)  # the first's last answers are there
-    after = run_push(resources, dry_run=True, record_types=types)
-    assert [(f["new"], f["in_doubt"]) for f in after.values()] == [(0, 0), (0, 0)]
 
 
 def test_a_new_holder_knows_whether_an_earlier_push_of_the_lake_is_alive(shared_store, tmp_path):
