@@ -32,7 +32,7 @@ from dagster._core.storage.asset_check_execution_record import (
 )
 from dagster._core.storage.tags import WILL_RETRY_TAG
 
-from assets.push import HUB_RECORDS
+from assets.push import SERVICE_RECORDS
 from assets.webhooks import webhook_events
 from pipelines import alerts
 from pipelines.errors import SetupError
@@ -260,7 +260,7 @@ def quarantine_states(instance: dg.DagsterInstance, key: dg.AssetKey) -> list[al
 
 
 #: What `alert_on_state_changes` reads the pushes' and the compaction's figures from.
-PUSHED = {record_type: spec.key for record_type, spec in HUB_RECORDS.items()}
+PUSHED = {record_type: spec.key for record_type, spec in SERVICE_RECORDS.items()}
 QUARANTINE = webhook_events.key
 
 
