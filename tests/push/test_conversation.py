@@ -13,6 +13,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from assets.cli import main
 from pipelines.push import send
 from pipelines.push.validation import validate_record
 from sandbox.conversation.members import RESOLVED
@@ -230,17 +231,20 @@ def test_valid_assignments_and_closes_give_what_the_client_sends():
 
 
 def test_assignments_and_closes_land_as_the_views_say_and_a_second_push_sends_nothing(
-    start_sandbox, sync_env, tmp_path, monkeypatch
+    start_sandbox, sync_env, tmp_path, monkeypatch, capsys
 ):
     sandbox = start_sandbox()
     applied = Applied(sandbox, monkeypatch)
     assignments, closes = decisions(applied, {"default": 30, "jp": 10})
     views(tmp_path, monkeypatch, assignments, closes)
     resources = sync_env(sandbox)
-    planned = run_push(resources, dry_run=True, record_types=TYPES)
+    # As docs/push.md gives it: the figures printed, nothing sent.
+    assert main(["push", "--dry-run", "--types", *TYPES]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()]
+    planned = {row[0]: row[1:] for row in rows if row and row[0] in TYPES}
     assert applied.requests() == 0
-    assert planned["conversation_assignment"]["new"] == 40
-    assert planned["conversation_close"]["new"] == len(closes) == 11
+    assert planned["conversation_assignment"][0] == "40"  # new
+    assert planned["conversation_close"][0] == str(len(closes)) == "11"
 
     figures = run_push(resources, record_types=TYPES)
     assert figures["conversation_assignment"]["sent"] == 40
