@@ -27,7 +27,7 @@ theirs is logged as not delivered and not tried again.
 # No `from __future__ import annotations`: Dagster reads the context annotations.
 import dagster as dg
 
-from assets.push import HUB_RECORDS
+from assets.push import SERVICE_RECORDS
 from assets.tags import WILL_RETRY_TAG
 from assets.webhooks import webhook_events
 from pipelines import alerts
@@ -275,7 +275,7 @@ def quarantine_states(instance: dg.DagsterInstance, key: dg.AssetKey) -> list[al
 
 
 #: What `alert_on_state_changes` reads the pushes' and the compaction's figures from.
-PUSHED = {record_type: spec.key for record_type, spec in HUB_RECORDS.items()}
+PUSHED = {record_type: spec.key for record_type, spec in SERVICE_RECORDS.items()}
 QUARANTINE = webhook_events.key
 
 

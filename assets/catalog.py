@@ -182,6 +182,8 @@ RECORD_NAMES = {
     "contact_profile": "profile update",
     "member_import": "import row",
     "behavior_event": "event",
+    "conversation_assignment": "assignment",
+    "conversation_close": "close",
 }
 #: Where a column of a profile update or an import means what it does for a contact, as the
 #: hub exports it (`datahub.members`); a profile update names its contact by these three.

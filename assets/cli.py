@@ -32,6 +32,7 @@ from assets.sync import (
     unknown_names,
 )
 from pipelines.catalog import PULLED, said, set_aside_damaged_files
+from pipelines.clients import conversation
 from pipelines.clients.datahub import SUBMIT_OPERATIONS
 from pipelines.damaged import missing
 from pipelines.errors import SyncError
@@ -116,9 +117,9 @@ def run_push_command(dry_run: bool, record_types: list[str], resend_in_doubt: bo
         return max(codes)  # the error's: another push busy is 3 (pipelines/errors.py)
     figures = result.output_for_node("push_to_datahub")
     columns = [*OUTCOMES] + ([] if dry_run else ["sent", "refused"])
-    print(f"\n{'record type':<18}" + "".join(f"{c:>10}" for c in columns))
+    print(f"\n{'record type':<24}" + "".join(f"{c:>10}" for c in columns))
     for record_type, counts in figures.items():
-        print(f"{record_type:<18}" + "".join(f"{counts.get(c, 0):>10,}" for c in columns))
+        print(f"{record_type:<24}" + "".join(f"{counts.get(c, 0):>10,}" for c in columns))
     print("\nrejected rows, with the field and the reason: SELECT * FROM sync.rejected")
     return 0
 
@@ -173,10 +174,11 @@ URL right?), a small file written and removed in the lake, the shared store (SYN
 where set, and the webhook receiver's secret. Prints each row with ok, WARN or FAILED and
 what to do, and exits with the highest code of the rows that failed."""
 PUSH_HELP = """Send what changed in your outbound views (the `outbound` schema, from a folder
-WAREHOUSE_SQL lists) to the data hub: each row validated, the newest version per key sent,
-nothing the hub accepted sent again. Prints per record type how many rows were new, changed,
-unchanged, stale, waiting, in doubt and rejected (and sent, refused); rejected rows are in
-sync.rejected with the field and the reason."""
+WAREHOUSE_SQL lists) to the data hub and the conversation service (assignments, closes): each
+row validated, the newest version per key sent, nothing the service accepted sent again.
+Prints per record type how many rows were new, changed, unchanged, stale, waiting, in doubt
+and rejected (and sent, refused); rejected rows are in sync.rejected with the field and the
+reason."""
 WAREHOUSE_HELP = """Rebuild the warehouse's views (sql/ and the folders WAREHOUSE_SQL lists)
 over what the lake holds, and print the rows of each relation. Sessions open on the file do
 not stop it; they see the new views when they reconnect."""
@@ -232,7 +234,8 @@ def parser() -> Parser:
     )
     push = commands.add_parser(
         "push",
-        help="send what changed in your outbound views to the data hub",
+        help="send what changed in your outbound views to the data hub and the conversation "
+        "service",
         description=PUSH_HELP,
         epilog=EXIT_CODES,
     )
@@ -265,8 +268,13 @@ def record_types() -> tuple[str, ...]:
     """The record types a push sends, in its order (`pipelines/push/plan.OUTBOUND`): member
     imports, profile updates, then the records and events the hub takes one by one. Named
     from the data hub's client, which every command loads, not from the push, which only
-    `push` loads."""
-    return ("member_import", "contact_profile", *SUBMIT_OPERATIONS)
+    `push` loads), then the conversation service's assignments and closes."""
+    return (
+        "member_import",
+        "contact_profile",
+        *SUBMIT_OPERATIONS,
+        *conversation.SUBMIT_OPERATIONS,
+    )
 
 
 def usage_mistake(args: argparse.Namespace) -> str | None:

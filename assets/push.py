@@ -3,8 +3,9 @@ record type, how many rows are new, changed, unchanged, stale, waiting, in doubt
 rejected.
 
 Its lineage, for the catalog: the outbound views (`outbound/<view>`, defined with the
-warehouse's views) and the records the data hub receives (`datahub/records/<record type>`),
-each a view's rows sent on. Both are assets Dagster does not materialize itself; the
+warehouse's views) and the records the service of each record type receives
+(`datahub/records/<record type>`, `conversation/records/<record type>`), each a view's rows
+sent on. Both are assets Dagster does not materialize itself; the
 `push` job records a materialization of each record type it pushed (those with a view), with
 its figures; a dry run records none."""
 
@@ -12,7 +13,7 @@ import dagster as dg
 
 from assets.catalog import column_schema_of, outbound_columns
 from assets.factory import owners, pool, service_tag
-from assets.resources import DataHubResource, LakeResource
+from assets.resources import ConversationResource, DataHubResource, LakeResource
 from assets.told import told
 from pipelines.push.ledger import rejected_now
 from pipelines.push.plan import OUTBOUND
@@ -20,6 +21,8 @@ from pipelines.push.run import ORDER, run_push
 from pipelines.push.validation import view_columns
 
 WAREHOUSE_VIEWS = dg.AssetKey(["warehouse", "views"])
+#: How each service a record type goes to is named on its assets.
+SERVICE_NAMES = {"datahub": "data hub", "conversation": "conversation service"}
 
 
 def _columns(record_type: str) -> dict[str, dg.TableSchema]:
@@ -27,8 +30,8 @@ def _columns(record_type: str) -> dict[str, dg.TableSchema]:
 
 
 def _lineage(record_type: str, view: dg.AssetKey) -> dict[str, dg.TableColumnLineage]:
-    """Each field the hub receives is the outbound view's column of the same name (validated,
-    never renamed), so Dagster draws where each comes from."""
+    """Each field the service receives is the outbound view's column of the same name
+    (validated, never renamed), so Dagster draws where each comes from."""
     return {
         "dagster/column_lineage": dg.TableColumnLineage(
             {
@@ -46,7 +49,7 @@ OUTBOUND_VIEWS = {
         kinds={"duckdb"},
         deps=[WAREHOUSE_VIEWS],
         owners=owners(),
-        tags=service_tag("datahub", "push"),
+        tags=service_tag(outbound.service, "push"),
         description=(
             f"`outbound.{outbound.view}`: the {record_type} records to push, a view of yours "
             "in a folder `WAREHOUSE_SQL` lists. Its columns are those validation reads."
@@ -55,24 +58,24 @@ OUTBOUND_VIEWS = {
     )
     for record_type, outbound in OUTBOUND.items()
 }
-HUB_RECORDS = {
+SERVICE_RECORDS = {
     record_type: dg.AssetSpec(
-        ["datahub", "records", record_type],
+        [outbound.service, "records", record_type],
         group_name="push",
-        kinds={"datahub"},
-        tags=service_tag("datahub", "push"),
+        kinds={outbound.service},
+        tags=service_tag(outbound.service, "push"),
         owners=owners(),
-        deps=[view.key],
+        deps=[OUTBOUND_VIEWS[record_type].key],
         description=(
-            f"The data hub's {record_type} records: what the `push` job sent of "
-            f"`outbound.{OUTBOUND[record_type].view}` and the hub accepted (the ledger is "
+            f"The {SERVICE_NAMES[outbound.service]}'s {record_type} records: what the `push` "
+            f"job sent of `outbound.{outbound.view}` and the service accepted (the ledger is "
             "`sync.pushed`)."
         ),
-        metadata=_columns(record_type) | _lineage(record_type, view.key),
+        metadata=_columns(record_type) | _lineage(record_type, OUTBOUND_VIEWS[record_type].key),
     )
-    for record_type, view in OUTBOUND_VIEWS.items()
+    for record_type, outbound in OUTBOUND.items()
 }
-SPECS = [*OUTBOUND_VIEWS.values(), *HUB_RECORDS.values()]
+SPECS = [*OUTBOUND_VIEWS.values(), *SERVICE_RECORDS.values()]
 #: How many of a record type's rejected rows its materialization shows (all are in
 #: `sync.rejected`).
 REJECTED_SHOWN = 20
@@ -100,7 +103,8 @@ def rejected_table(rows: list[dict]) -> dg.MetadataValue:
 class PushConfig(dg.Config):
     dry_run: bool = False
     #: Record types to push (all when empty): member_import, contact_profile, coupon, order,
-    #: order_fulfillment, membership_tier, point, reservation, behavior_event.
+    #: order_fulfillment, membership_tier, point, reservation, behavior_event,
+    #: conversation_assignment, conversation_close.
     record_types: list[str] = []
     #: Send again the behavior events a killed run may or may not have delivered (they are
     #: reported as in_doubt and not sent by default: a resend could store one twice).
@@ -110,14 +114,20 @@ class PushConfig(dg.Config):
 @dg.op(pool=pool("datahub"), description="Plan, and unless a dry run, send the outbound rows.")
 @told
 def push_to_datahub(
-    context: dg.OpExecutionContext, config: PushConfig, lake: LakeResource, datahub: DataHubResource
+    context: dg.OpExecutionContext,
+    config: PushConfig,
+    lake: LakeResource,
+    datahub: DataHubResource,
+    conversation: ConversationResource,
 ) -> dg.Output:
+    """Named for the data hub, where the push began; it sends each record type to its own
+    service (the conversation service's too)."""
     unknown = sorted(set(config.record_types) - set(ORDER))
     if unknown:
         raise dg.Failure(f"unknown record types {unknown}; known: {list(ORDER)}")
     report = run_push(
         lake,
-        datahub,
+        {"datahub": datahub, "conversation": conversation},
         config.dry_run,
         config.record_types or None,
         resend_in_doubt=config.resend_in_doubt,
@@ -134,7 +144,7 @@ def push_to_datahub(
                 rejected = rejected_table(rejected_now(lake.lake(), record_type, REJECTED_SHOWN))
                 context.log_event(
                     dg.AssetMaterialization(
-                        HUB_RECORDS[record_type].key,
+                        SERVICE_RECORDS[record_type].key,
                         metadata={**figures, "rejected_rows": rejected},
                     )
                 )
@@ -144,7 +154,10 @@ def push_to_datahub(
     )
 
 
-@dg.job(description="Send what changed in the outbound views to the data hub.")
+@dg.job(
+    description="Send what changed in the outbound views to the data hub and the "
+    "conversation service."
+)
 def push():
     push_to_datahub()
 

@@ -1,5 +1,6 @@
 """`make demo`: start a sandbox, run the full sync against it, show the warehouse, then push
-a demo shop's records to the data hub, twice (the second run sends nothing), and let the
+a demo shop's records to the data hub and its members' assignments and closes to the
+conversation service, twice (the second run sends nothing), and let the
 conversation service's AI agent answer its members from the shop's orders (demo/agent.py).
 `python -m demo`.
 
@@ -161,7 +162,10 @@ def main() -> int:
         truth = httpx.get(f"{base}/_sandbox/truth", timeout=60).json()
         shop = generate_shop(Lake(settings.lake_root))
         print(f"\ndemo shop (the brand's own system): {sum(shop.values()):,} rows in shop.*")
-        print("push: the outbound views (demo/sql/outbound) to the data hub …")
+        print(
+            "push: the outbound views (demo/sql/outbound) to the data hub, and assignments "
+            "and closes to the conversation service …"
+        )
         pushed = run_push_command(dry_run=False, record_types=[])
         print("push again: nothing changed, so nothing is sent …")
         again = run_push_command(dry_run=False, record_types=[])

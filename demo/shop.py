@@ -1,5 +1,6 @@
 """The demo shop: a brand's own system, written to the lake for the examples in
-`demo/sql/outbound/` to push to the data hub, so `make demo` sends real data.
+`demo/sql/outbound/` to push to the data hub and the conversation service, so `make demo`
+sends real data.
 
 Its customers are the data hub members already pulled into the lake, plus some the hub has
 never seen (for `member_imports`), so records and profile updates refer to real contacts.
@@ -293,6 +294,21 @@ CONTACT_CHANGES = Stream(
     ),
     key=("customer_id", "changed_at"),
 )
+#: The shop's customer service: a case per order that failed, open or resolved. The
+#: conversation examples (demo/sql/outbound/conversation_*.sql) assign and close from it.
+SUPPORT_CASES = Stream(
+    SERVICE,
+    "support_cases",
+    pa.schema(
+        [
+            *_strings("case_id", "customer_id", "order_id", "reason", "status"),
+            ("opened_at", TIMESTAMP),
+            ("resolved_at", TIMESTAMP),
+        ]
+    ),
+    key=("case_id",),
+)
+# Appended last: each table's generator is drawn by its position here.
 SHOP_STREAMS: list[Stream] = [
     CUSTOMERS,
     COUPONS,
@@ -303,6 +319,7 @@ SHOP_STREAMS: list[Stream] = [
     RESERVATIONS,
     BEHAVIOR_EVENTS,
     CONTACT_CHANGES,
+    SUPPORT_CASES,
 ]
 
 
@@ -710,6 +727,36 @@ def _fulfillments(order: Order, rng: np.random.Generator) -> list[dict]:
 # -- loyalty: tiers and points ------------------------------------------------------------
 
 
+#: Cases about a failed order resolved (the others still open).
+CASE_RESOLVED_SHARE = 0.8
+
+
+def _support_cases(orders: list[Order], rng: np.random.Generator) -> list[dict]:
+    """A case for each order that failed (it ended `cancelled`: its payment voided), opened
+    when it failed; most are resolved hours to days later."""
+    cases = []
+    for order in orders:
+        last = order.versions[-1]
+        if last["status"] != "cancelled":
+            continue
+        opened = last["timestamp"]
+        resolved = rng.random() < CASE_RESOLVED_SHARE
+        cases.append(
+            {
+                "case_id": f"C{len(cases) + 10001}",
+                "customer_id": last["source_platform_customer_id"],
+                "order_id": last["id"],
+                "reason": "order_failed",
+                "status": "resolved" if resolved else "open",
+                "opened_at": opened,
+                "resolved_at": _after(rng, opened, timedelta(hours=2), timedelta(days=4))
+                if resolved
+                else None,
+            }
+        )
+    return cases
+
+
 def _tiers(customers: list[dict], rng: np.random.Generator) -> tuple[list[dict], dict[str, str]]:
     """Each customer starts in bronze; some move up, the old tier expiring as the new one
     starts. Also returns each customer's tier at the end (their `member_level`)."""
@@ -1097,6 +1144,7 @@ def generate_shop(lake: Lake, seed: int = 7, customers: int = 300) -> dict[str, 
         RESERVATIONS: reservations,
         BEHAVIOR_EVENTS: events,
         CONTACT_CHANGES: _contact_changes(people, levels, balances, rngs["contact_changes"]),
+        SUPPORT_CASES: _support_cases(orders, rngs["support_cases"]),
     }
     counts = {}
     for stream, rows in tables.items():

@@ -29,8 +29,15 @@ PATHS: dict[str, str] = {
     "list_channels": "/v1/channels",
     "get_member_by_id": "/v1/channels/{channel_id}/members/{member_id}",
     "get_member_assignment": "/v1/channels/{channel_id}/members/{member_id}/assignment",
+    "manual_assignment": "/v1/assignments/manual",
+    "close_conversation": "/v1/channels/{channel_id}/members/{member_id}/close",
     "list_teams": "/v2/teams",
     "list_users": "/v2/users",
+}
+#: The operation that writes each record type the push sends here (pipelines/push/plan.py).
+SUBMIT_OPERATIONS = {
+    "conversation_assignment": "manual_assignment",
+    "conversation_close": "close_conversation",
 }
 #: The service's documented maximum of `limit` on list operations.
 PAGE_LIMIT = 1000
@@ -274,6 +281,55 @@ class ConversationClient:
     def get_member_assignment(self, channel_id: int, member_id: int) -> Assignment:
         path = self._path("get_member_assignment", channel_id=channel_id, member_id=member_id)
         return self.transport.get(path, Assignment)
+
+    # -- write-back (the push) ----------------------------------------------------------------
+
+    def manual_assignment(self, record: dict) -> Assignment:
+        """Assign the member as `record` says (`case-based` or `permanent`, to its team and
+        user), or clear its assignment (`unassigned`). Setting the same assignment again
+        changes nothing, so a lost answer is retried."""
+        body = {
+            "assign_type": record["assign_type"],
+            "channel_id": record["channel_id"],
+            "member_id": record["member_id"],
+        }
+        if record["assign_type"] != "unassigned":
+            relationship = {"team_id": record["team_id"], "user_id": record["user_id"]}
+            body["assignment_relationship"] = relationship
+        path = self._path("manual_assignment")
+        answer = self.transport.request_json("POST", path, json_body=body, idempotent=True)
+        return Assignment.model_validate(answer)
+
+    def close_conversation(self, record: dict) -> None:
+        """Close the member's conversation on behalf of `record`'s user (the member is then
+        `resolved`); closing a closed one again leaves it so, so a lost answer is retried."""
+        path = self._path(
+            "close_conversation", channel_id=record["channel_id"], member_id=record["member_id"]
+        )
+        body = {"user_id": record["user_id"]}
+        self.transport.request_json("POST", path, json_body=body, idempotent=True)
+
+    def submit(self, record_type: str, record: dict, idempotent: bool = True) -> None:
+        """Write one pushed record (`SUBMIT_OPERATIONS`); the service answers no event id.
+        Both operations may be retried (`idempotent` is the data hub client's concern)."""
+        getattr(self, SUBMIT_OPERATIONS[record_type])(record)
+
+    def arrived(self, record_type: str, record: dict) -> bool:
+        """Whether the service holds what `record` asked: the member's assignment is it, or
+        its conversation is resolved. Asked of a row a killed push sent without its answer."""
+        channel_id, member_id = record["channel_id"], record["member_id"]
+        if record_type == "conversation_close":
+            member = self.get_member_by_id(channel_id, member_id)
+            return member.processing_state == "resolved"
+        held = self.get_member_assignment(channel_id, member_id)
+        relationship = held.assignment_relationship or AssignmentRelationship()
+        if record["assign_type"] == "unassigned":
+            return held.assign_type == "unassigned"
+        return (held.assign_type, relationship.team_id, relationship.user_id) == (
+            record["assign_type"],
+            record["team_id"],
+            record["user_id"],
+        )
 
     # -- message backups (an asynchronous job) ------------------------------------------------
 

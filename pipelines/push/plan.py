@@ -12,6 +12,9 @@ Per key, the data hub keeps the submission with the latest timestamp as current:
   service would take one as current though the warehouse knows it is superseded. The key is
   sent once its newest version is valid. Record types without a timestamp have the view's
   last row of a key as its newest.
+
+The conversation service keeps what was written last: a member's assignment is the newest
+`updated_at` of its key, sent once, as a record is; each close is a key of its own.
 """
 
 import hashlib
@@ -39,6 +42,10 @@ class Planned:
     import_key: str | None = None
     #: What the ledger keeps: the whole record, also when `body` is a partial update.
     content: str = ""
+    #: The key's last mark is `sending` with no answer: a push sent it and was killed (or
+    #: its answer was lost). Where the service can be asked (`Outbound.asks_arrival`), the
+    #: sender looks before it sends again.
+    in_doubt: bool = False
 
 
 #: A row's key columns; its key is their values joined by ":".
@@ -93,6 +100,12 @@ def _whole_record(candidate: Planned, _last_accepted: Entry) -> Planned:
     return candidate
 
 
+def _done_once(_candidate: Planned, _last_accepted: Entry) -> None:
+    """What was accepted happened, and is not done again for another content of its key (a
+    conversation closed once stays that close)."""
+    return None
+
+
 def _changed_profile_fields(candidate: Planned, last_accepted: Entry) -> Planned | None:
     """A profile update sends only what changed since the last accepted push (a partial
     `data`, as the hub accepts it); the ledger then keeps the merged whole for the next diff."""
@@ -111,15 +124,24 @@ def _changed_profile_fields(candidate: Planned, last_accepted: Entry) -> Planned
 @dataclass(frozen=True)
 class Outbound:
     """One record type: the outbound view it is read from (`sql/outbound/`), how a row is
-    keyed and checked, how its newest version is compared with the last accepted one, and
-    how it is sent. The planning and sending code reads these, never the type's name."""
+    keyed and checked, how its newest version is compared with the last accepted one, the
+    service it goes to and how it is sent (the operation is the service client's
+    `SUBMIT_OPERATIONS` entry of the record type). The planning and sending code reads these,
+    never the type's name."""
 
     view: str
     key: KeyColumns
     validate: Validator
-    #: Rows carry a `timestamp`, the latest of a key being its current state; without one,
-    #: the view's last row of a key is its newest, and any different content is a change.
+    #: Rows carry a timestamp (the column `timestamp` names), the latest of a key being its
+    #: current state; without one, the view's last row of a key is its newest, and any
+    #: different content is a change.
     timestamped: bool = True
+    timestamp: str = "timestamp"
+    #: The service whose connections (`connection` column) the rows go to.
+    service: str = "datahub"
+    #: The service can be asked whether a row arrived (its client's `arrived`): a row a
+    #: killed push marked `sending` is looked up, and sent again only if it did not.
+    asks_arrival: bool = False
     #: The service appends each submission instead of keeping the newest per key, and offers
     #: no way to ask whether one arrived: a resend would store it twice. Each is recorded as
     #: `SENDING` before its request, and one whose answer never came is left in doubt.
@@ -173,6 +195,24 @@ OUTBOUND: dict[str, Outbound] = {
         timestamped=False,
         at_most_once=True,
     ),
+    # The conversation service, after the hub: assignments, then closes.
+    "conversation_assignment": Outbound(
+        "conversation_assignments",
+        _columns("connection", "channel_id", "member_id"),
+        _submitted("conversation_assignment"),
+        timestamp="updated_at",
+        service="conversation",
+        asks_arrival=True,
+    ),
+    "conversation_close": Outbound(
+        "conversation_closes",
+        _columns("connection", "channel_id", "member_id", "closed_at"),
+        _submitted("conversation_close"),
+        timestamped=False,
+        diff=_done_once,
+        service="conversation",
+        asks_arrival=True,
+    ),
 }
 OUTCOMES = ("new", "changed", "unchanged", "stale", "waiting", "in_doubt", "rejected")
 #: The ledger state of an at-most-once row whose request went and whose answer did not come.
@@ -206,8 +246,11 @@ def content_hash(content: str) -> str:
 
 
 def row_key(record_type: str, row: Mapping[str, Any]) -> str:
+    """The key columns' values joined by ":" (a missing `connection` is the default one)."""
+    values = dict(row)
+    values["connection"] = row.get("connection") or DEFAULT_CONNECTION
     columns = OUTBOUND[record_type].key(row)
-    return ":".join("" if row.get(c) is None else str(row.get(c)) for c in columns)
+    return ":".join("" if values.get(c) is None else str(values.get(c)) for c in columns)
 
 
 def _rejection(key: str, problem_field: str, reason: str, source: str, row) -> dict:
@@ -220,9 +263,9 @@ def _rejection(key: str, problem_field: str, reason: str, source: str, row) -> d
     }
 
 
-def _timestamp(row: Mapping[str, Any]) -> datetime | None:
+def _timestamp(row: Mapping[str, Any], column: str) -> datetime | None:
     try:
-        return validation.moment(row.get("timestamp"))
+        return validation.moment(row.get(column))
     except ValueError:
         return None
 
@@ -257,7 +300,7 @@ def make_plan(
                 _rejection(key, p.field, p.reason, "validation", row) for p in problems
             ]
             if outbound.timestamped:
-                of_key.invalid_times.append(_timestamp(row))
+                of_key.invalid_times.append(_timestamp(row, outbound.timestamp))
             continue
         content = as_json(body)
         of_key.valid.append(
@@ -265,7 +308,7 @@ def make_plan(
                 key=key,
                 body=body,
                 content_hash=content_hash(content),
-                timestamp=_timestamp(body) if outbound.timestamped else None,
+                timestamp=_timestamp(body, outbound.timestamp) if outbound.timestamped else None,
                 connection=connection,
                 # What a bulk import is grouped by: the attribute its rows match on.
                 import_key=row.get("import_key")
@@ -284,27 +327,29 @@ def make_plan(
     return plan
 
 
-def _newest(plan: Plan, key: str, versions: Versions, timestamped: bool) -> Planned | None:
+def _newest(plan: Plan, key: str, versions: Versions, outbound: Outbound) -> Planned | None:
     """The version to send for the key, or None when it waits (counted and reported)."""
-    if not timestamped:
+    column = outbound.timestamp
+    if not outbound.timestamped:
         if versions.last_is_invalid:
-            return _wait(plan, key, versions.valid[-1], "its last row in the view is invalid")
+            why = "its last row in the view is invalid"
+            return _wait(plan, key, versions.valid[-1], why, column)
         return versions.valid[-1]
     newest_time = max(c.timestamp for c in versions.valid)
     if None in versions.invalid_times:
         why = "another version has no readable timestamp: which one is newest cannot be told"
-        return _wait(plan, key, _latest(versions.valid), why)
+        return _wait(plan, key, _latest(versions.valid), why, column)
     newest_invalid = max(versions.invalid_times, default=None)
     if newest_invalid is not None and newest_invalid >= newest_time:
         reason = f"its newest version ({newest_invalid.isoformat()}) is invalid"
-        return _wait(plan, key, _latest(versions.valid), reason)
+        return _wait(plan, key, _latest(versions.valid), reason, column)
     newest = {c.content_hash: c for c in versions.valid if c.timestamp == newest_time}
     if len(newest) > 1:
         plan.counts["rejected"] += len(newest)
         plan.rejections += [
             _rejection(
                 key,
-                "timestamp",
+                column,
                 "another version has the same timestamp and different "
                 "content: which one is current cannot be told",
                 "conflict",
@@ -312,7 +357,8 @@ def _newest(plan: Plan, key: str, versions: Versions, timestamped: bool) -> Plan
             )
             for c in newest.values()
         ]
-        return _wait(plan, key, next(iter(newest.values())), "its newest versions conflict")
+        why = "its newest versions conflict"
+        return _wait(plan, key, next(iter(newest.values())), why, column)
     return next(iter(newest.values()))
 
 
@@ -320,10 +366,10 @@ def _latest(valid: list[Planned]) -> Planned:
     return max(valid, key=lambda c: c.timestamp)
 
 
-def _wait(plan: Plan, key: str, held_back: Planned, why: str) -> None:
+def _wait(plan: Plan, key: str, held_back: Planned, why: str, column: str) -> None:
     plan.counts["waiting"] += 1
     reason = f"not sent, waiting for a valid newest version: {why}"
-    plan.rejections.append(_rejection(key, "timestamp", reason, "waiting", held_back.body))
+    plan.rejections.append(_rejection(key, column, reason, "waiting", held_back.body))
     return None
 
 
@@ -394,12 +440,13 @@ def _in_utc(value: Any) -> Any:
 def _decide(
     plan: Plan, key: str, versions: Versions, entry: Entry | None, outbound: Outbound
 ) -> None:
-    candidate = _newest(plan, key, versions, outbound.timestamped)
+    candidate = _newest(plan, key, versions, outbound)
     if candidate is None:
         return
     if entry is None or entry.state in ("failed", SENDING):
         plan.counts["new"] += 1
-        plan.to_send.append(candidate)
+        in_doubt = entry is not None and entry.state == SENDING
+        plan.to_send.append(replace(candidate, in_doubt=in_doubt))
         return
     if entry.content_hash == candidate.content_hash or _same_record(
         entry.content, candidate.content
@@ -415,7 +462,7 @@ def _decide(
             plan.rejections.append(
                 _rejection(
                     key,
-                    "timestamp",
+                    outbound.timestamp,
                     "the service already accepted a different version with this timestamp",
                     "conflict",
                     candidate.body,

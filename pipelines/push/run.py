@@ -1,6 +1,7 @@
 """One push run, shared by `python -m pipelines push` and the Dagster jobs: refresh the
 outbound views, resume imports a killed run left polling, then per record type plan and (not
-in a dry run) send, keeping every rejected row with its reason.
+in a dry run) send, to the service the record type names (the data hub, or the conversation
+service), keeping every rejected row with its reason.
 
 The outbound views are read from the warehouse's definitions in a DuckDB of the push's own
 (`Warehouse.in_memory`), not from `warehouse.duckdb`: an analyst's session on that file, even
@@ -11,7 +12,7 @@ demo's examples). A record type whose view is missing plans and sends nothing, a
 the others proceed."""
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 
@@ -24,14 +25,14 @@ from pipelines.catalog import (
     views_failed,
     warehouse_of,
 )
-from pipelines.clients.datahub import DataHub, DataHubClient
+from pipelines.clients.base import Service
 from pipelines.lake import LakeLocation
 from pipelines.object_store import lake_fault
 from pipelines.push import imports
 from pipelines.push.lease import Lease, holder_name, no_push_alive, wait_seconds
 from pipelines.push.ledger import Ledger
 from pipelines.push.plan import OUTBOUND, OUTCOMES, Sending, make_plan
-from pipelines.push.send import send_plan
+from pipelines.push.send import Client, send_plan
 from pipelines.streams.datahub import CUSTOM_FIELDS
 from pipelines.transport import CallStats
 from pipelines.warehouse import WarehouseBusy, WarehouseUnavailable
@@ -97,11 +98,18 @@ def refresh(lake: LakeLocation) -> str:
 
 
 @contextmanager
-def clients_of(datahub: DataHub, stats: CallStats) -> Iterator[dict[str, DataHubClient]]:
+def clients_of(
+    services: Mapping[str, Service], stats: CallStats
+) -> Iterator[dict[str, dict[str, Client]]]:
+    """Per service, a client of each of its connections (by name), on transports paced on
+    the key's shared budget (`Service.transport`)."""
     with ExitStack() as stack:
         yield {
-            c.name: datahub.client(stack.enter_context(datahub.transport(c, stats)))
-            for c in datahub.connections
+            name: {
+                c.name: service.client(stack.enter_context(service.transport(c, stats)))
+                for c in service.connections
+            }
+            for name, service in services.items()
         }
 
 
@@ -114,15 +122,17 @@ LAKE_THEN = (
 
 def run_push(
     lake: LakeLocation,
-    datahub: DataHub,
+    services: Mapping[str, Service],
     dry_run: bool = False,
     record_types: list[str] | None = None,
     resend_in_doubt: bool = False,
     log=print,
     run_id: str | None = None,
 ) -> PushReport:
-    """A push holds the lake's lease (`pipelines/push/lease.py`) from before it reads the
-    ledger until its last answer is journaled; a dry run sends nothing and takes none."""
+    """`services`: the settings of each service a record type goes to, by name (`datahub`,
+    `conversation`). A push holds the lake's lease (`pipelines/push/lease.py`) from before it
+    reads the ledger until its last answer is journaled; a dry run sends nothing and takes
+    none."""
     log(f"warehouse: {refresh(lake)}")
     with ExitStack() as held:
         lease = None
@@ -132,7 +142,7 @@ def run_push(
             held.callback(lease.release)
         try:
             try:
-                return _push(lake, datahub, dry_run, record_types, resend_in_doubt, log, lease)
+                return _push(lake, services, dry_run, record_types, resend_in_doubt, log, lease)
             except duckdb.Error as error:
                 # A damaged file fails the views before anything is sent: a pulled one is
                 # set aside and the push planned again; a ledger file's is refused.
@@ -140,7 +150,7 @@ def run_push(
                 if not damaged:
                     raise views_failed(error) from None
                 log(said(damaged))
-                return _push(lake, datahub, dry_run, record_types, resend_in_doubt, log, lease)
+                return _push(lake, services, dry_run, record_types, resend_in_doubt, log, lease)
         except OSError as error:
             # The lake's disk or store failed: what was sent is journaled, and the next push
             # moves it into the lake before it plans.
@@ -152,7 +162,7 @@ def run_push(
 
 def _push(
     lake: LakeLocation,
-    datahub: DataHub,
+    services: Mapping[str, Service],
     dry_run: bool,
     record_types: list[str] | None,
     resend_in_doubt: bool,
@@ -164,46 +174,48 @@ def _push(
     senders_gone = lease.alone if lease is not None else no_push_alive(lake.lake().place.uri)
     definitions = custom_field_definitions(lake)
     defined = warehouse_of(lake.lake_root, lake.warehouse_path, lake.warehouse_sql)
-    with (
-        defined.in_memory() as warehouse,
-        Ledger(lake.lake(), lease=lease) as ledger,
-        clients_of(datahub, report.stats) as clients,
-    ):
+    selected = record_types or ORDER
+    with defined.in_memory() as warehouse, Ledger(lake.lake(), lease=lease) as ledger:
         views = outbound_views(warehouse)
-        for record_type, outbound in OUTBOUND.items():
-            if outbound.sending is Sending.MEMBER_IMPORT and not dry_run:
-                resumed = imports.resume_imports(
-                    record_type, clients, ledger, IMPORT_DEADLINE_SECONDS
-                )
-                if resumed:
-                    log(f"{record_type}: resumed {resumed} task(s) a previous run left polling")
-        for record_type in record_types or ORDER:
-            outbound = OUTBOUND[record_type]
-            if outbound.view not in views:
-                report.figures[record_type] = dict.fromkeys(OUTCOMES, 0)
-                report.without_view.append(record_type)
-                log(f"{record_type}: {missing_view(outbound.view)}; nothing planned")
-                continue
-            rows = outbound_rows(warehouse, outbound.view)
-            accepted = ledger.latest(record_type)
-            plan = make_plan(
-                record_type, rows, accepted, definitions, resend_in_doubt, senders_gone
-            )
-            figures = plan.figures()
-            rejections = plan.rejections
-            if not dry_run:
-                if outbound.sending is Sending.MEMBER_IMPORT:
-                    sent = imports.send_imports(
-                        plan, clients, ledger, IMPORT_DEADLINE_SECONDS, lease=lease
+        # The services the push has rows for: one it has no view for needs no key.
+        wanted = sorted({OUTBOUND[t].service for t in selected if OUTBOUND[t].view in views})
+        with clients_of({name: services[name] for name in wanted}, report.stats) as clients:
+            for record_type, outbound in OUTBOUND.items():
+                resumable = outbound.sending is Sending.MEMBER_IMPORT and not dry_run
+                if resumable and outbound.service in clients:
+                    resumed = imports.resume_imports(
+                        record_type, clients[outbound.service], ledger, IMPORT_DEADLINE_SECONDS
                     )
-                else:
-                    sent = send_plan(plan, clients, ledger, lease=lease)
-                rejections = rejections + sent.rejections
-                figures |= {"sent": sent.accepted, "refused": sent.refused}
-                ledger.compact()  # the record type's acknowledgements into `sync.pushed`
-            ledger.reject(record_type, rejections)
-            report.figures[record_type] = figures
-            log(f"{record_type}: " + ", ".join(f"{k} {v}" for k, v in figures.items()))
+                    if resumed:
+                        log(f"{record_type}: resumed {resumed} task(s) a previous run left polling")
+            for record_type in selected:
+                outbound = OUTBOUND[record_type]
+                if outbound.view not in views:
+                    report.figures[record_type] = dict.fromkeys(OUTCOMES, 0)
+                    report.without_view.append(record_type)
+                    log(f"{record_type}: {missing_view(outbound.view)}; nothing planned")
+                    continue
+                rows = outbound_rows(warehouse, outbound.view)
+                accepted = ledger.latest(record_type)
+                plan = make_plan(
+                    record_type, rows, accepted, definitions, resend_in_doubt, senders_gone
+                )
+                figures = plan.figures()
+                rejections = plan.rejections
+                if not dry_run:
+                    to = clients[outbound.service]
+                    if outbound.sending is Sending.MEMBER_IMPORT:
+                        sent = imports.send_imports(
+                            plan, to, ledger, IMPORT_DEADLINE_SECONDS, lease=lease
+                        )
+                    else:
+                        sent = send_plan(plan, to, ledger, lease=lease)
+                    rejections = rejections + sent.rejections
+                    figures |= {"sent": sent.accepted, "refused": sent.refused}
+                    ledger.compact()  # the record type's acknowledgements into `sync.pushed`
+                ledger.reject(record_type, rejections)
+                report.figures[record_type] = figures
+                log(f"{record_type}: " + ", ".join(f"{k} {v}" for k, v in figures.items()))
     # The ledger and the rejections may have their first files now: their views follow.
     log(f"warehouse: {refresh(lake)}")
     return report

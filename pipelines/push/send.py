@@ -1,11 +1,14 @@
-"""Send a plan: records, events and profile updates several at a time. A record or an event
+"""Send a plan: records, events and profile updates several at a time, to the data hub or the
+conversation service (`Outbound.service`). A record or an event
 is marked `sending` in the ledger's journal, under the push's lease, before its request, and
 each worker writes the service's answer before it sends its next row, so a run killed at any
 moment leaves at most the `WORKERS` requests that were in flight unanswered (`plan.py` says
 what the next push does with them); rows the service refuses are kept as rejected. The first
 failure that is not a refusal of the row (the journal cannot be written, the lease is lost,
 the service keeps failing) stops every worker before its next request: the rows already
-handed to the pool are not sent."""
+handed to the pool are not sent. A row a killed push marked and had no answer for is first
+looked up where the service can be asked (`Outbound.asks_arrival`: the conversation service's
+assignment and member), and sent again only if it did not arrive."""
 
 import threading
 from collections import deque
@@ -13,6 +16,7 @@ from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from pipelines.clients.conversation import ConversationClient
 from pipelines.clients.datahub import DataHubClient
 from pipelines.errors import Retriable
 from pipelines.push.lease import Lease
@@ -29,6 +33,8 @@ REFUSED = frozenset({400, 403, 404, 409, 413, 422})
 #: Rows handed to the workers ahead of the oldest unanswered one: after a failure no more
 #: than these are tried.
 WINDOW = 500
+#: A client of the service a record type goes to.
+Client = DataHubClient | ConversationClient
 
 
 @dataclass
@@ -38,7 +44,7 @@ class Sent:
     rejections: list[dict] = field(default_factory=list)
 
 
-def _send_one(record_type: str, client: DataHubClient, planned: Planned) -> str | None:
+def _send_one(record_type: str, client: Client, planned: Planned) -> str | None:
     """The row's `event_id`; a profile update has none."""
     outbound = OUTBOUND[record_type]
     if outbound.sending is Sending.PROFILE_UPDATE:
@@ -53,7 +59,7 @@ class NotSent(Retriable):
 
 def send_plan(
     plan: Plan,
-    clients: Mapping[str, DataHubClient],
+    clients: Mapping[str, Client],
     ledger: Ledger,
     workers: int = WORKERS,
     lease: Lease | None = None,
@@ -82,6 +88,16 @@ def send_plan(
         if client is None:
             unknown = {"error": {"code": "unknown_connection", "field": "connection"}}
             return ServiceError("push to", planned.connection, 400, unknown)
+        if planned.in_doubt and outbound.asks_arrival:
+            try:
+                arrived = client.arrived(plan.record_type, planned.body)
+            except Exception as error:  # sorted below, as a send's failure is
+                if not _refused(error):
+                    stopped.set()
+                return error
+            if arrived:  # what the killed push sent: recorded, not sent again
+                ledger.record(plan.record_type, [_entry(planned, None, "accepted")])
+                return None
         if outbound.sending is Sending.RECORD:
             # Under the lease, in the same statement (`Lease.fence`): a push stalled past
             # its lease sends nothing it had not marked under it. Fsynced where a resend

@@ -52,6 +52,14 @@ def test_make_demo_lands_every_relation_equal_to_the_truth_and_pushes_once(tmp_p
     equal = {line.split()[0] for line in finished.stdout.splitlines() if line.endswith(" ok")}
     assert equal == {stream.relation for stream in definitions.STREAMS}, output
     assert "webhook events in datahub.webhook_events: {" in finished.stdout
+    # Both pushes printed their figures: assignments reached the conversation service once
+    # (the second push sent none); `sent` is the figures' last column but one.
+    assignments = [
+        line.split()
+        for line in finished.stdout.splitlines()
+        if line.startswith("conversation_assignment ")
+    ]
+    assert [int(row[-2].replace(",", "")) > 0 for row in assignments] == [True, False], output
     # The agent answered every turn the sandbox sent, each kept once; some from the orders.
     [line] = [x for x in finished.stdout.splitlines() if x.startswith("AI agent, in conversation")]
     agent = ast.literal_eval(line.partition(": ")[2])

@@ -58,11 +58,21 @@ PUSHED = {
     "point": "points",
     "reservation": "reservations",
     "behavior_event": "behavior_events",
+    "conversation_assignment": "conversation_assignments",
+    "conversation_close": "conversation_closes",
 }
-#: The push's lineage: warehouse views -> outbound view -> the data hub's records.
+
+
+def records_of(record_type: str) -> str:
+    """The asset of what the record type's service received."""
+    service = "conversation" if record_type.startswith("conversation_") else "datahub"
+    return f"{service}/records/{record_type}"
+
+
+#: The push's lineage: warehouse views -> outbound view -> the service's records.
 PUSH_LINEAGE = {
     **{f"outbound/{view}": {"warehouse/views"} for view in PUSHED.values()},
-    **{f"datahub/records/{t}": {f"outbound/{view}"} for t, view in PUSHED.items()},
+    **{records_of(t): {f"outbound/{view}"} for t, view in PUSHED.items()},
 }
 STARTUP_SECONDS = 90
 
@@ -409,11 +419,11 @@ def test_the_repositorys_instance_settings_keep_the_runs_own_lines_and_the_cores
 
 
 def test_each_field_the_hub_receives_traces_to_its_outbound_view_column():
-    """Column lineage of the push: every column of `datahub/records/<type>` comes from the
+    """Column lineage of the push: every column of `<service>/records/<type>` comes from the
     column of the same name of `outbound/<view>`, and no other."""
     specs = {spec.key.to_user_string(): spec for spec in push.SPECS}
     for record_type, view in PUSHED.items():
-        record = specs[f"datahub/records/{record_type}"]
+        record = specs[records_of(record_type)]
         lineage = record.metadata["dagster/column_lineage"].deps_by_column
         columns = [c.name for c in record.metadata["dagster/column_schema"].columns]
         assert sorted(lineage) == sorted(columns) and len(columns) > 2, record_type

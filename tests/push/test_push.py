@@ -350,7 +350,8 @@ def test_a_dry_run_sends_nothing_and_predicts_the_real_run(start_sandbox, sync_e
     planned = run_push(resources, dry_run=True, materialized=recorded)
     assert all(currents(sandbox, t) == {} for t in RECORDS)
     assert httpx.get(f"{sandbox.url}/_sandbox/datahub/default/imports").json() == []
-    # The catalog's data hub assets are materialized by real pushes only.
+    # The catalog's records assets (data hub, conversation) are materialized by real pushes
+    # only.
     assert recorded == []
     done = run_push(resources, materialized=recorded)
     for record_type, figures in planned.items():
@@ -358,7 +359,9 @@ def test_a_dry_run_sends_nothing_and_predicts_the_real_run(start_sandbox, sync_e
         assert {k: real[k] for k in figures} == figures, record_type
         assert real["sent"] == figures["new"] + figures["changed"], record_type
     by_asset = {m.asset_key.to_user_string(): m.metadata for m in recorded}
-    assert set(by_asset) == {f"datahub/records/{record_type}" for record_type in done}
+    assert set(by_asset) == {
+        f"{OUTBOUND[record_type].service}/records/{record_type}" for record_type in done
+    }
     assert by_asset["datahub/records/order"]["sent"].value == done["order"]["sent"] > 0
 
 
@@ -501,11 +504,16 @@ def submissions(sandbox) -> int:
 
 
 def push_until(
-    sandbox, env: dict, types: list[str], stop_at: int | None, output: Path | None = None
+    sandbox,
+    env: dict,
+    types: list[str],
+    stop_at: int | None,
+    output: Path | None = None,
+    seen=submissions,
 ) -> int | None:
     """`python -m pipelines push` as a user runs it; SIGKILLed once the sandbox has seen
-    `stop_at` submissions. Its exit code, or None if it was killed. What it printed goes to
-    `output`, where given."""
+    `stop_at` submissions (`seen(sandbox)` counts them). Its exit code, or None if it was
+    killed. What it printed goes to `output`, where given."""
     with open(output or os.devnull, "w") as printed:
         process = subprocess.Popen(
             [sys.executable, "-m", "pipelines", "push", "--types", *types],
@@ -516,7 +524,7 @@ def push_until(
         )
     try:
         while process.poll() is None:
-            if stop_at is not None and submissions(sandbox) >= stop_at:
+            if stop_at is not None and seen(sandbox) >= stop_at:
                 process.send_signal(signal.SIGKILL)
                 process.wait()
                 return None

@@ -675,8 +675,9 @@ def hub() -> Iterator[TestClient]:
 # -- commerce records and behavior events ----------------------------------------------------
 
 
-def test_record_types_are_the_services_plus_behavior_events():
-    assert set(RECORD_TYPES) == {*records.RECORD_TYPES, "behavior_event"}
+def test_record_types_are_the_services_plus_behavior_events_and_conversation_writes():
+    conversation = {"conversation_assignment", "conversation_close"}
+    assert set(RECORD_TYPES) == {*records.RECORD_TYPES, "behavior_event", *conversation}
     with pytest.raises(ValueError, match="unknown record type"):
         validate_record("invoice", ROWS["order"])
 
