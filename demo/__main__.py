@@ -1,8 +1,8 @@
 """`make demo`: start a sandbox, run the full sync against it, show the warehouse, then push
 a demo shop's records to the data hub and its members' assignments and closes to the
-conversation service, twice (the second run sends nothing), and let the
-conversation service's AI agent answer its members from the shop's orders (demo/agent.py).
-`python -m demo`.
+conversation service, twice (the second run sends nothing), plan a comment automation
+activity kept as code (docs/activities.md; nothing is applied), and let the conversation
+service's AI agent answer its members from the shop's orders (demo/agent.py). `python -m demo`.
 
 The sandbox runs frozen (its data stops at start), so the warehouse must equal its ground
 truth exactly; the table says so per relation. Two comment automation workspaces and both
@@ -25,7 +25,7 @@ import duckdb
 import httpx
 
 import demo
-from assets import definitions
+from assets import activities, definitions
 from assets.cli import run_push_command
 from assets.sync import run_sync
 from demo.shop import declare_shop, generate_shop
@@ -100,6 +100,33 @@ def answer_conversations(base: str, settings) -> dict[str, int]:
     }
 
 
+#: An activity as an agency keeps it in its folder; the account is the demo workspace's first
+#: Instagram account, known once the sandbox runs.
+ACTIVITY = """name = "Winter sale DM"
+account_id = "{account}"
+trigger = "ig_comment"
+keywords = ["price", "link"]
+public_replies = ["Sent you a DM!"]
+
+[[dm]]
+type = "text"
+text = "Here is the winter sale: up to 30% off until the end of December."
+"""
+
+
+def plan_activity(settings) -> int:
+    """Write the example activity into the demo's `ACTIVITIES_DIR` and run `activities plan`
+    on it: it plans a create, and writes nothing."""
+    api = os.environ["COMMENT_AUTOMATION_URL"]
+    key = {"Authorization": f"Bearer {os.environ['COMMENT_AUTOMATION_API_KEY']}"}
+    accounts = httpx.get(f"{api}/accounts", headers=key, timeout=60).json()["accounts"]
+    account = next(a["id"] for a in accounts if a["platform"] == "instagram")
+    folder = Path(os.environ["ACTIVITIES_DIR"])
+    folder.mkdir(exist_ok=True)
+    (folder / "winter-sale-dm.toml").write_text(ACTIVITY.format(account=account))
+    return activities.run_command(argparse.Namespace(step="plan"), settings)
+
+
 def write_settings(data: Path, settings: dict[str, str]) -> Path:
     """The demo's settings as a file a shell sources. Its secrets are left out: the webhook
     receiver's and the agent's are only for the receivers, which stopped with the demo (and
@@ -150,6 +177,7 @@ def main() -> int:
         print(f"AI agent: {agent_url} (demo.agent:reply answers order questions from shop.*)")
         own = point_at_sandbox(base, args.data) | demo.environment()
         own["AGENT_REPLY"] = os.environ["AGENT_REPLY"]
+        own["ACTIVITIES_DIR"] = str(args.data / "activities")
         os.environ.update(own)
         settings = load_settings()
         declare_shop(Lake(settings.lake_root))  # the shop's views build before it is written
@@ -169,6 +197,8 @@ def main() -> int:
         pushed = run_push_command(dry_run=False, record_types=[])
         print("push again: nothing changed, so nothing is sent …")
         again = run_push_command(dry_run=False, record_types=[])
+        print("\nactivities as code: a file for a comment automation, and its plan …")
+        planned = plan_activity(settings)
         events = land_webhook_events(base, settings)
         print("AI agent: the sandbox's members ask; the agent answers from the shop's orders …")
         conversations = answer_conversations(base, settings)
@@ -201,7 +231,7 @@ def main() -> int:
         f"{settings_file}: the sandbox's addresses and its demo keys (not secrets), the lake, the "
         "warehouse and WAREHOUSE_SQL=demo/sql; no secret of the receivers."
     )
-    landed = report.ok and all(r.equal for r in rows) and pushed == again == 0
+    landed = report.ok and all(r.equal for r in rows) and pushed == again == planned == 0
     figures = list(conversations.values())
     answered = figures[0] > 0 and len(set(figures[:4])) == 1  # every call, kept once, answered
     return 0 if landed and events and answered else 1

@@ -60,6 +60,9 @@ def test_make_demo_lands_every_relation_equal_to_the_truth_and_pushes_once(tmp_p
         if line.startswith("conversation_assignment ")
     ]
     assert [int(row[-2].replace(",", "")) > 0 for row in assignments] == [True, False], output
+    # The example activity kept as code is planned as a create in the default workspace.
+    planned = [line.split() for line in finished.stdout.splitlines() if "'Winter sale DM'" in line]
+    assert [row[0] for row in planned] == ["create"], output
     # The agent answered every turn the sandbox sent, each kept once; some from the orders.
     [line] = [x for x in finished.stdout.splitlines() if x.startswith("AI agent, in conversation")]
     agent = ast.literal_eval(line.partition(": ")[2])
