@@ -85,7 +85,12 @@ def print_counts(settings: Settings, lake: Lake, relations: list[str]) -> None:
     print_counts(settings, lake, relations)
 
 
-def run_push_command(dry_run: bool, record_types: list[str], resend_in_doubt: bool = False) -> int:
+def run_push_command(
+    dry_run: bool,
+    record_types: list[str],
+    resend_in_doubt: bool = False,
+    resend_keys: list[str] | None = None,
+) -> int:
     """The `push` job in this process; prints the plan's figures per record type."""
     import dagster as dg
 
@@ -98,7 +103,12 @@ def run_push_command(dry_run: bool, record_types: list[str], resend_in_doubt: bo
     job = dg.Definitions(
         jobs=push.JOBS, resources=build_resources(load_settings()), loggers=LOGGERS
     ).resolve_job_def(name)
-    config = {"dry_run": dry_run, "record_types": record_types, "resend_in_doubt": resend_in_doubt}
+    config = {
+        "dry_run": dry_run,
+        "record_types": record_types,
+        "resend_in_doubt": resend_in_doubt,
+        "resend_keys": resend_keys or [],
+    }
     with dagster_instance() as instance:
         result = job.execute_in_process(
             run_config={"ops": {"push_to_datahub": {"config": config}}, **console_config()},
@@ -254,6 +264,13 @@ def parser() -> Parser:
         help="send again the behavior events a killed push may have delivered (shown as "
         "in_doubt and not sent by default: the hub may store one twice)",
     )
+    push.add_argument(
+        "--resend",
+        nargs="+",
+        metavar="KEY",
+        help="send again only these rows in doubt, by their key in sync.rejected (source "
+        "in_doubt); the others stay in doubt",
+    )
     commands.add_parser(
         "warehouse",
         help="rebuild the warehouse's views and print the rows of each relation",
@@ -330,7 +347,9 @@ def run_command(args: argparse.Namespace) -> int:
     if args.command == "activities":
         return activities.run_command(args, settings)
     if args.command == "push":
-        return run_push_command(args.dry_run, args.types or [], args.resend_in_doubt)
+        return run_push_command(
+            args.dry_run, args.types or [], args.resend_in_doubt, args.resend or []
+        )
     if args.command == "warehouse":
         outcome, failed = refreshed(settings)
         if failed:

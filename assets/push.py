@@ -109,6 +109,10 @@ class PushConfig(dg.Config):
     #: Send again the behavior events a killed run may or may not have delivered (they are
     #: reported as in_doubt and not sent by default: a resend could store one twice).
     resend_in_doubt: bool = False
+    #: Send again only these rows in doubt: their keys as `sync.rejected` lists them (its
+    #: `key` where `source` is `in_doubt`); the others stay in doubt. Name their record types
+    #: in `record_types` too.
+    resend_keys: list[str] = []
 
 
 @dg.op(pool=pool("datahub"), description="Plan, and unless a dry run, send the outbound rows.")
@@ -130,7 +134,7 @@ def push_to_datahub(
         {"datahub": datahub, "conversation": conversation},
         config.dry_run,
         config.record_types or None,
-        resend_in_doubt=config.resend_in_doubt,
+        resend_in_doubt=config.resend_in_doubt or frozenset(config.resend_keys),
         log=context.log.info,
         run_id=context.run_id,
     )

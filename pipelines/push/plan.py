@@ -270,17 +270,23 @@ def _timestamp(row: Mapping[str, Any], column: str) -> datetime | None:
         return None
 
 
+#: The rows in doubt a push sends again: every one (True), none (False), or those of the keys
+#: given (`sync.rejected`'s `key` of a row of source `in_doubt`).
+Resend = bool | frozenset[str]
+
+
 def make_plan(
     record_type: str,
     rows: Iterable[Mapping[str, Any]],
     accepted: Mapping[str, Entry],
     custom_fields: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
-    resend_in_doubt: bool = False,
+    resend_in_doubt: Resend = False,
     senders_gone: bool = True,
 ) -> Plan:
     """`custom_fields`: each connection's pulled definitions (profile updates are checked
     against the organization they go to). `resend_in_doubt`: send again the rows marked
-    `sending` whose answer never came (default: report them as in doubt, send nothing).
+    `sending` whose answer never came, all of them or the keys given (default: report them
+    as in doubt, send nothing).
     `senders_gone`: no push that marked them is alive (`Lease.alone`), so a record among
     them is sent again (the hub keeps the latest timestamp: a resend changes nothing it holds
     as current); while one may be, stalled, it may still send them, so they are in doubt."""
@@ -320,7 +326,10 @@ def make_plan(
     for key, of_key in versions.items():
         if of_key.valid:
             entry = accepted.get(key)
-            if _in_doubt_still(outbound, entry, of_key, resend_in_doubt, senders_gone):
+            resend = resend_in_doubt is True or (
+                not isinstance(resend_in_doubt, bool) and key in resend_in_doubt
+            )
+            if _in_doubt_still(outbound, entry, of_key, resend, senders_gone):
                 _in_doubt(plan, key, of_key.valid[-1], outbound)
             else:
                 _decide(plan, key, of_key, entry, outbound)
@@ -377,13 +386,13 @@ def _in_doubt_still(
     outbound: Outbound,
     entry: Entry | None,
     versions: Versions,
-    resend_in_doubt: bool,
+    resend: bool,
     senders_gone: bool,
 ) -> bool:
     """The key's last mark is `sending`, its answer never came, and it is not to be sent
     (`make_plan`): an event; or a record that a push still alive may send, unless the view
     holds a newer version (the hub keeps the latest timestamp, whichever arrives last)."""
-    if entry is None or entry.state != SENDING or resend_in_doubt:
+    if entry is None or entry.state != SENDING or resend:
         return False
     if outbound.at_most_once:
         return True

@@ -31,7 +31,7 @@ from pipelines.object_store import lake_fault
 from pipelines.push import imports
 from pipelines.push.lease import Lease, holder_name, no_push_alive, wait_seconds
 from pipelines.push.ledger import Ledger
-from pipelines.push.plan import OUTBOUND, OUTCOMES, Sending, make_plan
+from pipelines.push.plan import OUTBOUND, OUTCOMES, Resend, Sending, make_plan
 from pipelines.push.send import Client, send_plan
 from pipelines.streams.datahub import CUSTOM_FIELDS
 from pipelines.transport import CallStats
@@ -125,7 +125,7 @@ def run_push(
     services: Mapping[str, Service],
     dry_run: bool = False,
     record_types: list[str] | None = None,
-    resend_in_doubt: bool = False,
+    resend_in_doubt: Resend = False,
     log=print,
     run_id: str | None = None,
 ) -> PushReport:
@@ -165,7 +165,7 @@ def _push(
     services: Mapping[str, Service],
     dry_run: bool,
     record_types: list[str] | None,
-    resend_in_doubt: bool,
+    resend_in_doubt: Resend,
     log,
     lease: Lease | None,
 ) -> PushReport:

@@ -20,7 +20,8 @@ from pipelines.errors import SetupError
 from pipelines.push import journal as journal_module
 from pipelines.push import send
 from pipelines.push.lease import Lease, PushBusy, holder_name, wait_seconds
-from pipelines.push.ledger import as_json
+from pipelines.push.ledger import Ledger, as_json
+from pipelines.push.plan import SENDING, make_plan
 from pipelines.push.shared_journal import PostgresJournal
 from pipelines.push.validation import validate_record
 from tests.push.test_push import (
@@ -314,3 +315,40 @@ def test_the_push_commands_options_as_the_readme_gives_them(start_sandbox, sync_
     assert planned["behavior_event"]["new"] == 0 and planned["coupon"]["new"] > 0
     stored = httpx.get(f"{sandbox.url}/_sandbox/datahub/default/behavior-events/all").json()
     assert stored and submissions(sandbox) == len(stored)
+
+
+def test_chosen_rows_in_doubt_are_sent_again_and_the_others_stay_in_doubt(start_sandbox, sync_env):
+    """`push --resend KEY` (the job's `resend_keys` in the UI): of two behavior events a
+    killed push left marked `sending` without an answer, only the one named is sent, once;
+    the other stays in doubt, listed in `sync.rejected`."""
+    sandbox = start_sandbox()
+    resources = pushable(sandbox, sync_env)
+    bodies = Counter()
+    for row in outbound(resources, "behavior_events"):
+        body, problems = validate_record("behavior_event", row)
+        bodies[as_json(body)] += 0 if problems else 1
+    plan = make_plan("behavior_event", outbound(resources, "behavior_events"), {})
+    chosen, left = [p for p in plan.to_send if bodies[as_json(p.body)] == 1][:2]
+    with Ledger(resources["lake"].lake()) as ledger:  # what a killed push leaves
+        ledger.record(
+            "behavior_event",
+            [
+                {
+                    "key": p.key,
+                    "timestamp": p.timestamp,
+                    "content_hash": p.content_hash,
+                    "content": p.content,
+                    "state": SENDING,
+                    "event_id": None,
+                    "connection": p.connection,
+                }
+                for p in (chosen, left)
+            ],
+        )
+    assert main(["push", "--types", "behavior_event", "--resend", chosen.key]) == 0
+    stored = httpx.get(f"{sandbox.url}/_sandbox/datahub/default/behavior-events/all").json()
+    held = Counter(as_json(entry["event"]) for entry in stored)
+    assert (held[as_json(chosen.body)], held[as_json(left.body)]) == (1, 0)
+    assert len(stored) == len(plan.to_send) - 1
+    after = run_push(resources, dry_run=True, record_types=["behavior_event"])
+    assert (after["behavior_event"]["new"], after["behavior_event"]["in_doubt"]) == (0, 1)

@@ -143,6 +143,12 @@ def test_a_behavior_event_in_doubt_is_reported_and_sent_only_when_asked():
     assert [r["source"] for r in plan.rejections] == ["in_doubt"]
     resent = make_plan("behavior_event", [row], ledger, resend_in_doubt=True)
     assert [planned.key for planned in resent.to_send] == ["ev-1"]
+    # Or only the keys chosen: the others stay in doubt.
+    two = [row, page_view("ev-2")]
+    both = ledger | {"ev-2": accepted(two[1], "behavior_event", state=SENDING)}
+    chosen = make_plan("behavior_event", two, both, resend_in_doubt=frozenset({"ev-2"}))
+    assert [planned.key for planned in chosen.to_send] == ["ev-2"]
+    assert chosen.counts["in_doubt"] == 1
 
 
 def test_a_record_marked_sending_is_in_doubt_only_while_its_push_may_still_send_it():
