@@ -247,6 +247,33 @@ def test_a_range_run_shows_each_checks_result_on_each_of_its_days(
             assert scopes == {f"days {days[0]} to {days[-1]}"}
 
 
+def test_a_range_run_on_a_throwaway_instance_records_each_check_once(tmp_path):
+    """The command line's instance without DAGSTER_HOME is thrown away at the end of its run:
+    no UI shows its days, so each check records its one result, without a day."""
+    first = date(2026, 10, 1)
+
+    def rows(turn: Turn):
+        for day in turn.days:
+            yield day, [{"id": day.day}]
+
+    things = PulledStream("test", "things", SCHEMA, daily=True, rows=rows)
+    checks = stream_checks([things])
+    with dg.DagsterInstance.ephemeral() as instance:
+        result = materialize(
+            tmp_path, things, first, first + timedelta(days=4), checks=checks, instance=instance
+        )
+    evaluations = [
+        event.asset_check_evaluation_data
+        for event in result.all_events
+        if event.event_type == dg.DagsterEventType.ASSET_CHECK_EVALUATION
+    ]
+    assert result.success
+    assert sorted((e.check_name, e.partition, e.passed) for e in evaluations) == sorted(
+        (key.name, None, True) for check in checks for key in check.check_keys
+    )
+    assert {e.metadata["scope"].value for e in evaluations} == {"days 2026-10-01 to 2026-10-05"}
+
+
 def test_a_run_of_one_day_shows_each_checks_result_on_that_day(tmp_path):
     day = date(2026, 10, 1)
 
