@@ -2,7 +2,9 @@
 a demo shop's records to the data hub and its members' assignments and closes to the
 conversation service, twice (the second run sends nothing), plan a comment automation
 activity kept as code (docs/activities.md; nothing is applied), and let the conversation
-service's AI agent answer its members from the shop's orders (demo/agent.py). `python -m demo`.
+service's AI agent answer its members from the shop's orders (demo/agent.py) meanwhile; then
+every webhook event the sandbox delivered and every turn the agent answered is landed, and
+checked against the sandbox's own record of them. `python -m demo`.
 
 The sandbox runs frozen (its data stops at start), so the warehouse must equal its ground
 truth exactly; the table says so per relation. Two comment automation workspaces and both
@@ -19,6 +21,7 @@ import secrets
 import shlex
 import shutil
 import sys
+from collections import Counter
 from pathlib import Path
 
 import duckdb
@@ -43,19 +46,47 @@ from sandbox.process import (
 SETTINGS_FILE = "settings.sh"
 
 
-def land(relation: str, settings) -> None:
-    """A receiver's inbox compacted into the lake, as `python -m pipelines sync --streams
-    <relation>` does."""
-    report = run_sync([relation], settings=settings)
+def land(relations: list[str], settings) -> None:
+    """The receivers' inboxes compacted into the lake, as `python -m pipelines sync --streams
+    <relation> …` does."""
+    report = run_sync(relations, settings=settings)
     for step, message in report.failed.items():
         print(f"FAILED {step}: {message}", file=sys.stderr)
 
 
-def land_webhook_events(base: str, settings) -> dict[str, int]:
-    """Let the campaign's webhooks (and the push's `*.sync` events) reach the receiver, then
-    compact the inbox into the lake; events per family."""
-    httpx.get(f"{base}/_sandbox/webhooks", params={"wait": 120}, timeout=180).raise_for_status()
-    land("datahub.webhook_events", settings)
+#: Seconds the demo waits for the sandbox to deliver its last webhook events, and for the
+#: agent to answer its last turns.
+WAIT_SECONDS = 120
+
+
+def delivered_webhooks(base: str) -> tuple[dict[str, int], bool]:
+    """Wait for the campaign's webhooks (and the push's `*.sync` events) to reach the
+    receiver: the events the sandbox delivered per family (its `/_sandbox/webhooks`), and
+    whether it delivered every event it had."""
+    answer = httpx.get(
+        f"{base}/_sandbox/webhooks", params={"wait": WAIT_SECONDS}, timeout=WAIT_SECONDS + 60
+    )
+    answer.raise_for_status()
+    sent = answer.json()
+    if not sent["idle"]:
+        print(
+            f"FAILED webhooks: the sandbox was still delivering after {WAIT_SECONDS} s; "
+            "is the receiver answering? (GET /_sandbox/webhooks lists every attempt)",
+            file=sys.stderr,
+        )
+    failed = sum(not d["delivered"] for d in sent["deliveries"])
+    if failed:
+        print(
+            f"FAILED webhooks: the sandbox gave up on {failed} events after its retries; "
+            "GET /_sandbox/webhooks lists what the receiver answered",
+            file=sys.stderr,
+        )
+    delivered = Counter(d["event"].split(".")[0] for d in sent["deliveries"] if d["delivered"])
+    return dict(sorted(delivered.items())), sent["idle"] and not failed
+
+
+def landed_webhooks(settings) -> dict[str, int]:
+    """The events in `datahub.webhook_events` per family."""
     with duckdb.connect(str(settings.warehouse_path), read_only=True) as con:
         rows = con.execute(
             "SELECT split_part(event, '.', 1), count(*) FROM datahub.webhook_events GROUP BY 1"
@@ -67,15 +98,32 @@ def land_webhook_events(base: str, settings) -> dict[str, int]:
 AGENT_TURNS = 300
 
 
-def answer_conversations(base: str, settings) -> dict[str, int]:
-    """The sandbox's service sends the agent the turns of its latest member messages; the
-    agent's inbox is compacted into the lake. Figures of the sandbox's calls and of the
-    warehouse's `conversation.agent_requests`, and two of the answers."""
+def ask_agent(base: str) -> None:
+    """The sandbox's service sends the agent the turns of its latest member messages; they
+    are answered while the demo goes on (the agent reads the shop's orders, already written)."""
     for region in ("default", "jp"):
         replay = f"{base}/_sandbox/conversation/{region}/agent/replay"
         httpx.post(replay, params={"count": AGENT_TURNS}, timeout=60).raise_for_status()
-    seen = httpx.get(f"{base}/_sandbox/agent", params={"wait": 120}, timeout=180).json()
-    land("conversation.agent_requests", settings)
+
+
+def agent_calls(base: str) -> list[dict]:
+    """Wait for the agent's last answers: the sandbox's calls to it."""
+    answer = httpx.get(
+        f"{base}/_sandbox/agent", params={"wait": WAIT_SECONDS}, timeout=WAIT_SECONDS + 60
+    )
+    answer.raise_for_status()
+    if not answer.json()["idle"]:
+        print(
+            f"FAILED AI agent: turns still unanswered after {WAIT_SECONDS} s; "
+            "is the agent answering? (GET /_sandbox/agent lists every call)",
+            file=sys.stderr,
+        )
+    return answer.json()["calls"]
+
+
+def answered_conversations(calls: list[dict], settings) -> dict[str, int]:
+    """Figures of the sandbox's calls and of the warehouse's `conversation.agent_requests`,
+    and two of the answers."""
     with duckdb.connect(str(settings.warehouse_path), read_only=True) as con:
         requests, answered, handovers, orders = con.execute(
             "SELECT count(*), count(answered_at), count(*) FILTER (handover), "
@@ -89,7 +137,6 @@ def answer_conversations(base: str, settings) -> dict[str, int]:
         ).fetchall()
     for question, reply in examples:
         print(f"  member: {question!r}\n  agent:  {reply!r}")
-    calls = seen["calls"]
     return {
         "sandbox calls": len(calls),
         "sandbox answered": sum(call["answered"] for call in calls),
@@ -191,6 +238,11 @@ def main() -> int:
         shop = generate_shop(Lake(settings.lake_root))
         print(f"\ndemo shop (the brand's own system): {sum(shop.values()):,} rows in shop.*")
         print(
+            "AI agent: the sandbox's members ask; the agent answers from the shop's orders "
+            "while the demo goes on …"
+        )
+        ask_agent(base)
+        print(
             "push: the outbound views (demo/sql/outbound) to the data hub, and assignments "
             "and closes to the conversation service …"
         )
@@ -199,9 +251,12 @@ def main() -> int:
         again = run_push_command(dry_run=False, record_types=[])
         print("\nactivities as code: a file for a comment automation, and its plan …")
         planned = plan_activity(settings)
-        events = land_webhook_events(base, settings)
-        print("AI agent: the sandbox's members ask; the agent answers from the shop's orders …")
-        conversations = answer_conversations(base, settings)
+        print("\nreceivers: the data hub's webhooks and the agent's turns into the lake …")
+        delivered, complete = delivered_webhooks(base)
+        calls = agent_calls(base)
+        land(["datahub.webhook_events", "conversation.agent_requests"], settings)
+        events = landed_webhooks(settings)
+        conversations = answered_conversations(calls, settings)
     rows = reconcile(
         Lake(settings.lake_root), str(settings.warehouse_path), definitions.STREAMS, truth
     )
@@ -212,6 +267,7 @@ def main() -> int:
         mark = "ok" if r.equal else "DIFFERS"
         print(f"{r.relation:<{width}}  {r.rows:>9,}  {truth_rows:>9}  {mark}")
     print(f"\nwebhook events in datahub.webhook_events: {events}")
+    print(f"webhook events the sandbox delivered:      {delivered}")
     print(f"AI agent, in conversation.agent_requests: {conversations}")
     settings_file = write_settings(args.data, own)
     sandbox_command = shlex.join(
@@ -234,7 +290,8 @@ def main() -> int:
     landed = report.ok and all(r.equal for r in rows) and pushed == again == planned == 0
     figures = list(conversations.values())
     answered = figures[0] > 0 and len(set(figures[:4])) == 1  # every call, kept once, answered
-    return 0 if landed and events and answered else 1
+    received = complete and events and events == delivered  # every event landed, once
+    return 0 if landed and received and answered else 1
 
 
 if __name__ == "__main__":

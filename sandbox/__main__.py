@@ -23,6 +23,12 @@ def _aware(text: str) -> datetime:
     return moment
 
 
+def _at_least_one(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"a whole number of at least 1, not {text!r}")
+    return int(text)
+
+
 def _faults(text: str) -> FaultSpec:
     try:
         return FaultSpec.parse(text)
@@ -85,6 +91,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--webhook-url")
     parser.add_argument("--webhook-secret", help="HMAC secret; WEBHOOK_SECRET is read if unset")
     parser.add_argument(
+        "--webhook-concurrency",
+        type=_at_least_one,
+        default=SandboxConfig.webhook_concurrency,
+        metavar="N",
+        help="webhook deliveries in flight at once (default %(default)s; 1: strictly in order)",
+    )
+    parser.add_argument(
         "--agent-url",
         help="the brand's AI agent: each live member message is sent to it "
         "(default region version 1.1, jp 1.0)",
@@ -137,6 +150,7 @@ def main(argv: list[str] | None = None) -> None:
         drift=args.drift,
         webhook_url=args.webhook_url,
         webhook_secret=args.webhook_secret,
+        webhook_concurrency=args.webhook_concurrency,
         agent_url=args.agent_url,
         agent_token=args.agent_token,
         rate_limits=not args.no_rate_limits,

@@ -74,6 +74,10 @@ class SandboxConfig:
     webhook_secret: str | None = None
     # Seconds between webhook retries (attempt n waits n * this); the spec does not say.
     webhook_retry_delay: float = 1.0
+    # Webhook deliveries in flight at once, taken in the order the events happened, so one
+    # slow or retried event holds only its own slot; the spec does not say whether the hub
+    # delivers one at a time. 1 delivers strictly in order (sandbox/webhooks.py).
+    webhook_concurrency: int = 4
     # The brand's AI agent, called for each live member message (conversation service spec
     # section 2; sandbox/conversation/agent.py); none by default. The token is never shown.
     agent_url: str | None = None

@@ -54,6 +54,7 @@ class Sandbox:
             config.webhook_secret,
             retry_delay=config.webhook_retry_delay,
             transport=webhook_transport,
+            concurrency=config.webhook_concurrency,
         )
         return sandbox
 

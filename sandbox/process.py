@@ -5,12 +5,43 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import time
+from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
+
+#: What is kept of a child's output when no log file is given: its end, enough for the
+#: traceback of a failed start.
+KEPT_OUTPUT_CHARS = 4000
+
+
+class Drain:
+    """A child's pipe read on a thread of its own until it closes, its last lines kept (about
+    `KEPT_OUTPUT_CHARS`). A pipe that nobody reads fills (64 KiB on Linux) and then blocks the
+    child at its next line: a receiver that logs a line a request stops answering after some
+    1,700 requests."""
+
+    def __init__(self, stream) -> None:
+        self._lines: deque[str] = deque()
+        self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _read(self, stream) -> None:
+        kept = 0
+        for line in stream:
+            self._lines.append(line)
+            kept += len(line)
+            while kept > KEPT_OUTPUT_CHARS and len(self._lines) > 1:
+                kept -= len(self._lines.popleft())
+
+    def text(self, wait: float = 5.0) -> str:
+        """What was kept, once the child's end of the pipe is closed (or after `wait` s)."""
+        self._thread.join(wait)
+        return "".join(self._lines)
 
 
 @contextmanager
@@ -24,8 +55,8 @@ def running_process(
 ) -> Iterator[str]:
     """Run `python -m <module> --port <port> …`, wait until it answers HTTP, yield its base
     URL, stop it on exit. Its output goes to the file `log` (appended) where one is given,
-    as for a process that runs for hours (`make dev`): an unread pipe would fill and stall
-    it; else its errors are kept to say why it failed to start."""
+    as for a process that runs for hours (`make dev`); else its output is read as it comes
+    and its end kept (`Drain`) to say why it failed to start."""
     base = f"http://127.0.0.1:{port}"
     output = None if log is None else log.open("ab")
     process = subprocess.Popen(
@@ -36,11 +67,12 @@ def running_process(
     )
     if output is not None:
         output.close()  # the child has its own
+    errors = Drain(process.stderr) if log is None else None
     try:
         deadline = time.monotonic() + startup_seconds
         while True:
             if process.poll() is not None:
-                said = process.stderr.read() if log is None else log.read_text()[-4000:]
+                said = errors.text() if errors is not None else log.read_text()[-KEPT_OUTPUT_CHARS:]
                 raise RuntimeError(f"{module} exited at start:\n{said}")
             try:
                 httpx.get(f"{base}{ready_path}", timeout=1.0)  # any answer: it is serving

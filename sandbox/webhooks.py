@@ -3,8 +3,11 @@
 Each event is POSTed as JSON to the configured URL with `Service-Signature` (hex HMAC-SHA256
 of the raw body, keyed with the UTF-8 secret), `Service-Idempotency-Key` (one id per event,
 the same on every retry) and `User-Agent`. An answer other than 200, or none within 5 s,
-is retried up to 3 times. Deliveries run on a thread of their own, in order, so a slow
-receiver never slows the API; faults may duplicate an event or hold it back behind the next.
+is retried up to 3 times. Deliveries run on a thread of their own, so a slow receiver never
+slows the API, at most `concurrency` at a time (`SandboxConfig.webhook_concurrency`), taken
+in the order the events happened: one slow or retried event holds only its own slot. With
+one at a time they arrive in order. Faults may duplicate an event (sent twice, one after the
+other) or hold it back until the next one has been delivered.
 """
 
 from __future__ import annotations
@@ -60,8 +63,12 @@ class WebhookDispatcher:
         faults: FaultInjector | None = None,
         retry_delay: float = 1.0,
         transport: httpx.AsyncBaseTransport | None = None,
+        concurrency: int = 1,  # the sandbox's is SandboxConfig.webhook_concurrency
     ) -> None:
+        if concurrency < 1:
+            raise ValueError(f"webhook concurrency must be at least 1, not {concurrency}")
         self.url = url
+        self._concurrency = concurrency
         self._secret = secret
         self._faults = faults
         self._retry_delay = retry_delay
@@ -113,28 +120,59 @@ class WebhookDispatcher:
         asyncio.run(self._deliver_forever())
 
     async def _deliver_forever(self) -> None:
+        slots = asyncio.Semaphore(self._concurrency)
+        running: set[asyncio.Task] = set()
         held: Delivery | None = None
+
+        def start(*group: Delivery) -> None:
+            """Deliver `group` one after the other in a slot of its own."""
+            task = asyncio.create_task(self._send_group(client, slots, group))
+            running.add(task)
+            task.add_done_callback(running.discard)
+
         async with httpx.AsyncClient(
             transport=self._transport, timeout=ANSWER_DEADLINE_SECONDS
         ) as client:
             while True:
+                await slots.acquire()  # released by the group that takes it
                 if held is not None and self._queue.empty():
-                    await self._send(client, held)  # nothing came after it: release it now
+                    start(held)  # nothing came after it: release it now
                     held = None
-                delivery = await asyncio.to_thread(self._queue.get)
+                    continue
+                delivery = await self._next()
                 if delivery is None:
+                    slots.release()
+                    await asyncio.gather(*running)
                     return
                 if held is None and self._roll("webhook_reorder"):
                     held = delivery
+                    slots.release()
                     continue
-                await self._send(client, delivery)
+                group = [delivery]
                 if self._roll("webhook_dup"):
                     with self._lock:
                         self._outstanding += 1
-                    await self._send(client, delivery)
+                    group.append(delivery)
                 if held is not None:
-                    await self._send(client, held)
+                    group.append(held)
                     held = None
+                start(*group)
+
+    async def _next(self) -> Delivery | None:
+        """The next queued event; a thread waits for one only when none is queued."""
+        try:
+            return self._queue.get_nowait()
+        except queue.Empty:
+            return await asyncio.to_thread(self._queue.get)
+
+    async def _send_group(
+        self, client: httpx.AsyncClient, slots: asyncio.Semaphore, group: tuple[Delivery, ...]
+    ) -> None:
+        try:
+            for delivery in group:
+                await self._send(client, delivery)
+        finally:
+            slots.release()
 
     def _roll(self, fault: str) -> bool:
         return self._faults is not None and self._faults.roll(getattr(self._faults.spec, fault))

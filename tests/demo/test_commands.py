@@ -51,7 +51,12 @@ def test_make_demo_lands_every_relation_equal_to_the_truth_and_pushes_once(tmp_p
     assert finished.returncode == 0, output
     equal = {line.split()[0] for line in finished.stdout.splitlines() if line.endswith(" ok")}
     assert equal == {stream.relation for stream in definitions.STREAMS}, output
-    assert "webhook events in datahub.webhook_events: {" in finished.stdout
+    # Every webhook event the sandbox delivered (the push's `*.sync` events, the campaign's)
+    # landed in the warehouse once: the same figures per family.
+    [landed] = [x for x in finished.stdout.splitlines() if x.startswith("webhook events in ")]
+    [sent] = [x for x in finished.stdout.splitlines() if x.startswith("webhook events the ")]
+    landed, sent = (ast.literal_eval(x.partition(": ")[2].strip()) for x in (landed, sent))
+    assert landed == sent and sent["order"] > 0 and sent["message"] > 0, output
     # Both pushes printed their figures: assignments reached the conversation service once
     # (the second push sent none); `sent` is the figures' last column but one.
     assignments = [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import json
@@ -15,7 +16,8 @@ from starlette.testclient import TestClient
 
 from sandbox.__main__ import parse_args
 from sandbox.clock import Clock
-from sandbox.faults import ConnectionDropped, FaultSpec
+from sandbox.config import SandboxConfig
+from sandbox.faults import ConnectionDropped, FaultInjector, FaultSpec
 from sandbox.ratelimit import RateLimiter
 from sandbox.webhooks import WebhookDispatcher, sign
 from tests.constants import COMMENT, READONLY
@@ -173,8 +175,6 @@ class Receiver:
 
 
 def _dispatcher(receiver: Receiver, **faults) -> WebhookDispatcher:
-    from sandbox.faults import FaultInjector
-
     injector = FaultInjector(app=None, spec=FaultSpec.from_dict(faults), seed=1)
     return WebhookDispatcher(
         "http://receiver/hook",
@@ -263,6 +263,50 @@ def test_webhook_reorder_fault_delivers_every_event_out_of_order(monkeypatch):
     assert sorted(sent) == [0, 1, 2, 3] and sent != [0, 1, 2, 3]
 
 
+def test_a_retried_webhook_holds_only_its_own_slot():
+    """The first event is refused once and waits 0.5 s for its retry; with two deliveries in
+    flight the three events after it arrive meanwhile, in the order they happened."""
+    receiver = Receiver(500)
+    dispatcher = WebhookDispatcher(
+        "http://receiver/hook",
+        "s3cret",
+        retry_delay=0.5,
+        transport=httpx.MockTransport(receiver),
+        concurrency=2,
+    )
+    _emit(dispatcher, 4)
+    assert dispatcher.wait_idle(5)
+    dispatcher.close()
+    sent = [json.loads(r.content)["data"]["campaign_id"] for r in receiver.calls]
+    assert sent == [0, 1, 2, 3, 0]
+    assert [d.attempts for d in dispatcher.deliveries] == [[500, 200], [200], [200], [200]]
+
+
+@pytest.mark.parametrize("concurrency", [1, 3])
+def test_webhooks_in_flight_never_exceed_the_concurrency(concurrency):
+    in_flight, most = 0, 0
+
+    async def slow_receiver(request: httpx.Request) -> httpx.Response:
+        nonlocal in_flight, most
+        in_flight += 1
+        most = max(most, in_flight)
+        await asyncio.sleep(0.02)
+        in_flight -= 1
+        return httpx.Response(200)
+
+    dispatcher = WebhookDispatcher(
+        "http://receiver/hook",
+        "s3cret",
+        transport=httpx.MockTransport(slow_receiver),
+        concurrency=concurrency,
+    )
+    _emit(dispatcher, 12)
+    assert dispatcher.wait_idle(5)
+    dispatcher.close()
+    assert most == concurrency
+    assert all(d.delivered for d in dispatcher.deliveries)
+
+
 def test_without_url_nothing_is_queued():
     dispatcher = WebhookDispatcher(None, None)
     _emit(dispatcher, 1)
@@ -276,6 +320,7 @@ def test_without_url_nothing_is_queued():
         ["--faults", "error=7"],
         ["--webhook-url", "http://127.0.0.1:9/hook"],
         ["--scale", "huge"],
+        ["--webhook-concurrency", "0"],
     ],
 )
 def test_command_line_refuses_bad_options(argv, monkeypatch, capsys):
@@ -306,8 +351,11 @@ def test_command_line_takes_every_documented_option():
             "x",
             "--campaign-minutes",
             "360",
+            "--webhook-concurrency",
+            "1",
         ]
     )
     assert (args.port, args.seed, args.scale, args.frozen) == (9, 3, "large", True)
-    assert args.campaign_minutes == 360
+    assert args.campaign_minutes == 360 and args.webhook_concurrency == 1
+    assert parse_args([]).webhook_concurrency == SandboxConfig.webhook_concurrency
     assert args.now.utcoffset().total_seconds() == 9 * 3600 and args.faults.error == 0.1

@@ -14,6 +14,7 @@ import pytest
 
 from assets import webhooks
 from assets.resources import LakeResource
+from sandbox.config import SandboxConfig
 from sandbox.faults import FaultSpec
 from tests.webhooks.conftest import SECRET
 
@@ -68,11 +69,19 @@ def cause_events(base: str) -> str:
     return coupon.json()["event_id"]
 
 
+@pytest.mark.parametrize("concurrency", [1, SandboxConfig.webhook_concurrency])
 def test_duplicated_and_reordered_deliveries_land_exactly_once(
-    start_sandbox, receiver, tmp_path, monkeypatch
+    start_sandbox, receiver, tmp_path, monkeypatch, concurrency
 ):
+    """One delivery at a time keeps the order, so an arrival order other than the events'
+    is the reorder fault's doing; the sandbox's default has several in flight."""
     faults = FaultSpec(webhook_dup=0.3, webhook_reorder=0.3)
-    sandbox = start_sandbox(webhook_url=receiver.url, webhook_secret=SECRET, faults=faults)
+    sandbox = start_sandbox(
+        webhook_url=receiver.url,
+        webhook_secret=SECRET,
+        faults=faults,
+        webhook_concurrency=concurrency,
+    )
     coupon_event_id = cause_events(sandbox.url)
     answer = httpx.get(f"{sandbox.url}/_sandbox/webhooks", params={"wait": 30}, timeout=60)
     records = answer.json()
