@@ -837,6 +837,7 @@ def closed_days(soak: Soak, lake, today: date) -> list[dict]:
             {
                 "stream": f"{stream.relation} ({connection})",
                 "closed_days": len(served),
+                "closed_days_with_rows": sum(truth_days[day] > 0 for day in served),
                 "equal": len(served) - len(unequal) - len(explained),
                 "explained_by_plants": len(explained),
                 "unequal": len(unequal),
@@ -849,7 +850,13 @@ def closed_days(soak: Soak, lake, today: date) -> list[dict]:
 # -- the soak ------------------------------------------------------------------------------
 
 
-def run(hours: int, scale: str, plant_hours: dict[str, int], start_hour: int | None = None) -> dict:
+def run(
+    hours: int,
+    scale: str,
+    plant_hours: dict[str, int],
+    start_hour: int | None = None,
+    history_days: int | None = None,
+) -> dict:
     wall = time.monotonic()
     phase = Phases()
     anchor = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
@@ -878,6 +885,7 @@ def run(hours: int, scale: str, plant_hours: dict[str, int], start_hour: int | N
                 # move while a run polls them.
                 "--task-phase-seconds",
                 "0.3",
+                *(("--history-days", str(history_days)) if history_days else ()),
                 startup_seconds=300,
             )
         )
@@ -887,6 +895,10 @@ def run(hours: int, scale: str, plant_hours: dict[str, int], start_hour: int | N
         (data / "soak-sync.toml").write_text("[service.comment]\nrate_window_seconds = 2\n")
         env["SYNC_CONFIG"] = str(data / "soak-sync.toml")
         env["DAGSTER_HOME"] = str(data / "dagster")
+        if history_days:
+            # The partitions start on the history's first day (its messages' partial one):
+            # "materialize all" lands every day that holds data, and no more.
+            env["SYNC_START_DATE"] = (anchor.date() - timedelta(days=history_days)).isoformat()
         (data / "dagster").mkdir()
         shutil.copy(ROOT / "instance" / "dagster.yaml", data / "dagster" / "dagster.yaml")
         with open(data / "dagster" / "dagster.yaml", "a") as instance_yaml:
@@ -959,7 +971,9 @@ def run(hours: int, scale: str, plant_hours: dict[str, int], start_hour: int | N
         classify(soak)
         with phase("closed days against the truth"):
             days = closed_days(soak, lake, end.date())
-        return summary(soak, days, hours, time.monotonic() - wall)
+        result = summary(soak, days, hours, time.monotonic() - wall)
+        result["history_days"] = history_days or "a year (the sandbox's default)"
+        return result
 
 
 def summary(soak: Soak, days: list[dict], hours: int, wall: float) -> dict:
@@ -1031,6 +1045,16 @@ def main() -> None:
         help="start at this UTC hour of today (default: the current hour); 21 with --hours 6 "
         "crosses 23:30, midnight and 02:30",
     )
+    parser.add_argument(
+        "--history-days",
+        type=int,
+        choices=range(11, 366),
+        metavar="{11..365}",
+        help="the sandbox's history on this many days before the start (sandbox "
+        "--history-days) and the partitions from its first day (SYNC_START_DATE): hour 0's "
+        "materialize all lands that many days, not a year (tests/test_soak.py: 14). At least "
+        "11: plant (b) deletes the day file of 10 days before",
+    )
     parser.add_argument("--no-plants", action="store_true")
     parser.add_argument(
         "--json", type=Path, help="write the result here instead of bench/results (tests)"
@@ -1044,7 +1068,7 @@ def main() -> None:
     hours = args.hours or round(args.days * 24)
     # (a) a third of the way in, (b) two thirds: each has hours left to be caught.
     plants = {} if args.no_plants else {"a": hours // 3, "b": 2 * hours // 3}
-    result = run(hours, args.scale, plants, args.start_hour)
+    result = run(hours, args.scale, plants, args.start_hour, args.history_days)
     if args.json:
         args.json.write_text(json.dumps(result, indent=2, default=str) + "\n")
         return
