@@ -81,6 +81,46 @@ ID_IN_PATH = re.compile(r"/(?:[0-9a-f]{8}-[0-9a-f-]{27}|\d+|[A-Za-z0-9_-]{20,})(
 QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
 
 
+def tree_cpu() -> float:
+    """CPU seconds (user + system) of this process and every process under it, each with the
+    children it has waited for (Linux's /proc): the sandbox, the webserver, the daemon and its
+    run workers, the held sessions. A process whose parent ended before it (an orphan) is not
+    counted once it ends, nor a child its parent has not waited for."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total, pending = 0, [os.getpid()]
+    while pending:
+        pid = pending.pop()
+        with suppress(OSError, ValueError):
+            # The fields after the command's closing parenthesis: utime is the 12th.
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += sum(int(n) for n in fields[11:15])  # utime, stime, cutime, cstime
+            for task in Path(f"/proc/{pid}/task").iterdir():
+                pending.extend(int(c) for c in (task / "children").read_text().split())
+    return total / ticks
+
+
+class Phases:
+    """Wall and CPU seconds (`tree_cpu`) of the soak's phases, in the order they ran."""
+
+    def __init__(self) -> None:
+        self.rows: list[dict] = []
+
+    @contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        wall, cpu, own = time.perf_counter(), tree_cpu(), time.process_time()
+        try:
+            yield
+        finally:
+            self.rows.append(
+                {
+                    "phase": name,
+                    "wall_s": round(time.perf_counter() - wall, 1),
+                    "cpu_s": round(tree_cpu() - cpu, 1),
+                    "soak_process_cpu_s": round(time.process_time() - own, 1),
+                }
+            )
+
+
 @dataclass
 class Plant:
     name: str
@@ -102,6 +142,7 @@ class Soak:
     requests: list[dict] = field(default_factory=list)
     sessions: dict = field(default_factory=dict)
     materialize_all: dict = field(default_factory=dict)
+    phases: Phases = field(default_factory=Phases)
 
 
 # -- the sandbox -----------------------------------------------------------------------------
@@ -498,7 +539,10 @@ def materialize_all(soak: Soak, defs, instance, warehouse: Path) -> dict:
     tools = Path(sys.executable).parent
     ui = f"http://127.0.0.1:{free_port()}"
     webserver_log, daemon_log = soak.data / "webserver.log", soak.data / "daemon.log"
+    phase = soak.phases
     with ExitStack() as processes:
+        serving_phase = phase("hour 0: materialize all: webserver start until serving")
+        serving_phase.__enter__()
         webserver = processes.enter_context(
             dagster_process(
                 [
@@ -509,7 +553,10 @@ def materialize_all(soak: Soak, defs, instance, warehouse: Path) -> dict:
             )
         )
         wait_for_webserver(ui, webserver, webserver_log)
+        serving_phase.__exit__(None, None, None)
         serving = time.monotonic() - started
+        launching = phase("hour 0: materialize all: stop schedules, read assets, launch")
+        launching.__enter__()
         stopped = stop_schedules_and_sensors(ui)
         params = materialize_all_params(ui)
         what = (
@@ -521,12 +568,19 @@ def materialize_all(soak: Soak, defs, instance, warehouse: Path) -> dict:
         if launched["__typename"] != "LaunchBackfillSuccess":
             raise RuntimeError(f"{what}: {launched['__typename']} {launched.get('message')}")
         backfill_id = launched["backfillId"]
-        processes.enter_context(
-            dagster_process(
-                [str(tools / "dagster-daemon"), "run", "-w", "workspace.yaml"], daemon_log
+        launching.__exit__(None, None, None)
+        with phase("hour 0: materialize all: daemon start, backfill until done"):
+            processes.enter_context(
+                dagster_process(
+                    [str(tools / "dagster-daemon"), "run", "-w", "workspace.yaml"], daemon_log
+                )
             )
-        )
-        backfill = wait_for_backfill(ui, backfill_id, what, daemon_log)
+            backfill = wait_for_backfill(ui, backfill_id, what, daemon_log)
+        stopping = phase("hour 0: materialize all: webserver and daemon stopped")
+        stopping.__enter__()
+    stopping.__exit__(None, None, None)
+    recording = phase("hour 0: materialize all: runs, checks and relations read back")
+    recording.__enter__()
     ids = [r["runId"] for r in backfill["runs"]]
     records = sorted(
         instance.get_run_records(dg.RunsFilter(run_ids=ids)),
@@ -561,6 +615,9 @@ def materialize_all(soak: Soak, defs, instance, warehouse: Path) -> dict:
             events,
             (record.end_time or 0) - (record.start_time or record.end_time or 0),
         )
+    checks = checks_recorded(defs, instance, ids)
+    relations = relations_in(warehouse)
+    recording.__exit__(None, None, None)
     return {
         "launched": "launchPartitionBackfill through dagster-webserver's GraphQL API, "
         "executed by dagster-daemon",
@@ -571,8 +628,8 @@ def materialize_all(soak: Soak, defs, instance, warehouse: Path) -> dict:
         "partitions": len(params["partitionNames"]),
         "runs": len(records),
         "check_evaluations": len(soak.checks) - checks_before,
-        "checks": checks_recorded(defs, instance, ids),
-        "warehouse_relations": relations_in(warehouse),
+        "checks": checks,
+        "warehouse_relations": relations,
         "schedules_and_sensors_stopped": stopped,
         "seconds_to_webserver_serving": round(serving, 1),
         "seconds": round(time.monotonic() - started, 1),
@@ -780,6 +837,7 @@ def closed_days(soak: Soak, lake, today: date) -> list[dict]:
             {
                 "stream": f"{stream.relation} ({connection})",
                 "closed_days": len(served),
+                "closed_days_with_rows": sum(truth_days[day] > 0 for day in served),
                 "equal": len(served) - len(unequal) - len(explained),
                 "explained_by_plants": len(explained),
                 "unequal": len(unequal),
@@ -792,8 +850,15 @@ def closed_days(soak: Soak, lake, today: date) -> list[dict]:
 # -- the soak ------------------------------------------------------------------------------
 
 
-def run(hours: int, scale: str, plant_hours: dict[str, int], start_hour: int | None = None) -> dict:
+def run(
+    hours: int,
+    scale: str,
+    plant_hours: dict[str, int],
+    start_hour: int | None = None,
+    history_days: int | None = None,
+) -> dict:
     wall = time.monotonic()
+    phase = Phases()
     anchor = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
     if start_hour is not None:
         # Today's hour, past or to come: the webserver's and daemon's clock (the wall's)
@@ -801,6 +866,8 @@ def run(hours: int, scale: str, plant_hours: dict[str, int], start_hour: int | N
         anchor = anchor.replace(hour=start_hour)
     with ExitStack() as stack:
         data = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="soak-")))
+        sandbox_started = phase("sandbox start")
+        sandbox_started.__enter__()
         base = stack.enter_context(
             running_sandbox(
                 free_port(),
@@ -818,14 +885,20 @@ def run(hours: int, scale: str, plant_hours: dict[str, int], start_hour: int | N
                 # move while a run polls them.
                 "--task-phase-seconds",
                 "0.3",
+                *(("--history-days", str(history_days)) if history_days else ()),
                 startup_seconds=300,
             )
         )
+        sandbox_started.__exit__(None, None, None)
         env = point_at_sandbox(base, data)
         env.pop("AGENCY_COMMENT_AUTOMATION_API_KEY")  # the trial workspace: module docstring
         (data / "soak-sync.toml").write_text("[service.comment]\nrate_window_seconds = 2\n")
         env["SYNC_CONFIG"] = str(data / "soak-sync.toml")
         env["DAGSTER_HOME"] = str(data / "dagster")
+        if history_days:
+            # The partitions start on the history's first day (its messages' partial one):
+            # "materialize all" lands every day that holds data, and no more.
+            env["SYNC_START_DATE"] = (anchor.date() - timedelta(days=history_days)).isoformat()
         (data / "dagster").mkdir()
         shutil.copy(ROOT / "instance" / "dagster.yaml", data / "dagster" / "dagster.yaml")
         with open(data / "dagster" / "dagster.yaml", "a") as instance_yaml:
@@ -834,6 +907,8 @@ def run(hours: int, scale: str, plant_hours: dict[str, int], start_hour: int | N
         os.environ["SYNC_LOG_LEVEL"] = "ERROR"
 
         clock = stack.enter_context(time_machine.travel(sandbox_now(base), tick=True))
+        importing = phase("imports, instance, first warehouse, read-only session")
+        importing.__enter__()
         # Imported on the sandbox's clock: the partitions start from its today.
         import dagster as dg
 
@@ -845,13 +920,19 @@ def run(hours: int, scale: str, plant_hours: dict[str, int], start_hour: int | N
         settings = load_settings()
         lake = Lake(settings.lake_root)
         instance = stack.enter_context(dg.DagsterInstance.get())
-        soak = Soak(base, data, [Plant(name, hour) for name, hour in sorted(plant_hours.items())])
+        soak = Soak(
+            base,
+            data,
+            [Plant(name, hour) for name, hour in sorted(plant_hours.items())],
+            phases=phase,
+        )
         # An analyst holds the warehouse from before anything lands: read-only for the first
         # half, read-write (careless) for the second. DuckDB refuses both at once across
         # processes, so they take turns.
         refresh_warehouse(settings.lake_root, settings.warehouse_path, settings.warehouse_sql)
         session = HeldSession(settings.warehouse_path, read_only=True)
         soak.sessions = {"read-only from hour 0": session.opened}
+        importing.__exit__(None, None, None)
         seen = request_counts(base)
         for hour in range(hours):
             start = anchor + timedelta(hours=hour)
@@ -861,19 +942,25 @@ def run(hours: int, scale: str, plant_hours: dict[str, int], start_hour: int | N
                     soak, defs, instance, settings.warehouse_path
                 )
             if hour == hours // 2:
-                session.close()
-                session = HeldSession(settings.warehouse_path, read_only=False)
+                with phase(f"hour {hour}: read-write session"):
+                    session.close()
+                    session = HeldSession(settings.warehouse_path, read_only=False)
                 soak.sessions[f"read-write from hour {hour}"] = session.opened
             for plant in soak.plants:
                 if plant.hour == hour:
-                    if plant.name == "a":
-                        plant_deleted_activity(soak, plant, lake)
-                    else:
-                        plant_deleted_day_file(soak, plant, lake, start.date())
+                    with phase(f"hour {hour}: plant {plant.name}"):
+                        if plant.name == "a":
+                            plant_deleted_activity(soak, plant, lake)
+                        else:
+                            plant_deleted_day_file(soak, plant, lake, start.date())
                     plant.at = start.isoformat()
             hour_started = time.monotonic()
-            run_schedules(soak, defs, instance, hour, start, clock.move_to)
-            views_current(soak, lake, settings, hour, session)
+            ran = len(soak.runs)
+            with phase(f"hour {hour} ({start:%H}:00): schedules"):
+                run_schedules(soak, defs, instance, hour, start, clock.move_to)
+            phase.rows[-1]["runs"] = [r["run"] for r in soak.runs[ran:]]
+            with phase(f"hour {hour}: views current"):
+                views_current(soak, lake, settings, hour, session)
             now = request_counts(base)
             soak.requests.append({"hour": hour, **(now - seen)})
             soak.views[-1]["seconds"] = round(time.monotonic() - hour_started, 1)
@@ -882,7 +969,11 @@ def run(hours: int, scale: str, plant_hours: dict[str, int], start_hour: int | N
         end = anchor + timedelta(hours=hours)
         clock.move_to(advance_to(base, end))
         classify(soak)
-        return summary(soak, closed_days(soak, lake, end.date()), hours, time.monotonic() - wall)
+        with phase("closed days against the truth"):
+            days = closed_days(soak, lake, end.date())
+        result = summary(soak, days, hours, time.monotonic() - wall)
+        result["history_days"] = history_days or "a year (the sandbox's default)"
+        return result
 
 
 def summary(soak: Soak, days: list[dict], hours: int, wall: float) -> dict:
@@ -932,6 +1023,7 @@ def summary(soak: Soak, days: list[dict], hours: int, wall: float) -> dict:
         "run_list": soak.runs,
         "warehouse_refresh": Counter(v["refresh"] for v in soak.views),
         "held_sessions": soak.sessions,
+        "phases": soak.phases.rows,
         "requests_per_hour": {
             path: {"after_hour_0_total": sum(n), "mean": round(sum(n) / len(n), 1), "max": max(n)}
             for path, n in sorted(streams.items())
@@ -953,6 +1045,16 @@ def main() -> None:
         help="start at this UTC hour of today (default: the current hour); 21 with --hours 6 "
         "crosses 23:30, midnight and 02:30",
     )
+    parser.add_argument(
+        "--history-days",
+        type=int,
+        choices=range(11, 366),
+        metavar="{11..365}",
+        help="the sandbox's history on this many days before the start (sandbox "
+        "--history-days) and the partitions from its first day (SYNC_START_DATE): hour 0's "
+        "materialize all lands that many days, not a year (tests/test_soak.py: 14). At least "
+        "11: plant (b) deletes the day file of 10 days before",
+    )
     parser.add_argument("--no-plants", action="store_true")
     parser.add_argument(
         "--json", type=Path, help="write the result here instead of bench/results (tests)"
@@ -966,7 +1068,7 @@ def main() -> None:
     hours = args.hours or round(args.days * 24)
     # (a) a third of the way in, (b) two thirds: each has hours left to be caught.
     plants = {} if args.no_plants else {"a": hours // 3, "b": 2 * hours // 3}
-    result = run(hours, args.scale, plants, args.start_hour)
+    result = run(hours, args.scale, plants, args.start_hour, args.history_days)
     if args.json:
         args.json.write_text(json.dumps(result, indent=2, default=str) + "\n")
         return

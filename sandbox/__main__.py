@@ -125,6 +125,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="minutes of data time between live data hub campaigns when not frozen (0: none)",
     )
     parser.add_argument("--task-phase-seconds", type=float, default=1.0)
+    parser.add_argument(
+        "--history-days",
+        type=int,
+        choices=range(2, 366),
+        default=365,
+        metavar="{2..365}",
+        help="days before the anchor that hold the history's trigger logs, messages and "
+        "broadcasts (the older days of the services' windows stay empty)",
+    )
     args = parser.parse_args(argv)
     try:
         args.drift = DriftSpec.parse(args.drift, args.drift_from)
@@ -146,6 +155,7 @@ def main(argv: list[str] | None = None) -> None:
         scale=args.scale,
         frozen=args.frozen,
         now=args.now,
+        history_days=args.history_days,
         faults=args.faults,
         drift=args.drift,
         webhook_url=args.webhook_url,

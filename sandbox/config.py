@@ -67,6 +67,10 @@ class SandboxConfig:
     frozen: bool = False
     # Anchor of the data: history covers the 365 days before it. None = the moment of start.
     now: datetime | None = None
+    # Days before the anchor the history's trigger logs, messages and broadcasts fall on
+    # (the scale's counts, spread over fewer days); the services still serve their whole
+    # windows (logs 365 days), older days empty. For a short soak (bench/soak.py).
+    history_days: int = 365
     faults: FaultSpec = field(default_factory=FaultSpec)
     # Streams that change shape from a moment on (sandbox/drift.py); none by default.
     drift: DriftSpec = field(default_factory=DriftSpec)

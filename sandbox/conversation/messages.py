@@ -264,17 +264,19 @@ class Messages:
         return start + rng.choice(stop - start, count, p=self._text_weights[kind])
 
     def _history_times(self, rng: np.random.Generator, utc_offsets: np.ndarray) -> np.ndarray:
-        """Epoch seconds within the 365 days before the anchor, in the channels' local rhythm."""
+        """Epoch seconds within the 365 days before the anchor (`history_days` of the
+        config), in the channels' local rhythm."""
         count = len(utc_offsets)
-        start = self._anchor - YEAR
+        span = min(365, self._sandbox.config.history_days)
+        start = self._anchor - span * DAY
         first_day = start // DAY
-        days = np.arange(366)
-        weights = WEEKDAY_WEIGHTS[(first_day + days + 3) % 7] * (0.75 + 0.5 * days / 365)
-        day = rng.choice(366, count, p=weights / weights.sum())
+        days = np.arange(span + 1)
+        weights = WEEKDAY_WEIGHTS[(first_day + days + 3) % 7] * (0.75 + 0.5 * days / span)
+        day = rng.choice(span + 1, count, p=weights / weights.sum())
         hour = rng.choice(24, count, p=HOUR_WEIGHTS / HOUR_WEIGHTS.sum())
         local = (first_day + day) * DAY + hour * 3600 + rng.integers(0, 3600, count)
-        # Wrap the spill over either end back into the year (keeps the rhythm).
-        return start + (local - utc_offsets - start) % YEAR
+        # Wrap the spill over either end back into the span (keeps the rhythm).
+        return start + (local - utc_offsets - start) % (span * DAY)
 
     def _live_rows(self, start: int, stop: int, rate: float) -> dict[str, np.ndarray]:
         parts = []

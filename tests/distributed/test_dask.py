@@ -95,7 +95,10 @@ def test_dagster_executor_unset_is_the_forkserver_multiprocess_one(value, monkey
     chosen = executors.executor()
     assert chosen.name == "multi_or_in_process_executor"
     config = chosen.apply_config_mapping({}).value["config"]
-    assert config["multiprocess"]["start_method"] == {"forkserver": {}}
+    # The fork server imports the code location once, so that a step does not.
+    assert config["multiprocess"]["start_method"] == {
+        "forkserver": {"preload_modules": ["dagster", "assets.definitions"]}
+    }
 
 
 def test_dagster_executor_dask_reads_the_scheduler_address_when_a_run_starts(monkeypatch):

@@ -359,3 +359,26 @@ def test_command_line_takes_every_documented_option():
     assert args.campaign_minutes == 360 and args.webhook_concurrency == 1
     assert parse_args([]).webhook_concurrency == SandboxConfig.webhook_concurrency
     assert args.now.utcoffset().total_seconds() == 9 * 3600 and args.faults.error == 0.1
+
+
+def test_history_days_puts_the_history_on_the_last_days_and_keeps_the_windows(make_sandbox):
+    """`--history-days` (bench/soak.py's short soak): the scale's trigger logs, messages and
+    broadcasts on the last N days; the services still serve their whole windows, older days
+    empty, and the truth counts the same rows."""
+    assert parse_args(["--history-days", "14"]).history_days == 14
+    assert parse_args([]).history_days == 365
+    client = TestClient(make_sandbox(history_days=14), base_url="http://sandbox")
+    workspace = client.get("/comment/api/v1/me", headers=READONLY).json()["workspace"]["id"]
+    for path, span in (
+        (f"comment/{workspace}/trigger_logs", 14),
+        ("conversation/default/messages", 15),  # the first day partly
+        ("conversation/jp/messages", 15),
+    ):
+        days = client.get(f"/_sandbox/truth/{path}/days").json()["days"]
+        assert len(days) >= 365, path
+        held = sorted(day for day, rows in days.items() if rows)
+        assert len(held) == span and held[-1] == max(days), (path, held)
+    logs = client.get("/comment/api/v1/logs", params={"limit": 1}, headers=READONLY).json()
+    assert logs["total"] == sum(
+        client.get(f"/_sandbox/truth/comment/{workspace}/trigger_logs/days").json()["days"].values()
+    )
