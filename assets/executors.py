@@ -68,6 +68,7 @@ def _dask_executor() -> dg.ExecutorDefinition:
 #: What the multiprocess executor's fork server imports once a run, before it forks a step:
 #: Dagster and the code location (workspace.yaml).
 PRELOADED = ["dagster", "assets.definitions"]
+
 #: The variable that chooses how a run's steps are executed, and the values it takes.
 EXECUTOR_VARIABLE = "DAGSTER_EXECUTOR"
 EXECUTORS = ("multiprocess", "dask")
@@ -87,7 +88,7 @@ def executor() -> dg.ExecutorDefinition:
     if chosen == "multiprocess":
         # Named, not left to Dagster: given `forkserver` without `preload_modules`, it
         # preloads only its executor's module (an empty list, not its documented default), and
-        # each step then imported Dagster and the code location again (~1.8 s of CPU a step).
+        # each step then imported Dagster and the code location again.
         return dg.multi_or_in_process_executor.configured(
             {"multiprocess": {"start_method": {"forkserver": {"preload_modules": PRELOADED}}}}
         )
