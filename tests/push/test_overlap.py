@@ -117,7 +117,7 @@ def test_pushes_started_together_and_apart_send_everything_once(start_sandbox, s
         held = held_as_expected(sandbox, resources, record_type)
         assert held, record_type
         assert {entry["submissions"] for entry in held.values()} == {1}, record_type
-    assert planned["behavior_event"]["new"] > 1_000
+    assert planned["behavior_event"]["new"] > 500
     each_event_stored_once(sandbox, resources, planned["behavior_event"]["new"])
     tasks = httpx.get(f"{sandbox.url}/_sandbox/datahub/default/imports").json()
     rows = planned["member_import"]["new"]
@@ -241,7 +241,11 @@ def test_with_a_shared_store_a_push_killed_on_a_host_that_goes_away_resumes_on_a
     env = dict(os.environ, SYNC_STORE=shared_store, PUSH_LEASE_SECONDS="2")
     host_folder = Path(os.environ["LAKE_ROOT"]).parent / "push"
     output = tmp_path / "push.log"
-    for cut in (total // 4, total // 2, 3 * total // 4):
+    records = planned["coupon"]["new"] + planned["order"]["new"]
+    # One kill amid the records (sent again when in doubt), one amid the behavior events
+    # (never sent again): the second push resumes from what the first left in the store.
+    kills = (records // 2, (records + total) // 2)
+    for cut in kills:
         stop_at = max(cut, submissions(sandbox) + 1)
         assert push_until(sandbox, env, types, stop_at, output) is None, output.read_text()
         shutil.rmtree(host_folder, ignore_errors=True)
@@ -254,7 +258,7 @@ def test_with_a_shared_store_a_push_killed_on_a_host_that_goes_away_resumes_on_a
     # Behavior events are sent at most once: a kill leaves its in-flight ones in doubt.
     assert len(stored) + in_doubt >= planned["behavior_event"]["new"]
     assert len(stored) <= planned["behavior_event"]["new"]
-    assert twice <= 3 * send.WORKERS
+    assert twice <= len(kills) * send.WORKERS
 
 
 def test_a_shared_journal_that_refuses_part_way_stops_the_sends_at_once(

@@ -45,7 +45,7 @@ RECORDS = ("coupon", "order", "order_fulfillment", "membership_tier", "point", "
 CUSTOMERS = 100
 #: Where a test needs many rows: a push killed part way, pushes that overlap, faults drawn at
 #: random.
-MANY_CUSTOMERS = 300
+MANY_CUSTOMERS = 200
 
 
 def pushable(sandbox, sync_env, customers: int = CUSTOMERS, **env) -> dict:
