@@ -110,8 +110,8 @@ def test_pushes_started_together_and_apart_send_everything_once(start_sandbox, s
     waited = [out for out in outputs if "waiting for another push of this lake" in out]
     assert len(waited) >= 1, outputs  # the later ones said whom they waited for
     assert all("pid" in out for out in waited)
-    records = sum(planned[t]["new"] for t in RECORDS) + planned["behavior_event"]["new"]
-    assert started_at < records  # the third started while the holder sent
+    sends = sum(planned[t]["new"] for t in RECORDS) + planned["behavior_event"]["new"]
+    assert started_at < sends  # the third started while the holder sent
 
     for record_type in RECORDS:
         held = held_as_expected(sandbox, resources, record_type)
