@@ -40,8 +40,10 @@ from tests.push.test_push import (
 STEP = "push_to_datahub"
 #: Records sent as often as needed, then events sent at most once: both kinds of resume.
 TYPES = ["coupon", "order", "behavior_event"]
-#: Enough rows that the kill lands mid-way; few enough for a test of about a minute.
-CUSTOMERS = 400
+#: Enough rows that the kill lands mid-way (some 400 orders: the kill comes after about 200
+#: of them, while the sandbox's count is read every 5 ms); few enough that both pushes' plans
+#: and sends stay a small part of the test (400 customers cost some 15 s more CPU).
+CUSTOMERS = 200
 #: How long a dead holder's lease outlives it: the resumed push waits this long, not 30 s.
 #: Not shorter: a live holder renews every third of it, and a renewal starved of the CPU
 #: on a busy machine for that long would lose the lease and fail the push.

@@ -2,6 +2,7 @@
 the pull and push tests, with an object store a test can take away and bring back."""
 
 import contextlib
+import io
 import logging
 import os
 import resource
@@ -46,6 +47,20 @@ def command(*args: str, room: bool = True, timeout: float = 600) -> tuple[int, s
         timeout=timeout,
     )
     return finished.returncode, finished.stdout
+
+
+def run_here(*args: str) -> tuple[int, str]:
+    """`python -m pipelines <args>` run in this process (`assets/cli.py`'s `main`): for a run
+    before the fault or the one after it, of which the exit code and what it printed are
+    asserted, not how a process starts and ends (the faulted run is `command`'s, or
+    `meanwhile`'s). Each process started costs some 3 s of CPU importing Dagster. Its exit
+    code and all it printed."""
+    from assets.cli import main
+
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+        code = main(list(args))
+    return code, printed.getvalue()
 
 
 def meanwhile(

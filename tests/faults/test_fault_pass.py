@@ -11,6 +11,11 @@ traceback, and the next run converges to the truth.
 | push      | here          | here                   | here (ledger)    | test_push.py  |
 | receiver  | test_receiver | test_shared_inbox (pg) | here (inbox)     | test_receiver |
 
+The faulted run is a process started as a user starts it (`command`, `meanwhile`); the runs
+that prepare the fault and the one that converges after it run in this process
+(`run_here`): their exit code and output are what is asserted, and a process start costs
+some 3 s of CPU.
+
 The warehouse and the check take a second: the store is gone before they start. The
 receiver's store is the shared store (`SYNC_STORE`), never the object store. Elsewhere:
 tests/pipelines/, tests/push/ and tests/webhooks/.
@@ -33,7 +38,7 @@ from pipelines.push.ledger import PUSHED
 from pipelines.streams.comment import TRIGGER_LOGS
 from pipelines.webhooks.compaction import compact
 from pipelines.webhooks.inbox import Inbox
-from tests.faults.conftest import command, meanwhile, told
+from tests.faults.conftest import command, meanwhile, run_here, told
 from tests.pipelines.test_comment import workspace_id
 from tests.pipelines.test_damaged import damage, landed_days
 from tests.push.test_push import RECORDS, held_as_expected, pushable, submissions
@@ -87,7 +92,7 @@ def test_sync_on_a_full_disk_names_the_lake_and_the_warehouse_then_converges(
     told(output, "- comment connection 'default'", f"LAKE_ROOT={lake_root}: its disk refused")
     told(output, "FAILED warehouse: ", f"WAREHOUSE_PATH={warehouse}: its disk refused")
 
-    code, output = command("sync", *sync)
+    code, output = run_here("sync", *sync)
     assert code == 0, output
     assert landed_days(Lake(lake_root)) == truth_days(frozen_sandbox, first)
     assert counted(output, "comment.trigger_logs") == truth_total(frozen_sandbox, first)
@@ -115,7 +120,7 @@ def test_sync_with_the_store_gone_mid_run_names_the_store_then_converges(
         assert f"nothing answers at {object_store.endpoint}" in line, line
 
     object_store.start()
-    code, output = command("sync", *args)
+    code, output = run_here("sync", *args)
     assert code == 0, output
     assert landed_days(Lake("s3://faults/lake")) == truth_days(frozen_sandbox, first)
 
@@ -128,7 +133,7 @@ def test_sync_with_the_store_gone_while_it_downloads_names_the_store_then_conver
     sync_env(frozen_sandbox, lake_root="s3://faults/lake")
     first = (today() - timedelta(days=RECENT_DAYS)).isoformat()
     args = ("--streams", "trigger_logs", "--start", first, "--end", today().isoformat())
-    code, output = command("sync", *args)
+    code, output = run_here("sync", *args)
     assert code == 0, output
     files = object_store.files("faults")
     lake = Lake("s3://faults/lake")
@@ -146,7 +151,7 @@ def test_sync_with_the_store_gone_while_it_downloads_names_the_store_then_conver
     assert f"nothing answers at {object_store.endpoint}" in line, line
 
     object_store.start()
-    code, output = command("sync", *args)
+    code, output = run_here("sync", *args)
     assert code == 0, output
     assert landed_days(lake) == truth_days(frozen_sandbox, first)
 
@@ -154,7 +159,7 @@ def test_sync_with_the_store_gone_while_it_downloads_names_the_store_then_conver
 def test_warehouse_on_a_full_disk_names_its_path_then_converges(frozen_sandbox, sync_env):
     sync_env(frozen_sandbox)
     first, sync = recent()
-    assert command("sync", *sync)[0] == 0
+    assert run_here("sync", *sync)[0] == 0
     warehouse = Path(os.environ["WAREHOUSE_PATH"])
     warehouse.unlink()  # a rebuild is due
 
@@ -163,7 +168,7 @@ def test_warehouse_on_a_full_disk_names_its_path_then_converges(frozen_sandbox, 
     line = told(output, "FAILED warehouse: ", f"WAREHOUSE_PATH={warehouse}: its disk refused")
     assert "free space there" in line and len(output.strip().splitlines()) == 1
 
-    code, output = command("warehouse")
+    code, output = run_here("warehouse")
     assert code == 0, output
     assert counted(output, "comment.trigger_logs") == truth_total(frozen_sandbox, first)
 
@@ -173,7 +178,7 @@ def test_warehouse_with_the_store_gone_names_the_store_then_converges(
 ):
     sync_env(frozen_sandbox, lake_root="s3://faults/lake")
     first, sync = recent()
-    assert command("sync", *sync)[0] == 0
+    assert run_here("sync", *sync)[0] == 0
     Path(os.environ["WAREHOUSE_PATH"]).unlink()
     object_store.stop()
 
@@ -183,7 +188,7 @@ def test_warehouse_with_the_store_gone_names_the_store_then_converges(
     assert len(output.strip().splitlines()) == 1 and "fault-test-secret" not in output
 
     object_store.start()
-    code, output = command("warehouse")
+    code, output = run_here("warehouse")
     assert code == 0, output
     assert counted(output, "comment.trigger_logs") == truth_total(frozen_sandbox, first)
 
@@ -193,7 +198,7 @@ def test_warehouse_killed_while_it_builds_leaves_nothing_and_the_next_converges(
 ):
     sync_env(frozen_sandbox)
     # The whole history: the more files, the longer the build it is killed in takes.
-    assert command("sync", *STREAMS)[0] == 0
+    assert run_here("sync", *STREAMS)[0] == 0
     warehouse = Path(os.environ["WAREHOUSE_PATH"])
     warehouse.unlink()  # a rebuild is due
     temporary = f".{warehouse.name}.*.tmp"
@@ -203,7 +208,7 @@ def test_warehouse_killed_while_it_builds_leaves_nothing_and_the_next_converges(
         lambda building: building.send_signal(signal.SIGKILL),
     )
     assert code == -signal.SIGKILL and list(warehouse.parent.glob(temporary))
-    code, output = command("warehouse")
+    code, output = run_here("warehouse")
     assert code == 0, output
     assert counted(output, "comment.trigger_logs") == truth_total(frozen_sandbox)
     assert list(warehouse.parent.glob(f".{warehouse.name}.*")) == []
@@ -229,7 +234,7 @@ def test_check_on_a_full_disk_fails_the_lake_row_and_checks_the_rest(frozen_sand
     assert rows.pop("conversation agent") == "WARN"  # no AGENT_TOKEN here
     assert set(rows.values()) == {"ok"}
     told(output, "FAILED lake LAKE_ROOT: ", f"LAKE_ROOT={lake_root}: its disk refused a write")
-    assert command("check")[0] == 0
+    assert run_here("check")[0] == 0
 
 
 def test_check_with_the_store_gone_names_it_and_checks_the_rest(
@@ -245,16 +250,16 @@ def test_check_with_the_store_gone_names_it_and_checks_the_rest(
     told(output, "FAILED lake LAKE_ROOT: ", object_store.endpoint, "AWS_ENDPOINT_URL")
 
     object_store.start()
-    assert command("check")[0] == 0
+    assert run_here("check")[0] == 0
 
 
 def test_check_warns_of_a_damaged_file_set_aside_until_someone_deletes_it(frozen_sandbox, sync_env):
     sync_env(frozen_sandbox)
     _, sync = recent()
-    assert command("sync", *sync)[0] == 0
+    assert run_here("sync", *sync)[0] == 0
     lake = Lake(os.environ["LAKE_ROOT"])
     damage(Path(lake.files(TRIGGER_LOGS)[-1]), "truncated")
-    assert command("sync", *sync)[0] == 0  # sets it aside, lands it again
+    assert run_here("sync", *sync)[0] == 0  # sets it aside, lands it again
 
     code, output = command("check")
     assert code == 0  # a warning: the day landed again
@@ -263,7 +268,7 @@ def test_check_warns_of_a_damaged_file_set_aside_until_someone_deletes_it(frozen
     assert ".reason.txt" in line
     for kept in Path(lake.root, "_damaged").rglob("*.parquet.*"):
         kept.unlink()
-    assert checked(command("check")[1])["lake LAKE_ROOT"] == "ok"
+    assert checked(run_here("check")[1])["lake LAKE_ROOT"] == "ok"
 
 
 def test_check_killed_leaves_nothing_in_the_lake(frozen_sandbox, sync_env):
@@ -278,7 +283,7 @@ def test_check_killed_leaves_nothing_in_the_lake(frozen_sandbox, sync_env):
         time.sleep(kill_after)
         checking.send_signal(signal.SIGKILL)
         checking.wait(timeout=30)
-    assert command("check")[0] == 0
+    assert run_here("check")[0] == 0
     assert [p.name for p in lake_root.glob(".check*")] == []
 
 
@@ -304,7 +309,7 @@ def test_push_on_a_full_disk_names_it_then_converges(start_sandbox, sync_env, mo
     line = told(output, "FAILED push_to_datahub: ", "LAKE_ROOT", "Errno 27")
     assert "StoreUnavailable" not in line and submissions(sandbox) == 0
 
-    code, output = command("push", "--types", *RECORDS)
+    code, output = run_here("push", "--types", *RECORDS)
     assert code == 0, output
     each_record_held_once(sandbox, resources)
 
@@ -324,7 +329,7 @@ def test_push_with_the_store_gone_mid_run_names_it_then_converges(
     assert "fault-test-secret" not in output
 
     object_store.start()
-    code, output = command("push", "--types", *RECORDS)
+    code, output = run_here("push", "--types", *RECORDS)
     assert code == 0, output
     each_record_held_once(sandbox, resources)
 
@@ -334,7 +339,7 @@ def test_push_with_a_damaged_ledger_file_names_it_and_sends_nothing_until_a_pers
 ):
     sandbox = start_sandbox()
     resources = shop(sandbox, sync_env, monkeypatch)
-    assert command("push", "--types", *RECORDS)[0] == 0
+    assert run_here("push", "--types", *RECORDS)[0] == 0
     lake = Lake(os.environ["LAKE_ROOT"])
     ledger_file = lake.files(PUSHED)[0]
     damage(Path(ledger_file), "truncated")
@@ -346,7 +351,7 @@ def test_push_with_a_damaged_ledger_file_names_it_and_sends_nothing_until_a_pers
     assert "LedgerDamaged" not in line and "Restore the file(s)" in line
 
     Path(ledger_file).rename(Path(os.environ["LAKE_ROOT"]).parent / "kept-aside.parquet")
-    code, output = command("push", "--types", *RECORDS)
+    code, output = run_here("push", "--types", *RECORDS)
     assert code == 0, output
     for record_type in RECORDS:  # the hub holds the truth; the rows aside were sent again
         held_as_expected(sandbox, resources, record_type)
