@@ -40,7 +40,11 @@ def checked(lake: Lake, job_name: str, days: tuple[date, date] | None = None) ->
             ASSET_PARTITION_RANGE_START_TAG: days[0].isoformat(),
             ASSET_PARTITION_RANGE_END_TAG: days[1].isoformat(),
         }
-    result = definitions.resolve_job_def(job_name).execute_in_process(tags=tags)
+    # A kept instance, as the UI reads: a throwaway one records each check once, without a day.
+    with dg.instance_for_test() as instance:
+        result = definitions.resolve_job_def(job_name).execute_in_process(
+            tags=tags, instance=instance
+        )
     evaluations = result.get_asset_check_evaluations()
     # A landing's run records its result on each of its days; the whole-stream job on none.
     days_recorded = {e.partition for e in evaluations}
