@@ -112,13 +112,14 @@ def agent_calls(base: str) -> list[dict]:
         f"{base}/_sandbox/agent", params={"wait": WAIT_SECONDS}, timeout=WAIT_SECONDS + 60
     )
     answer.raise_for_status()
-    if not answer.json()["idle"]:
+    seen = answer.json()
+    if not seen["idle"]:
         print(
             f"FAILED AI agent: turns still unanswered after {WAIT_SECONDS} s; "
             "is the agent answering? (GET /_sandbox/agent lists every call)",
             file=sys.stderr,
         )
-    return answer.json()["calls"]
+    return seen["calls"]
 
 
 def answered_conversations(calls: list[dict], settings) -> dict[str, int]:

@@ -53,8 +53,8 @@ def run_here(*args: str) -> tuple[int, str]:
     """`python -m pipelines <args>` run in this process (`assets/cli.py`'s `main`): for a run
     before the fault or the one after it, of which the exit code and what it printed are
     asserted, not how a process starts and ends (the faulted run is `command`'s, or
-    `meanwhile`'s). Each process started costs some 3 s of CPU importing Dagster. Its exit
-    code and all it printed."""
+    `meanwhile`'s), so it does not pay a process start and Dagster's import. Its exit code and
+    all it printed."""
     from assets.cli import main
 
     printed = io.StringIO()
