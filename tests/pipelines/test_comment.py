@@ -31,7 +31,7 @@ def materialize(resources, assets, first=None, last=None, instance=None, check=T
         [*assets, *checks],
         resources=resources,
         tags=tags,
-        instance=instance or dg.DagsterInstance.ephemeral(),
+        instance=instance,
         raise_on_error=check,
     )
     return result

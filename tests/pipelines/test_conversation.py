@@ -53,7 +53,6 @@ def _materialize(resources: dict, selection=None, first=FIRST_DAY, last=None):
             "dagster/asset_partition_range_start": first.isoformat(),
             "dagster/asset_partition_range_end": (last or today()).isoformat(),
         },
-        instance=dg.DagsterInstance.ephemeral(),
         raise_on_error=False,
     )
 

@@ -50,7 +50,6 @@ def materialize(resources: dict, selection=None, **options) -> dg.ExecuteInProce
     return dg.materialize(
         selection or [*ASSETS.values(), *CHECKS],
         resources=resources,
-        instance=dg.DagsterInstance.ephemeral(),
         **options,
     )
 

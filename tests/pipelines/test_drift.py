@@ -83,7 +83,6 @@ def land(
     and today. The last run's result."""
     daily = [ASSETS[s] for s in streams if s in DAILY]
     snapshots = [ASSETS[s] for s in streams if s not in DAILY]
-    instance = instance or dg.DagsterInstance.ephemeral()
     result = None
     if snapshots:
         result = dg.materialize(
@@ -136,11 +135,11 @@ def drifted(start_sandbox, tmp_path_factory):
             )
         )
         resources = build_resources(load_settings())
-        instance = dg.DagsterInstance.ephemeral()
-        land(resources, list(EXPECTED), instance=instance)
-        settings = load_settings()
-        refresh_warehouse(settings.lake_root, settings.warehouse_path, settings.warehouse_sql)
-        yield sandbox, settings, resources, instance
+        with dg.DagsterInstance.ephemeral() as instance:
+            land(resources, list(EXPECTED), instance=instance)
+            settings = load_settings()
+            refresh_warehouse(settings.lake_root, settings.warehouse_path, settings.warehouse_sql)
+            yield sandbox, settings, resources, instance
 
 
 def rows_with_extra(settings, stream) -> list[tuple]:
@@ -220,8 +219,9 @@ def test_discard_drops_new_and_retyped_values_and_still_reports_them(start_sandb
     resources = sync_env(
         sandbox, sync_toml='[service.conversation.contracts]\nchannels = "discard"\n'
     )
-    instance = dg.DagsterInstance.ephemeral()
-    land(resources, [CHANNELS], instance=instance)
+    with dg.DagsterInstance.ephemeral() as instance:
+        land(resources, [CHANNELS], instance=instance)
+        report = reported_drift(instance, CHANNELS)
     lake = Lake(load_settings().lake_root)
     extras = [
         json.loads(e) if e else None
@@ -229,7 +229,6 @@ def test_discard_drops_new_and_retyped_values_and_still_reports_them(start_sandb
     ]
     # What was missing stays said (nothing to keep); what was new or retyped is gone.
     assert extras and all(extra == {"missing": ["name"]} for extra in extras)
-    report = reported_drift(instance, CHANNELS)
     assert set(report) == {"new", "retyped", "missing"}
 
 

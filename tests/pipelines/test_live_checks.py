@@ -47,7 +47,7 @@ def land(resources: dict, assets: list, first=None, last=None) -> None:
             "dagster/asset_partition_range_start": first.isoformat(),
             "dagster/asset_partition_range_end": last.isoformat(),
         }
-    dg.materialize(assets, resources=resources, tags=tags, instance=dg.DagsterInstance.ephemeral())
+    dg.materialize(assets, resources=resources, tags=tags)
 
 
 def rows(lake, stream, connection: str = "default") -> int:
@@ -177,7 +177,6 @@ def land_todays_reports(resources: dict) -> None:
         [datahub.ASSETS["broadcast_reports"]],
         resources=resources,
         partition_key=today().isoformat(),
-        instance=dg.DagsterInstance.ephemeral(),
     )
 
 

@@ -253,7 +253,6 @@ def test_a_step_on_a_missing_bucket_fails_saying_what_to_fix(
     result = dg.materialize(
         [workspace],
         resources=build_resources(load_settings()),
-        instance=dg.DagsterInstance.ephemeral(),
         raise_on_error=False,
     )
 

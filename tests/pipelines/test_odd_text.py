@@ -51,7 +51,6 @@ def materialize(resources: dict, asset, first=None, last=None) -> dg.ExecuteInPr
         [asset],
         resources=resources,
         tags=tags,
-        instance=dg.DagsterInstance.ephemeral(),
         raise_on_error=False,
     )
     failures = [
