@@ -10,7 +10,7 @@ from datetime import datetime
 import uvicorn
 
 from sandbox.app import build_app
-from sandbox.config import SCALES, SandboxConfig
+from sandbox.config import HISTORY_DAYS, SCALES, SandboxConfig
 from sandbox.context import APIKEYS, COMMENT_KEYS, MOUNTS
 from sandbox.drift import DriftSpec
 from sandbox.faults import FaultSpec
@@ -128,9 +128,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--history-days",
         type=int,
-        choices=range(2, 366),
-        default=365,
-        metavar="{2..365}",
+        choices=range(2, HISTORY_DAYS + 1),
+        default=HISTORY_DAYS,
+        metavar=f"{{2..{HISTORY_DAYS}}}",
         help="days before the anchor that hold the history's trigger logs, messages and "
         "broadcasts (the older days of the services' windows stay empty)",
     )

@@ -57,6 +57,9 @@ SCALES: dict[str, Scale] = {
 }
 
 
+#: The days of history a sandbox holds at most: the services' windows (trigger logs 365 days).
+HISTORY_DAYS = 365
+
 AGENT_PROMPT = "You are the shop's assistant. Answer briefly, in the member's language."
 
 
@@ -69,8 +72,9 @@ class SandboxConfig:
     now: datetime | None = None
     # Days before the anchor the history's trigger logs, messages and broadcasts fall on
     # (the scale's counts, spread over fewer days); the services still serve their whole
-    # windows (logs 365 days), older days empty. For a short soak (bench/soak.py).
-    history_days: int = 365
+    # windows (logs 365 days), older days empty. For a short soak (bench/soak.py). At most
+    # HISTORY_DAYS, the windows' length.
+    history_days: int = HISTORY_DAYS
     faults: FaultSpec = field(default_factory=FaultSpec)
     # Streams that change shape from a moment on (sandbox/drift.py); none by default.
     drift: DriftSpec = field(default_factory=DriftSpec)
@@ -105,6 +109,10 @@ class SandboxConfig:
     task_phase_seconds: float = 1.0
     # Address the sandbox is reached at, used in download URLs it hands out.
     public_url: str = "http://127.0.0.1:8000"
+
+    def __post_init__(self) -> None:
+        if not 2 <= self.history_days <= HISTORY_DAYS:
+            raise ValueError(f"history_days must be 2 to {HISTORY_DAYS}, not {self.history_days}")
 
     @property
     def sizes(self) -> Scale:

@@ -60,10 +60,11 @@ class WebhookDispatcher:
         self,
         url: str | None,
         secret: str | None,
+        *,
+        concurrency: int,
         faults: FaultInjector | None = None,
         retry_delay: float = 1.0,
         transport: httpx.AsyncBaseTransport | None = None,
-        concurrency: int = 1,  # the sandbox's is SandboxConfig.webhook_concurrency
     ) -> None:
         if concurrency < 1:
             raise ValueError(f"webhook concurrency must be at least 1, not {concurrency}")

@@ -615,7 +615,7 @@ def _history_logs(
 ) -> LogTable:
     rng = np.random.default_rng(sandbox.seed_for("comment", workspace, "trigger_logs"))
     end = epoch(sandbox.clock.anchor)
-    days = min(RETAINED_DAYS, sandbox.config.history_days)
+    days = sandbox.config.history_days
     start = midnight(sandbox.clock.anchor.date() - timedelta(days=days - 1))
     intensity = _hourly_intensity(rng, start, -(-(end - start) // 3600))
     cumulative = np.concatenate([[0.0], np.cumsum(intensity)])

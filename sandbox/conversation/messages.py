@@ -267,7 +267,7 @@ class Messages:
         """Epoch seconds within the 365 days before the anchor (`history_days` of the
         config), in the channels' local rhythm."""
         count = len(utc_offsets)
-        span = min(365, self._sandbox.config.history_days)
+        span = self._sandbox.config.history_days
         start = self._anchor - span * DAY
         first_day = start // DAY
         days = np.arange(span + 1)

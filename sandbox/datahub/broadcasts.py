@@ -95,7 +95,7 @@ def generate(sandbox: Sandbox, region: str, audience: int) -> list[Broadcast]:
     anchor = sandbox.clock.anchor
     n = sandbox.config.sizes.broadcasts
     first_id = int(rng.integers(20_000, 90_000))
-    days = np.arange(-min(365, sandbox.config.history_days), 0)
+    days = np.arange(-sandbox.config.history_days, 0)
     weekday = np.array([(anchor + timedelta(days=int(d))).weekday() for d in days])
     shares = WEEKDAY_SHARES[weekday]
     offsets = rng.choice(days, n, p=shares / shares.sum())

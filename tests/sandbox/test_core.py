@@ -182,6 +182,7 @@ def _dispatcher(receiver: Receiver, **faults) -> WebhookDispatcher:
         faults=injector,
         retry_delay=0.01,
         transport=httpx.MockTransport(receiver),
+        concurrency=1,  # strictly in order
     )
 
 
@@ -308,7 +309,7 @@ def test_webhooks_in_flight_never_exceed_the_concurrency(concurrency):
 
 
 def test_without_url_nothing_is_queued():
-    dispatcher = WebhookDispatcher(None, None)
+    dispatcher = WebhookDispatcher(None, None, concurrency=1)
     _emit(dispatcher, 1)
     assert dispatcher.deliveries == [] and dispatcher.wait_idle(0.1)
 
@@ -367,6 +368,9 @@ def test_history_days_puts_the_history_on_the_last_days_and_keeps_the_windows(ma
     empty, and the truth counts the same rows."""
     assert parse_args(["--history-days", "14"]).history_days == 14
     assert parse_args([]).history_days == 365
+    for beyond_the_windows in (1, 366):
+        with pytest.raises(ValueError, match="history_days must be 2 to 365"):
+            SandboxConfig(history_days=beyond_the_windows)
     client = TestClient(make_sandbox(history_days=14), base_url="http://sandbox")
     workspace = client.get("/comment/api/v1/me", headers=READONLY).json()["workspace"]["id"]
     for path, span in (
