@@ -10,7 +10,9 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
 import pyarrow.fs as pafs
 
@@ -34,6 +36,10 @@ PROBES: dict[str, Callable[[Service, Transport], object]] = {
     "conversation": lambda service, transport: service.client(transport).list_channels(),
     "datahub": lambda service, transport: service.client(transport).list_custom_fields(),
 }
+#: The name of the small file the lake's check writes and removes, before its host and pid.
+PROBE = ".check-"
+#: A probe this old was left by a check that was killed: a live check's lives for one write.
+STALE_PROBE = timedelta(minutes=1)
 
 
 @dataclass(frozen=True)
@@ -145,15 +151,17 @@ def check_alerts() -> Checked:
 def check_lake(root: str) -> Checked:
     """The lake: its store answers, a small file can be written there and removed (a full
     disk, a store that refuses writes, a key that may only read fail here), and no damaged
-    file lies set aside (`pipelines/damaged.py`), which is a warning."""
+    file lies set aside (`pipelines/damaged.py`), which is a warning. A probe a killed check
+    left behind is removed."""
     try:
         lake = Lake(root)
         lake.verify()
-        probe = f"{lake.root}/.check-{socket.gethostname()}-{os.getpid()}"
+        probe = f"{lake.root}/{PROBE}{socket.gethostname()}-{os.getpid()}"
         lake.fs.create_dir(lake.root, recursive=True)
         with lake.fs.open_output_stream(probe) as out:
             out.write(b"\0" * 4096)
         lake.fs.delete_file(probe)
+        remove_stale_probes(lake)
         selector = pafs.FileSelector(f"{lake.root}/{FOLDER}", allow_not_found=True, recursive=True)
         listed = lake.fs.get_file_info(selector)
     except SyncError as problem:  # a setting (WrongLakeRoot) or the store out of reach
@@ -170,6 +178,16 @@ def check_lake(root: str) -> Checked:
         else ""
     )
     return Checked("lake", "LAKE_ROOT", root, warning=warning)
+
+
+def remove_stale_probes(lake: Lake) -> None:
+    """Remove the probes of checks killed between writing and removing theirs."""
+    now = datetime.now(UTC)
+    for info in lake.fs.get_file_info(pafs.FileSelector(lake.root, allow_not_found=True)):
+        stale = info.is_file and info.mtime is not None and now - info.mtime > STALE_PROBE
+        if stale and info.base_name.startswith(PROBE):
+            with suppress(FileNotFoundError):  # another check removed it first
+                lake.fs.delete_file(info.path)
 
 
 def check_shared_store() -> Checked:

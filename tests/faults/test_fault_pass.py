@@ -271,20 +271,33 @@ def test_check_warns_of_a_damaged_file_set_aside_until_someone_deletes_it(frozen
     assert checked(run_here("check")[1])["lake LAKE_ROOT"] == "ok"
 
 
-def test_check_killed_leaves_nothing_in_the_lake(frozen_sandbox, sync_env):
+def test_a_killed_check_leaves_no_probe_behind(frozen_sandbox, sync_env):
+    """`check` writes a small probe into the lake and removes it. Kills spread over a whole
+    check's run leave nothing else; whether one lands between the probe's write and its
+    removal is chance, so what that leaves is planted too: the next check removes a probe that
+    old, never the probe of a check writing now."""
     sync_env(frozen_sandbox)
     lake_root = Path(os.environ["LAKE_ROOT"])
-    for kill_after in (0.5, 1.0, 1.5, 2.0):
+    started = time.monotonic()
+    assert command("check")[0] == 0
+    whole_run = time.monotonic() - started
+    for share in (0.5, 0.9):
         checking = subprocess.Popen(
             [sys.executable, "-m", "pipelines", "check"],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        time.sleep(kill_after)
+        time.sleep(whole_run * share)
         checking.send_signal(signal.SIGKILL)
         checking.wait(timeout=30)
+    killed, writing = lake_root / ".check-elsewhere-1", lake_root / ".check-elsewhere-2"
+    for probe in (killed, writing):
+        probe.write_bytes(bytes(4096))
+    an_hour_ago = time.time() - 3600
+    os.utime(killed, (an_hour_ago, an_hour_ago))
+
     assert run_here("check")[0] == 0
-    assert [p.name for p in lake_root.glob(".check*")] == []
+    assert [p.name for p in lake_root.glob(".check*")] == [writing.name]
 
 
 def shop(sandbox, sync_env, monkeypatch, lake_root: str = "") -> dict:
