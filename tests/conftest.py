@@ -6,7 +6,7 @@ import os
 import shutil
 import uuid
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -18,6 +18,14 @@ from sandbox.app import SandboxApp, build_app
 from sandbox.config import SandboxConfig
 
 ANCHOR = datetime(2026, 11, 1, 12, 0, 0, tzinfo=UTC)
+#: The days of history the pull's sandboxes hold (`SandboxConfig.history_days`, set by
+#: `start_sandbox`) and the days the code location's partitions span (SYNC_START_DATE, read
+#: when it loads, here before any test imports it; the commands the tests start inherit it):
+#: a sync of everything lands a season rather than a year, every day landed the same way,
+#: and still reaches past the 90 days the comment service serves its daily stats for. A test
+#: of the defaults a user gets sets its own.
+HISTORY_DAYS = 95
+os.environ["SYNC_START_DATE"] = (datetime.now(UTC).date() - timedelta(HISTORY_DAYS)).isoformat()
 #: Tests of minutes, run first: with `make test`'s workers (`--dist worksteal`) each then runs
 #: beside the others instead of alone at the end (the soak was the suite's last 5 minutes).
 LONGEST = ("tests/test_soak.py::",)

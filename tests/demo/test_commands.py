@@ -21,6 +21,12 @@ SECRET = "demo-test-signing-secret"
 AGENT_TOKEN = "demo-test-agent-token"
 
 
+def as_a_user(*unset: str) -> dict[str, str]:
+    """This process's environment without `unset`, nor the partitions' start the tests set for
+    themselves (tests/conftest.py): the demo lands a year, as a user's does."""
+    return {k: v for k, v in os.environ.items() if k not in {"SYNC_START_DATE", *unset}}
+
+
 def free_ports(count: int) -> int:
     """The first of `count` free ports in a row (the demo's receiver takes the next one)."""
     for _ in range(100):
@@ -41,7 +47,7 @@ def test_make_demo_lands_every_relation_equal_to_the_truth_and_pushes_once(tmp_p
     finished = subprocess.run(
         [sys.executable, "-m", "demo", "--port", str(free_ports(3)), "--data", str(tmp_path)],
         cwd=tmp_path,  # the demo names every path it writes; nothing lands in the checkout
-        env=os.environ
+        env=as_a_user()
         | {"WEBHOOK_SECRET": SECRET, "AGENT_TOKEN": AGENT_TOKEN, "PYTHONPATH": str(ROOT)},
         capture_output=True,
         text=True,
@@ -98,7 +104,7 @@ def go_on_with(restart: str, settings: Path) -> None:
     sandbox = subprocess.Popen([sys.executable, *args], cwd=ROOT, stdout=subprocess.DEVNULL)
     try:
         wait_for_sandbox(restart)
-        env = {k: v for k, v in os.environ.items() if k not in ("WEBHOOK_SECRET", "AGENT_TOKEN")}
+        env = as_a_user("WEBHOOK_SECRET", "AGENT_TOKEN")
         checked = subprocess.run(
             ["sh", "-c", f". {shlex.quote(str(settings))} && {sys.executable} -m pipelines check"],
             cwd=ROOT,
@@ -195,11 +201,7 @@ def test_make_dev_lands_both_receivers_through_the_ui_and_stops_everything_on_ct
     process of it running 10 s later."""
     port, ui_port = free_ports(3), free_ports(1)  # the sandbox, then its two receivers
     data = tmp_path / "dev"
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("DAGSTER_HOME", "WEBHOOK_SECRET", "AGENT_TOKEN")
-    }
+    env = as_a_user("DAGSTER_HOME", "WEBHOOK_SECRET", "AGENT_TOKEN")
     output = tmp_path / "dev.log"
     with output.open("wb") as log:
         dev = subprocess.Popen(

@@ -19,6 +19,7 @@ from assets.resources import build_resources
 from pipelines.settings import load_settings
 from sandbox.app import SandboxApp, build_app
 from sandbox.config import SandboxConfig
+from tests.conftest import HISTORY_DAYS
 
 COMMENT_KEY = "sa_live_demo_readonly"
 APIKEY = "demo-apikey"
@@ -87,6 +88,7 @@ def start_sandbox() -> Iterator[Callable[..., LiveSandbox]]:
             "now": _clear_of_midnight(),
             "task_phase_seconds": 0.05,
             "rate_limits": False,
+            "history_days": HISTORY_DAYS,
         } | overrides
         app = build_app(SandboxConfig(**settings))
         port = _free_port()

@@ -14,6 +14,7 @@ from pipelines.clients.comment import CommentClient
 from pipelines.landing import today
 from pipelines.streams import comment as streams
 from sandbox.faults import FaultSpec
+from tests.conftest import HISTORY_DAYS
 from tests.figures import run_figures
 
 RANGE_START = "dagster/asset_partition_range_start"
@@ -65,7 +66,12 @@ def full_history(resources) -> list:
     last = today()
     return [
         materialize(resources, [comment.ASSETS["daily_stats"]], last - timedelta(days=89), last),
-        materialize(resources, [comment.ASSETS["trigger_logs"]], last - timedelta(days=364), last),
+        materialize(
+            resources,
+            [comment.ASSETS["trigger_logs"]],
+            last - timedelta(days=HISTORY_DAYS - 1),
+            last,
+        ),
         materialize(resources, DIMENSIONS),
     ]
 
@@ -102,7 +108,7 @@ def test_everything_lands_equal_to_the_truth(frozen_sandbox, sync_env):
         ).fetchall()
     last = today()
     daily = {
-        "comment.trigger_logs": (last - timedelta(days=364), last),
+        "comment.trigger_logs": (last - timedelta(days=HISTORY_DAYS - 1), last),
         "comment.daily_stats": (last - timedelta(days=89), last),
     }
     assert sorted(run[0] for run in runs) == sorted(s.relation for s in streams.STREAMS)
@@ -145,7 +151,9 @@ def test_new_logs_cost_their_pages_and_land_before_the_landed_ones(start_sandbox
     clock = sandbox.app.sandbox.clock
     clock.advance(landed_first * 60 / per_minute)  # yesterday and today fill up
     last = today()
-    materialize(resources, [comment.ASSETS["trigger_logs"]], last - timedelta(days=364), last)
+    materialize(
+        resources, [comment.ASSETS["trigger_logs"]], last - timedelta(days=HISTORY_DAYS - 1), last
+    )
     before = len(landed(resources, streams.TRIGGER_LOGS))
     recent = landed(resources, streams.TRIGGER_LOGS).filter(f"date >= '{last - timedelta(1)}'")
     assert len(recent) > 800  # re-reading the two days would cost 4 pages more at least
@@ -173,7 +181,7 @@ def test_new_logs_cost_their_pages_and_land_before_the_landed_ones(start_sandbox
 
 def test_a_backfill_of_old_days_costs_its_rows_not_the_history(frozen_sandbox, sync_env):
     resources = sync_env(frozen_sandbox)
-    first, last = today() - timedelta(days=300), today() - timedelta(days=200)
+    first, last = today() - timedelta(days=80), today() - timedelta(days=60)
     result = materialize(resources, [comment.ASSETS["trigger_logs"]], first, last)
     rows = metadata(result, "rows")["rows"]
     pages = math.ceil(6000 / 200)
@@ -188,10 +196,10 @@ def test_a_backfill_of_old_days_costs_its_rows_not_the_history(frozen_sandbox, s
 
 
 def test_a_day_older_than_the_service_keeps_is_not_asked_for_and_says_so(frozen_sandbox, sync_env):
-    """Daily stats are served for 90 days, the partitions reach a year back: "materialize
-    all" must not leave days that fail forever."""
+    """Daily stats are served for 90 days, the partitions reach further back (a year by
+    default): "materialize all" must not leave days that fail forever."""
     resources = sync_env(frozen_sandbox)
-    old = today() - timedelta(days=100)
+    old = today() - timedelta(days=HISTORY_DAYS - 2)  # older than the 90 days served
     result = materialize(resources, [comment.ASSETS["daily_stats"]], old, old + timedelta(days=1))
     assert result.success
     assert metadata(result, "requests")["requests"] == 0
@@ -249,7 +257,12 @@ def test_paging_drift_loses_and_doubles_nothing(start_sandbox, sync_env, monkeyp
         return original(self, **kwargs)
 
     monkeypatch.setattr(CommentClient, "logs", shifting_logs)
-    materialize(resources, [comment.ASSETS["trigger_logs"]], today() - timedelta(days=364), today())
+    materialize(
+        resources,
+        [comment.ASSETS["trigger_logs"]],
+        today() - timedelta(days=HISTORY_DAYS - 1),
+        today(),
+    )
     after = set(sandbox.truth_ids("comment", scope, "trigger_logs"))
     rows = landed(resources, streams.TRIGGER_LOGS).select("id, activity_id").fetchall()
     ids = [row_id for row_id, _ in rows]
@@ -268,7 +281,7 @@ def test_steps_sharing_a_key_stay_under_its_rate_limit(start_sandbox, sync_env):
     resources = sync_env(
         sandbox, pace=True, sync_toml="[service.comment]\nrate_window_seconds = 11\n"
     )
-    runs = [([comment.ASSETS["trigger_logs"]], today() - timedelta(days=364), today())]
+    runs = [([comment.ASSETS["trigger_logs"]], today() - timedelta(days=HISTORY_DAYS - 1), today())]
     runs += [(DIMENSIONS,)] * 4
     results = []
     threads = [

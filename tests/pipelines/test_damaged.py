@@ -114,7 +114,8 @@ def flip_a_page_bit(path: Path) -> None:
         (footer.row_group(0).column(i) for i in range(footer.num_columns)),
         key=lambda column: column.total_compressed_size,
     )
-    data[chunk.data_page_offset + chunk.total_compressed_size * 3 // 4] ^= 0x10
+    start = chunk.dictionary_page_offset or chunk.data_page_offset  # the chunk's first page
+    data[start + chunk.total_compressed_size * 3 // 4] ^= 0x10
     path.write_bytes(data)
 
 

@@ -4,7 +4,10 @@ compared nothing is not green."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, time, timedelta
+import os
+import subprocess
+import sys
+from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
 from time import sleep
 
@@ -59,13 +62,28 @@ def rows(lake, stream, connection: str = "default") -> int:
 # -- comment --------------------------------------------------------------------------------
 
 
-def land_comment(sandbox, resources) -> None:
-    """Stats, then logs arriving, then the logs, then more logs arriving: the order a live
-    sync meets them in."""
+def sync_with_a_years_partitions(stream: str, first: date, last: date) -> None:
+    """`python -m pipelines sync` of `stream` over `first`..`last`, its partitions a year long
+    as a user's are (this process's start HISTORY_DAYS back, tests/conftest.py): the service's
+    total is conclusive only once every closed day of its 365 is landed."""
+    subprocess.run(
+        [sys.executable, "-m", "pipelines", "sync", "--streams", stream]
+        + ["--start", first.isoformat(), "--end", last.isoformat()],
+        env={k: v for k, v in os.environ.items() if k != "SYNC_START_DATE"},
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
+
+
+def land_comment(sandbox) -> None:
+    """Stats, then logs arriving, then the logs (of the service's whole window, the days
+    before the sandbox's history empty), then more logs arriving: the order a live sync meets
+    them in."""
     clock, last = sandbox.app.sandbox.clock, today()
-    land(resources, [comment.ASSETS["daily_stats"]], last - timedelta(days=89), last)
+    sync_with_a_years_partitions("comment.daily_stats", last - timedelta(days=89), last)
     clock.advance(120)
-    land(resources, [comment.ASSETS["trigger_logs"]], last - timedelta(days=364), last)
+    sync_with_a_years_partitions("comment.trigger_logs", last - timedelta(days=364), last)
     clock.advance(120)
 
 
@@ -74,7 +92,7 @@ def test_comment_checks_compare_closed_days_while_logs_keep_arriving(start_sandb
     landed logs a few arrivals old, failed on a healthy lake."""
     sandbox = live_sandbox(start_sandbox)
     resources = sync_env(sandbox)
-    land_comment(sandbox, resources)
+    land_comment(sandbox)
     lake, day = resources["lake"].lake(), today()
     # What the old rules compared differs: today kept changing between the pulls.
     [(stats_today,)] = lake.query(
@@ -103,7 +121,7 @@ def test_comment_checks_compare_closed_days_while_logs_keep_arriving(start_sandb
 def test_comment_checks_fail_on_a_closed_day_that_lost_a_log(start_sandbox, sync_env):
     sandbox = live_sandbox(start_sandbox)
     resources = sync_env(sandbox)
-    land_comment(sandbox, resources)
+    land_comment(sandbox)
     lake = resources["lake"].lake()
     yesterday = today() - timedelta(days=1)
     path = lake.path(TRIGGER_LOGS, "default", yesterday)

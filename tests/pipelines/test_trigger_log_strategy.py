@@ -155,7 +155,7 @@ def test_a_changed_fingerprint_re_pages_the_day(frozen_sandbox, tmp_path):
     assert {day: pull.ids(day) for day in days} == landed
 
 
-def test_days_outside_the_served_window_are_not_asked_for(frozen_sandbox, tmp_path, monkeypatch):
+def test_days_outside_the_served_window_are_not_asked_for(start_sandbox, tmp_path, monkeypatch):
     asked: list[dict] = []
     totals: list[int] = []
     original = CommentClient.log_table
@@ -167,8 +167,9 @@ def test_days_outside_the_served_window_are_not_asked_for(frozen_sandbox, tmp_pa
         return answer
 
     monkeypatch.setattr(CommentClient, "log_table", recording)
-    pull = Puller(frozen_sandbox, Lake(tmp_path))
-    today = frozen_sandbox.app.sandbox.clock.today()
+    sandbox = start_sandbox(history_days=365)  # old days that hold logs
+    pull = Puller(sandbox, Lake(tmp_path))
+    today = sandbox.app.sandbox.clock.today()
 
     # The service serves today and the 364 days before it: a day before those is refused
     # before anything is asked.

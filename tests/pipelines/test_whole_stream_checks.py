@@ -1,7 +1,7 @@
 """A run's checks look at the days it landed; the job `whole_stream_checks` looks at every
 day (assets/checks.py), and finds what only the whole stream shows."""
 
-from datetime import date
+from datetime import date, timedelta
 from pathlib import Path
 
 import dagster as dg
@@ -14,7 +14,7 @@ from assets.resources import LakeResource
 from assets.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 from pipelines.damaged import damaged_of
 from pipelines.lake import Lake
-from pipelines.landing import PulledStream
+from pipelines.landing import PulledStream, today
 from pipelines.stream import connection_schema
 
 # Day-partitioned, as a stream's asset is, so its checks are too (`partitions_of`).
@@ -22,7 +22,8 @@ EVENTS = PulledStream(
     "test", "events", connection_schema([("id", pa.string())]), daily=True, rows=lambda _: []
 )
 KEY = dg.AssetKey(["test", "events"])
-OLD, NEW = date(2026, 1, 1), date(2026, 1, 2)
+NEW = today() - timedelta(days=1)
+OLD = NEW - timedelta(days=1)
 
 
 def checked(lake: Lake, job_name: str, days: tuple[date, date] | None = None) -> dict:
