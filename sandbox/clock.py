@@ -1,8 +1,8 @@
 """The sandbox's notion of "now".
 
-Data is anchored to real dates: history covers the 365 days before the anchor. Frozen, the
-clock stays at the anchor; otherwise it moves with the wall clock. Tests may push it forward
-with `advance()` to make live traffic arrive without waiting.
+Data is anchored to real dates: history covers the `history_days` up to the anchor's day
+(sandbox/config.py). Frozen, the clock stays at the anchor; otherwise it moves with the wall
+clock. Tests may push it forward with `advance()` to make live traffic arrive without waiting.
 """
 
 from __future__ import annotations

@@ -151,9 +151,9 @@ def test_new_logs_cost_their_pages_and_land_before_the_landed_ones(start_sandbox
     clock = sandbox.app.sandbox.clock
     clock.advance(landed_first * 60 / per_minute)  # yesterday and today fill up
     last = today()
-    materialize(
-        resources, [comment.ASSETS["trigger_logs"]], last - timedelta(days=HISTORY_DAYS - 1), last
-    )
+    # The history ends on the anchor's day: yesterday, early in a UTC day.
+    first = clock.anchor.date() - timedelta(days=HISTORY_DAYS - 1)
+    materialize(resources, [comment.ASSETS["trigger_logs"]], first, last)
     before = len(landed(resources, streams.TRIGGER_LOGS))
     recent = landed(resources, streams.TRIGGER_LOGS).filter(f"date >= '{last - timedelta(1)}'")
     assert len(recent) > 800  # re-reading the two days would cost 4 pages more at least
