@@ -137,9 +137,13 @@ class Lake:
 
     def written(self, stream: Stream, days: Collection[date] | None = None) -> dict[str, int]:
         """Each file of the stream (of a daily stream, of `days` only where given) and when it
-        was last written (ns; an object store keeps whole seconds). Up to `DAYS_LISTED_APART`
-        days are listed a folder each, so what a run of a few days costs does not grow with
-        the stream's history; more, or the whole stream, in one listing."""
+        was last written (ns; an object store keeps whole seconds)."""
+        return {info.path: info.mtime_ns for info in self.listing(stream, days)}
+
+    def listing(self, stream: Stream, days: Collection[date] | None = None) -> list[pafs.FileInfo]:
+        """The stream's files as the lake lists them (path, size, time). Up to
+        `DAYS_LISTED_APART` days are listed a folder each, so what a run of a few days costs
+        does not grow with the stream's history; more, or the whole stream, in one listing."""
         folder = self.stream_dir(stream)
         if days is not None and stream.daily and len(days) <= DAYS_LISTED_APART:
             listed = [
@@ -151,7 +155,7 @@ class Lake:
             listed = self._listed(folder)
             if days is not None and stream.daily:
                 listed = [info for info in listed if file_day(info.path) in days]
-        return {info.path: info.mtime_ns for info in listed if info.path.endswith(".parquet")}
+        return [info for info in listed if info.path.endswith(".parquet")]
 
     def uri(self, path: str) -> str:
         """A file's name in a DuckDB connection from `connect`."""
@@ -254,6 +258,11 @@ class Lake:
         with self.writer(stream, connection, day, metadata) as out:
             out.extend(rows)
         return out.rows
+
+    def put(self, path: str, table: pa.Table) -> None:
+        """Write a file of the lake's own (not a stream's) whole, or not at all."""
+        with self._placed(path) as temporary:
+            pq.write_table(table, temporary, compression="zstd", write_page_checksum=True)
 
     def drop(self, stream: Stream, connection: str, day: date) -> None:
         with contextlib.suppress(FileNotFoundError):

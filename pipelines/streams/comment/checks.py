@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 
 from pipelines.clients.base import Connection
 from pipelines.clients.comment import LOGS_MAX_DAYS, LOGS_PAGE_LIMIT, CommentClient
+from pipelines.footers import footers
 from pipelines.lake import Lake, file_day, file_stem
 from pipelines.stream import TIMESTAMP, Stream
 from pipelines.streams.comment import ACCOUNTS, DAILY_STATS, TRIGGER_LOGS
@@ -47,17 +48,15 @@ def closed_days(
     lake: Lake, stream: Stream, today: date, days: Collection[date] | None = None
 ) -> dict[tuple[str, date], LandedDay]:
     """The landed files of `stream`'s days before `today` (of `days` only, where given), by
-    (connection, day), read from their footers. A file without `pulled_at` is taken as not
-    final: nothing says when it was pulled."""
+    (connection, day), from their footers (`pipelines/footers.py`). A file without `pulled_at`
+    is taken as not final: nothing says when it was pulled."""
+    listed = [info for info in lake.listing(stream, days) if file_day(info.path) < today]
     found = {}
-    for path in lake.files(stream, days):
+    for path, footer in footers(lake, stream, listed, days).items():
         day = file_day(path)
-        if day >= today:
-            continue
-        footer = lake.footer(path)
-        pulled = (footer.metadata or {}).get(b"pulled_at")
-        final = pulled is not None and datetime.fromisoformat(pulled.decode()) >= day_end(day)
-        found[(file_stem(path), day)] = LandedDay(footer.num_rows, final)
+        pulled = footer.pulled_at
+        final = pulled is not None and datetime.fromisoformat(pulled) >= day_end(day)
+        found[(file_stem(path), day)] = LandedDay(footer.rows, final)
     return found
 
 

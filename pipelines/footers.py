@@ -1,0 +1,96 @@
+"""What a daily stream's files hold, from their footers, without reading again a footer the
+lake's listing shows unchanged: a check over a year of days (`rows_equal_service_total`)
+then costs an hourly run the footers of the days that run wrote, not one request per day
+kept on an object store.
+
+Kept in `<lake>/_footers/<service>/<stream>.parquet`: each file's path in the lake, its size
+and when it was last written as the listing shows them, its rows and its `pulled_at`
+(`pipelines/landing.py`). A listed file whose size and time both match is taken from there
+(rsync's quick check); any other's footer is read. An object store keeps whole
+seconds, so a day file written again within the second of its last write, to the same size
+to the byte, would be taken as unchanged until it is written again. The file is only a
+cache: written whole or not at all (`Lake.put`), it may be deleted, and one that cannot be
+read or written (damaged, a full disk, the store away) is passed over, the footers read
+instead. Two runs writing it at once each write a true one; the last stays."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Collection
+from dataclasses import dataclass
+from datetime import date
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+from pipelines.lake import Lake
+from pipelines.stream import Stream
+
+FOLDER = "_footers"
+SCHEMA = pa.schema(
+    [
+        ("path", pa.string()),
+        ("size", pa.int64()),
+        ("written_ns", pa.int64()),
+        ("rows", pa.int64()),
+        ("pulled_at", pa.string()),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class Footer:
+    """What a landed file's footer says: its rows, and when it was pulled (None if unsaid)."""
+
+    rows: int
+    pulled_at: str | None
+
+
+#: By path in the lake: (size, written_ns) and the footer.
+Kept = dict[str, tuple[tuple[int, int], Footer]]
+
+
+def footers(
+    lake: Lake, stream: Stream, listed: list[pafs.FileInfo], days: Collection[date] | None
+) -> dict[str, Footer]:
+    """The footer of each file `listed` (`Lake.listing` of `days`, None for the whole
+    stream), by path."""
+    place = f"{lake.root}/{FOLDER}/{stream.service}/{stream.name}.parquet"
+    kept = _read(lake, place)
+    found: dict[str, Footer] = {}
+    current: Kept = {}
+    for info in listed:
+        name = info.path.removeprefix(f"{lake.root}/")
+        seen = (info.size, info.mtime_ns)
+        if name in kept and kept[name][0] == seen:
+            found[info.path] = kept[name][1]
+        else:
+            footer = lake.footer(info.path)
+            pulled = (footer.metadata or {}).get(b"pulled_at")
+            found[info.path] = Footer(footer.num_rows, None if pulled is None else pulled.decode())
+        current[name] = (seen, found[info.path])
+    if any(kept.get(name) != entry for name, entry in current.items()):
+        # What was kept of days outside `days` stays; of a whole stream, only what is listed.
+        others = {} if days is None else {n: e for n, e in kept.items() if n not in current}
+        _write(lake, place, others | current)
+    return found
+
+
+def _read(lake: Lake, place: str) -> Kept:
+    try:
+        rows = lake.read_table(place).to_pylist()
+    except (OSError, pa.ArrowException):  # none yet, damaged, or the store away: read footers
+        return {}
+    return {
+        r["path"]: ((r["size"], r["written_ns"]), Footer(r["rows"], r["pulled_at"])) for r in rows
+    }
+
+
+def _write(lake: Lake, place: str, kept: Kept) -> None:
+    rows = [
+        {"path": name, "size": size, "written_ns": ns, "rows": f.rows, "pulled_at": f.pulled_at}
+        for name, ((size, ns), f) in sorted(kept.items())
+    ]
+    # A full disk, the store away: the next run reads the footers again.
+    with contextlib.suppress(OSError):
+        lake.put(place, pa.Table.from_pylist(rows, schema=SCHEMA))
