@@ -12,6 +12,7 @@ the lake does at the last build.
 from __future__ import annotations
 
 import functools
+import threading
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import date, timedelta
@@ -169,24 +170,55 @@ def record(con: duckdb.DuckDBPyConnection, built: Built) -> None:
 
 
 def _table_ready(con: duckdb.DuckDBPyConnection, stream: Stream) -> bool:
-    """Make the stream's table hold its declared columns; False if it had to be made anew
-    (it did not exist, or the declaration changed), so none of its days is copied yet."""
-    wanted = duckdb_columns(dated(stream))
+    """Make the stream's table hold its declared columns, stored as `_definition` says;
+    False if it had to be made anew (it did not exist, or its definition changed: an older
+    build's table, with an index on its key, among them), so none of its days is copied yet."""
     found = con.execute(
-        "SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = "
-        "current_database() AND schema_name = ? AND table_name = ? ORDER BY column_index",
+        "SELECT sql FROM duckdb_tables() WHERE database_name = current_database() "
+        "AND schema_name = ? AND table_name = ?",
         [SCHEMA, stream.relation],
     ).fetchall()
-    if found == wanted:
-        # No index on the key: building one holds every key in memory, which the build's
-        # memory limit refuses past a few million rows. A table may carry one from an
-        # older build; dropped, so the copy never maintains it.
-        con.execute(f"DROP INDEX IF EXISTS {SCHEMA}.{_index_name(stream)}")
+    if found == [(_rendered(stream),)]:
         return True
-    columns = ", ".join(f'"{name}" {kind}' for name, kind in wanted)
     con.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
-    con.execute(f"CREATE OR REPLACE TABLE {table_of(stream)} ({columns})")
+    con.execute(f"CREATE OR REPLACE TABLE {table_of(stream)} ({_definition(stream)})")
     return False
+
+
+def _definition(stream: Stream) -> str:
+    """The table's columns. The text columns of the key that identify a row (`id`, `…_id`,
+    `…_uuid`) are stored uncompressed: a lookup by one scans it as fast as a native table's, where
+    DuckDB's compressed strings are decompressed row by row (docs/warehouse.md). No index:
+    building one holds every key in memory, which the build's memory limit refuses past a
+    few million rows."""
+
+    def identifies(name: str, kind: str) -> bool:
+        named = name == "id" or name.endswith(("_id", "_uuid"))
+        return name in stream.key and named and kind == "VARCHAR"
+
+    return ", ".join(
+        f'"{name}" {kind}' + (" USING COMPRESSION uncompressed" if identifies(name, kind) else "")
+        for name, kind in duckdb_columns(dated(stream))
+    )
+
+
+@functools.cache
+def _rendered(stream: Stream) -> str:
+    """The table's definition as DuckDB writes it in `duckdb_tables()`, to compare with a
+    table found in the file; made once per process in the describer's database."""
+    with _rendering, _describer().cursor() as con:
+        con.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
+        con.execute(f"CREATE OR REPLACE TABLE {table_of(stream)} ({_definition(stream)})")
+        [(rendered,)] = con.execute(
+            "SELECT sql FROM duckdb_tables() WHERE schema_name = ? AND table_name = ?",
+            [SCHEMA, stream.relation],
+        ).fetchall()
+        con.execute(f"DROP TABLE {table_of(stream)}")
+    return rendered
+
+
+#: Threads of one process may render tables at once, in one database.
+_rendering = threading.Lock()
 
 
 class DamagedCopy(Damaged):
@@ -196,10 +228,6 @@ class DamagedCopy(Damaged):
     def __init__(self, stream: Stream, path: str, reason: str, uri: str) -> None:
         super().__init__(f"{uri}: {reason}")
         self.stream, self.path, self.reason = stream, path, reason
-
-
-def _index_name(stream: Stream) -> str:
-    return f'"{stream.relation} key"'
 
 
 def copy_closed_days(

@@ -239,3 +239,54 @@ def test_a_sync_of_several_streams_builds_once_and_its_views_show_every_landed_r
                     f"SELECT count(*) FROM {lake.relation(stream)}"
                 ).fetchall()
             assert shown == landed, stream.relation
+
+
+def test_a_tables_identifier_is_stored_for_lookups_and_an_older_builds_table_is_made_anew(
+    tmp_path,
+):
+    """A text id of the key is kept uncompressed, so a lookup by it scans as fast as a native
+    table's (docs/warehouse.md); a table an older build made otherwise (compressed, with an
+    index on its key) is made anew by the next build, equal to the lake."""
+    named = Stream("svc", "named", connection_schema([("id", pa.string())]), daily=True)
+    lake, path, sql = Lake(tmp_path / "lake"), tmp_path / "warehouse.duckdb", tmp_path / "sql"
+    sql.mkdir()
+    days = [FIRST + timedelta(days=n) for n in range(6)]
+
+    def land_named(day: date) -> None:
+        rows = [{"connection": "a", "id": f"{day}-{n}"} for n in range(200)]
+        lake.write(named, "a", rows, day=day)
+
+    def build(today: date) -> None:
+        Warehouse(path, lake, [named], sql_dir=sql, viewed=[named], clock=lambda: today).refresh()
+
+    def stored() -> set[str]:
+        with duckdb.connect(str(path), read_only=True) as con:
+            return {
+                kind
+                for (kind,) in con.execute(
+                    "SELECT DISTINCT compression FROM pragma_storage_info('_lake.\"svc.named\"') "
+                    "WHERE column_name = 'id' AND compression <> 'Constant'"
+                ).fetchall()
+            }
+
+    for day in days[:-1]:
+        land_named(day)
+    build(days[-2])
+    assert stored() == {"Uncompressed"}
+    with duckdb.connect(str(path)) as con:  # as an older build left it
+        table = '_lake."svc.named"'
+        con.execute(f"CREATE OR REPLACE TABLE {table} AS SELECT * FROM {table}")
+        con.execute(f'CREATE INDEX "svc.named key" ON {table} (connection, id)')
+        con.execute("CHECKPOINT")
+    assert stored() != {"Uncompressed"}
+    land_named(days[-1])
+    build(days[-1])
+    assert stored() == {"Uncompressed"}
+    with duckdb.connect(str(path), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM duckdb_indexes()").fetchone() == (0,)
+        shown_rows = sorted(con.execute("SELECT connection, date, id FROM svc.named").fetchall())
+    with lake.connect() as con:
+        landed = sorted(
+            con.execute(f"SELECT connection, date, id FROM {lake.relation(named)}").fetchall()
+        )
+    assert shown_rows == landed and len(landed) == 6 * 200
