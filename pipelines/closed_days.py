@@ -28,6 +28,8 @@ from pipelines.stream import Stream
 
 #: The days up to today whose files a view reads from the lake at each query.
 OPEN_DAYS = 2
+#: How a view reads one open day's files: their columns by name, the `date` not from the path.
+OPEN_DAY_READ = "hive_partitioning = false, union_by_name = true"
 SCHEMA = "_lake"
 
 
@@ -267,12 +269,15 @@ def copy_closed_days(
 
 
 def source_of(lake: Lake, stream: Stream, open_days: list[date]) -> str:
-    """SQL reading a copied stream: its table, and the folders of its open days."""
+    """SQL reading a copied stream: its table, and the folder of each open day, its `date` a
+    constant of its own branch rather than read from the folders' names: a query whose date
+    bound excludes a day reads none of its files, and one that reads the days (a bound by
+    subquery: `max(date)`, then the range) parses no path."""
     table = f"SELECT * FROM {table_of(stream)}"
-    if not open_days:
-        return f"({table})"
     folder = lake.uri(lake.stream_dir(stream))
-    globs = ", ".join(
-        sql_literal(f"{folder}/date={day.isoformat()}/*.parquet") for day in open_days
-    )
-    return f"({table} UNION ALL BY NAME SELECT * FROM read_parquet([{globs}], {DAILY_READ}))"
+    days = [
+        f"SELECT *, DATE '{day.isoformat()}' AS date FROM read_parquet("
+        f"{sql_literal(f'{folder}/date={day.isoformat()}/*.parquet')}, {OPEN_DAY_READ})"
+        for day in open_days
+    ]
+    return "(" + " UNION ALL BY NAME ".join(f"({branch})" for branch in [table, *days]) + ")"
