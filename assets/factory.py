@@ -36,7 +36,7 @@ from pipelines.lake import Lake
 from pipelines.landed import Landed
 from pipelines.landing import Pull, PulledStream, land, served_days, today
 from pipelines.object_store import lake_fault
-from pipelines.run_history import RUNS, RunRecord, outcome_of, record_run
+from pipelines.run_history import RUNS, RunRecord, connection_outcomes, outcome_of, record_run
 from pipelines.stream import Stream
 from pipelines.warehouse import Written
 
@@ -217,6 +217,7 @@ def record(
         budget_wait_seconds=round(landed.stats.waited, 2),
         outcome=outcome,
         error=error or failed,
+        connections=connection_outcomes(landed.rows_per_connection, landed.failed),
     )
     try:
         record_run(lake, row)

@@ -17,6 +17,16 @@ import pyarrow as pa
 from pipelines.lake import Lake
 from pipelines.stream import TIMESTAMP, Stream, described
 
+#: One connection's part of a run (the column `connections`).
+CONNECTION_OUTCOME = pa.struct(
+    [
+        ("connection", pa.string()),
+        ("outcome", pa.string()),
+        ("rows", pa.int64()),
+        ("error", pa.string()),
+    ]
+)
+
 RUNS = Stream(
     "sync",
     "runs",
@@ -55,6 +65,14 @@ RUNS = Stream(
                 pa.string(),
                 "What failed, with what to do, for each connection that failed; null when none.",
             ),
+            described(
+                "connections",
+                pa.list_(CONNECTION_OUTCOME),
+                "Each connection's part of the run: `connection`, `outcome` (`landed` or "
+                "`failed`), the `rows` it landed, and for a failed one the `error` with what "
+                "to do. Empty when the run failed before its connections' turns; null in rows "
+                "written before it was recorded. `sync.connection_health` reads it.",
+            ),
         ]
     ),
     daily=True,
@@ -81,6 +99,20 @@ class RunRecord:
     budget_wait_seconds: float
     outcome: str
     error: str | None
+    connections: list[dict]
+
+
+def connection_outcomes(rows: dict[str, int], failed: dict[str, str]) -> list[dict]:
+    """The `connections` of a run from what each connection landed and which failed, in the
+    order given (landed ones first)."""
+    return [
+        {"connection": name, "outcome": "landed", "rows": count, "error": None}
+        for name, count in rows.items()
+        if name not in failed
+    ] + [
+        {"connection": name, "outcome": "failed", "rows": rows.get(name, 0), "error": reason}
+        for name, reason in failed.items()
+    ]
 
 
 def outcome_of(landed_connections: int, failed_connections: int) -> str:

@@ -16,5 +16,6 @@ SELECT
     retries,
     budget_wait_seconds,                -- waiting for the key's rate budget
     outcome,                            -- succeeded, partly failed, failed
-    error
+    error,
+    connections                         -- each connection's part: connection, outcome (landed, failed), rows, error
 FROM {{ source('sync', 'runs') }};

@@ -24,6 +24,7 @@ from assets.factory import STARTED_BY_TAG, started_by, stream_asset
 from assets.partitions import daily
 from assets.resources import ConnectionConfig, LakeResource
 from assets.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
+from pipelines.catalog import warehouse_of
 from pipelines.clients.base import Service
 from pipelines.errors import ServiceRefused
 from pipelines.lake import Lake
@@ -176,6 +177,44 @@ def test_a_refusing_connection_fails_the_run_with_its_message_after_the_other_la
     ).fetchall()
     assert (relation, outcome, rows) == ("test.things", "partly failed", 1)
     assert "things for 2026-10-01 cannot be pulled" in error
+
+
+def test_each_connections_last_landing_and_last_failure_are_in_the_warehouse(tmp_path):
+    """`sync.runs` keeps each connection's part of a run, and `sync.connection_health` says
+    per connection when it last landed, when it last failed and why, and whether it has
+    failed since it last landed."""
+    day = date(2026, 10, 1)
+    refusing = {"b"}
+
+    def rows(turn: Turn):
+        if turn.connection.name in refusing:
+            raise ServiceRefused("things cannot be pulled: access denied")
+        yield day, [{"id": 1}, {"id": 2}]
+
+    stream = PulledStream("test", "things", SCHEMA, daily=True, rows=rows)
+
+    def health() -> dict:
+        warehouse_of(str(tmp_path), tmp_path / "warehouse.duckdb", ()).refresh()
+        with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as con:
+            found = con.execute(
+                "SELECT connection, last_landed_at IS NOT NULL, last_landed_rows, "
+                "last_failed_at IS NOT NULL, last_error, failing, runs "
+                "FROM sync.connection_health WHERE relation = 'test.things'"
+            ).fetchall()
+        return {row[0]: row[1:] for row in found}
+
+    assert not materialize(tmp_path, stream, day, day).success
+    revoked = "connection 'b' (http://127.0.0.1:9/v1): things cannot be pulled: access denied"
+    first = health()
+    assert first["a"] == (True, 2, False, None, False, 1)
+    assert first["b"][:3] == (False, None, True) and first["b"][4:] == (True, 1)
+    assert revoked in first["b"][3]
+    refusing.clear()
+    assert materialize(tmp_path, stream, day, day).success
+    second = health()
+    assert second["a"] == (True, 2, False, None, False, 2)
+    assert second["b"][:3] == (True, 2, True) and second["b"][4:] == (False, 2)
+    assert revoked in second["b"][3]  # the last error stays, with when it happened
 
 
 def shown_per_day(instance: dg.DagsterInstance, key: dg.AssetCheckKey) -> dict:
