@@ -21,6 +21,7 @@ from datetime import UTC, date, datetime, timedelta
 import dagster as dg
 
 from assets.catalog import row_count, stream_metadata
+from assets.health import HEALTH, connection_health
 from assets.partitions import partitions_of, single_run
 from assets.tags import (
     AUTOMATION_CONDITION_TAG,
@@ -169,17 +170,21 @@ def stream_asset(stream: PulledStream) -> dg.AssetsDefinition:
             )
         record(context, lake, stream, started_at, days, landed)
         refresh_views(context, written_by(stream, days, started_at))
+        health = {HEALTH: connection_health(context, landed)}
         if landed.failed:
-            fail_connections(context, stream, landed, lake, days)
+            fail_connections(context, stream, landed, lake, days, health)
         if not partitioned:
             # Each connection's snapshot replaced whole: the rows landed are the table's.
-            metadata = landed.metadata(None) | row_count(landed.rows, partition=False)
+            metadata = landed.metadata(None) | row_count(landed.rows, partition=False) | health
             return dg.MaterializeResult(metadata=metadata)
         # A range run records each day's own figures on that day's materialization, and
-        # the run's own (requests, the range) once, as an observation of the asset.
+        # the run's own (requests, the range, the connections' health) once, as an
+        # observation of the asset.
         landed.not_served = not_served
         context.log_event(
-            dg.AssetObservation(asset_key=context.asset_key, metadata=landed.metadata(days))
+            dg.AssetObservation(
+                asset_key=context.asset_key, metadata=landed.metadata(days) | health
+            )
         )
         for day, figures in landed.day_metadata(lake, stream, days).items():
             figures |= row_count(figures["rows"], partition=True)
@@ -276,19 +281,27 @@ def fail_connections(
     landed: Landed,
     lake: Lake,
     days: list[date] | None,
+    health: dict,
 ) -> None:
     """Fail the step for the connections that failed, after recording what the others
-    landed (a materialization per day for a daily stream), so the UI shows both."""
+    landed (a materialization per day for a daily stream) and the connections' health, so
+    the UI shows both. Recorded on the instance at once: what a step logs is lost when the
+    step then fails."""
+    events: list[dg.AssetMaterialization | dg.AssetObservation] = [
+        dg.AssetObservation(asset_key=context.asset_key, metadata=health)
+    ]
     if landed.rows_per_connection:
         if days is None:
-            events = [dg.AssetMaterialization(context.asset_key, metadata=landed.metadata(None))]
+            events.append(
+                dg.AssetMaterialization(context.asset_key, metadata=landed.metadata(None))
+            )
         else:
-            events = [
+            events += [
                 dg.AssetMaterialization(context.asset_key, partition=day.isoformat(), metadata=m)
                 for day, m in landed.day_metadata(lake, stream, days).items()
             ]
-        for event in events:
-            context.log_event(event)
+    for event in events:
+        context.instance.report_runless_asset_event(event)
     failed = "\n".join(f"- {reason}" for reason in landed.failed.values())
     landed_too = ", ".join(landed.rows_per_connection) or "none"
     raise dg.Failure(

@@ -21,6 +21,7 @@ from dagster._core.storage.asset_check_state import AssetCheckState, bulk_update
 
 from assets.checks import stream_checks
 from assets.factory import STARTED_BY_TAG, started_by, stream_asset
+from assets.health import HEALTH
 from assets.partitions import daily
 from assets.resources import ConnectionConfig, LakeResource
 from assets.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
@@ -215,6 +216,50 @@ def test_each_connections_last_landing_and_last_failure_are_in_the_warehouse(tmp
     assert second["a"] == (True, 2, False, None, False, 2)
     assert second["b"][:3] == (True, 2, True) and second["b"][4:] == (False, 2)
     assert revoked in second["b"][3]  # the last error stays, with when it happened
+
+
+def test_each_connections_health_is_carried_from_run_to_run_on_the_asset(tmp_path):
+    """On a kept instance, each landing's observation of the asset holds a table of its
+    connections: when each last landed, when it last failed and why, and whether it is
+    failing now, carried forward from the run before."""
+    day = date(2026, 10, 1)
+    refusing = {"b"}
+
+    def rows(turn: Turn):
+        if turn.connection.name in refusing:
+            raise ServiceRefused("things cannot be pulled: access denied")
+        yield day, [{"id": 1}]
+
+    stream = PulledStream("test", "things", SCHEMA, daily=True, rows=rows)
+
+    key = dg.AssetKey(["test", "things"])
+
+    def health(instance: dg.DagsterInstance) -> dict[str, dict]:
+        """The newest table of the asset's connections, as the UI shows it."""
+        for record in instance.fetch_observations(key, limit=5).records:
+            table = record.event_log_entry.asset_observation.metadata.get(HEALTH)
+            if table is not None:
+                return {row.data["connection"]: row.data for row in table.records}
+        raise AssertionError("no observation holds the connections' health")
+
+    with dg.DagsterInstance.ephemeral() as instance:
+        assert not materialize(tmp_path, stream, day, day, instance=instance).success
+        first = health(instance)
+        # What the other connection landed is recorded, though the step failed.
+        [landed] = instance.fetch_materializations(key, limit=1).records
+        assert landed.event_log_entry.asset_materialization.partition == day.isoformat()
+        refusing.clear()
+        assert materialize(tmp_path, stream, day, day, instance=instance).success
+        second = health(instance)
+    assert first["a"]["failing"] is False and first["a"]["last_landed_rows"] == 1
+    assert first["a"]["last_failed_at"] is None and first["a"]["last_error"] is None
+    assert first["b"]["failing"] is True and first["b"]["last_landed_at"] is None
+    assert "access denied" in first["b"]["last_error"]
+    assert second["b"]["failing"] is False and second["b"]["last_landed_rows"] == 1
+    # The failure of the run before stays, with when it happened.
+    assert second["b"]["last_failed_at"] == first["b"]["last_failed_at"]
+    assert "access denied" in second["b"]["last_error"]
+    assert second["a"]["last_landed_at"] > first["a"]["last_landed_at"]
 
 
 def shown_per_day(instance: dg.DagsterInstance, key: dg.AssetCheckKey) -> dict:
