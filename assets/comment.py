@@ -17,7 +17,6 @@ from pipelines.clients.failures import isolated
 from pipelines.landing import today
 from pipelines.streams.comment import SERVICE, STREAMS, TRIGGER_LOGS
 from pipelines.streams.comment.checks import (
-    CLOSED_DAYS_SERVED,
     TOKEN_WARNING_DAYS,
     LogTotals,
     expiring_tokens,
@@ -80,9 +79,10 @@ def logs_match_daily_stats(
     blocking=False,
     partitions_def=partitions_of(TRIGGER_LOGS),
     description=(
-        "The landed trigger logs of the served window's closed days (before today, UTC) equal "
-        "the service's count of the same days, read from one answer of `GET /logs`. An error "
-        "only once every closed day is landed from a pull after it ended; a warning before."
+        "The landed trigger logs of the closed days (before today, UTC) from each connection's "
+        "first landed one to yesterday, within the 365 days the service keeps, equal the "
+        "service's count of the same days, read from one answer of `GET /logs`. An error only "
+        "once every one of those days is landed from a pull after it ended; a warning before."
     ),
 )
 @by_day
@@ -126,10 +126,10 @@ def rows_equal_service_total(
             dg.AssetCheckSeverity.ERROR if verdict.conclusive else dg.AssetCheckSeverity.WARN
         ),
         description=(
-            f"the {CLOSED_DAYS_SERVED} closed days served, every connection"
+            "every closed day from each connection's first landed one to yesterday"
             if verdict.conclusive
-            else "not conclusive: a closed day is not landed, was pulled before it ended, or "
-            "the service's list moved too fast to count"
+            else "not conclusive: a closed day among them is not landed, was pulled before it "
+            "ended, or the service's list moved too fast to count"
         ),
         metadata=metadata,
     )

@@ -149,6 +149,35 @@ def test_comment_checks_fail_on_a_closed_day_that_lost_a_log(start_sandbox, sync
     assert total.severity == dg.AssetCheckSeverity.WARN
 
 
+def test_a_lake_that_starts_later_than_the_services_window_is_compared_over_its_days(
+    start_sandbox, sync_env
+):
+    """A deployment whose history starts ten days back (a recent `SYNC_START_DATE`, or `make
+    dev`'s first hours) was told "not conclusive" at every run: the service's count of its
+    365 days against ten landed. It is compared over the days it holds, while logs keep
+    arriving, and a log lost from one of them is an error."""
+    sandbox = live_sandbox(start_sandbox)
+    resources = sync_env(sandbox)
+    last = today()
+    land(resources, [comment.ASSETS["trigger_logs"]], last - timedelta(days=10), last)
+    sandbox.app.sandbox.clock.advance(120)  # logs arriving after the landing
+    total = comment.rows_equal_service_total(comment=resources["comment"], lake=resources["lake"])
+    assert total.passed, total.metadata
+    assert total.severity == dg.AssetCheckSeverity.ERROR
+    assert total.metadata["conclusive"].value is True
+    compared = total.metadata["connections"].value["default"]
+    assert compared["days_compared"] == compared["days_landed"] == 10
+    assert compared["landed"] == compared["service_total"] > 0
+
+    lake = resources["lake"].lake()
+    path = lake.path(TRIGGER_LOGS, "default", last - timedelta(days=4))
+    landed = pq.read_table(path)  # its metadata, `pulled_at` with it, stays
+    pq.write_table(landed.slice(1), path)
+    total = comment.rows_equal_service_total(comment=resources["comment"], lake=resources["lake"])
+    assert not total.passed
+    assert total.severity == dg.AssetCheckSeverity.ERROR
+
+
 def test_a_day_pulled_before_it_ended_is_not_compared(frozen_sandbox, sync_env):
     resources = sync_env(frozen_sandbox)
     last = today()

@@ -22,8 +22,6 @@ from pipelines.transport import Transport
 
 #: An account whose token expires within this many days is flagged (a warning check).
 TOKEN_WARNING_DAYS = 7
-#: The served window's days before today: what `rows_equal_service_total` compares.
-CLOSED_DAYS_SERVED = LOGS_MAX_DAYS - 1
 #: Pages `closed_log_total` asks for at most to find today's midnight in the list: logs
 #: arriving between two requests move it by a page at most, unless they come by hundreds.
 LOCATE_ATTEMPTS = 5
@@ -118,9 +116,11 @@ def logs_against_stats(
     )
 
 
-def closed_log_total(client: CommentClient, today: date, landed_today: int | None) -> int | None:
-    """The service's trigger logs of the closed days of its window (all but `today`), read
-    from one answer, so that logs arriving meanwhile cannot make it disagree with itself.
+def closed_log_total(
+    client: CommentClient, today: date, landed_today: int | None, days: int = LOGS_MAX_DAYS
+) -> int | None:
+    """The service's trigger logs of the closed days of its last `days` (all but `today`),
+    read from one answer, so that logs arriving meanwhile cannot make it disagree with itself.
 
     The list is newest first and its `total` counts today too. An answer whose page holds
     both the last log of today and the first one before it tells, by itself, how many of
@@ -143,7 +143,7 @@ def closed_log_total(client: CommentClient, today: date, landed_today: int | Non
         limit = next(n for n in range(LOGS_PAGE_LIMIT, 1, -1) if position % n or not position)
         page = position // limit
         start = page * limit
-        answer = client.log_table(days=LOGS_MAX_DAYS, page=page, limit=limit)
+        answer = client.log_table(days=days, page=page, limit=limit)
         listed, total = answer.logs.num_rows, answer.total
         of_today = pc.sum(pc.greater_equal(answer.logs["created_at"], midnight)).as_py() or 0
         if of_today < listed and (of_today or page == 0):
@@ -165,42 +165,52 @@ def closed_log_total(client: CommentClient, today: date, landed_today: int | Non
 
 @dataclass(frozen=True)
 class LogTotal:
-    """One connection's landed trigger logs of the window's closed days against the
-    service's count of them."""
+    """One connection's landed trigger logs of the closed days from its first landed one
+    (within the service's window) to yesterday, against the service's count of the same
+    days."""
 
-    #: None when the service's list kept moving too fast to count (`closed_log_total`).
+    #: None when the service's list kept moving too fast to count (`closed_log_total`), or
+    #: when no closed day is landed (nothing to count).
     service_total: int | None
     landed: int
+    #: The closed days compared: from the first landed to yesterday.
+    days_compared: int
     days_landed: int
     #: Of `days_landed`, those pulled before the day ended: they may lack its last logs.
     days_pulled_before_they_ended: int
 
 
 def log_total(transport: Transport, lake: Lake, connection: Connection, today: date) -> LogTotal:
-    """The service's count of the closed days of its window (mostly one request) and the
-    landed files' row counts of the same days."""
+    """The service's count of the closed days from the connection's first landed one to
+    yesterday (mostly one request), and the landed files' row counts of the same days. A
+    lake that starts later than the service's window (a recent `SYNC_START_DATE`) is
+    compared over the days it holds; a day missing among them counts as none landed."""
+    window = [today - timedelta(days=n) for n in range(1, LOGS_MAX_DAYS)]
+    landed = {
+        day: found
+        for (name, day), found in closed_days(lake, TRIGGER_LOGS, today, window).items()
+        if name == connection.name
+    }
+    if not landed:
+        return LogTotal(None, 0, 0, 0, 0)
+    compared = (today - min(landed)).days
     today_file = lake.path(TRIGGER_LOGS, connection.name, today)
     landed_today = lake.footer(today_file).num_rows if lake.exists(today_file) else None
-    total = closed_log_total(CommentClient(transport), today, landed_today)
-    window = [today - timedelta(days=n) for n in range(1, LOGS_MAX_DAYS)]
-    landed = [
-        day
-        for (name, _), day in closed_days(lake, TRIGGER_LOGS, today, window).items()
-        if name == connection.name
-    ]
+    client = CommentClient(transport)
     return LogTotal(
-        service_total=total,
-        landed=sum(day.rows for day in landed),
+        service_total=closed_log_total(client, today, landed_today, days=compared + 1),
+        landed=sum(day.rows for day in landed.values()),
+        days_compared=compared,
         days_landed=len(landed),
-        days_pulled_before_they_ended=sum(not day.final for day in landed),
+        days_pulled_before_they_ended=sum(not day.final for day in landed.values()),
     )
 
 
 @dataclass(frozen=True)
 class LogTotals:
     """Every connection's `LogTotal`: equal is the verdict, but it is only conclusive once
-    every closed day of the window is landed from a pull after it ended; until then a
-    difference is expected."""
+    every closed day compared is landed from a pull after it ended; until then a difference
+    is expected (a backfill in progress looks so too)."""
 
     connections: dict[str, LogTotal]
 
@@ -212,7 +222,7 @@ class LogTotals:
     def conclusive(self) -> bool:
         return all(
             c.service_total is not None
-            and c.days_landed == CLOSED_DAYS_SERVED
+            and c.days_landed == c.days_compared
             and not c.days_pulled_before_they_ended
             for c in self.connections.values()
         )
