@@ -17,6 +17,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 
 import duckdb
+import httpx
 
 from pipelines.catalog import (
     refresh_warehouse,
@@ -26,6 +27,7 @@ from pipelines.catalog import (
     warehouse_of,
 )
 from pipelines.clients.base import Service
+from pipelines.errors import Unavailable
 from pipelines.lake import LakeLocation
 from pipelines.object_store import lake_fault
 from pipelines.push import imports
@@ -151,6 +153,10 @@ def run_push(
                     raise views_failed(error) from None
                 log(said(damaged))
                 return _push(lake, services, dry_run, record_types, resend_in_doubt, log, lease)
+        except httpx.TransportError as error:
+            # A service's connection failed past its retries (a write that may have been
+            # taken is never retried): said as the service's, not as the library's text.
+            raise connection_failed(error) from None
         except OSError as error:
             # The lake's disk or store failed: what was sent is journaled, and the next push
             # moves it into the lake before it plans.
@@ -158,6 +164,20 @@ def run_push(
             if fault is None:
                 raise
             raise fault from None
+
+
+def connection_failed(error: httpx.TransportError) -> Unavailable:
+    """A service's connection failing mid-push, said once, with what becomes of the rows."""
+    try:
+        where = f"the service at {error.request.url.scheme}://{error.request.url.netloc.decode()}"
+    except RuntimeError:  # no request attached
+        where = "a service"
+    reason = str(error) or type(error).__name__
+    return Unavailable(
+        f"push: {where} failed while a row was sent ({reason}). What was answered is "
+        'journaled; a row whose answer was lost is in doubt (docs/push.md, "In doubt, and '
+        'how it is settled"), and the next push sends the rest.'
+    )
 
 
 def _push(

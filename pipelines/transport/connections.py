@@ -1,6 +1,7 @@
 """The connections `Transport` (`pipelines/transport/client.py`) sends through: kept alive
-per host, through the proxy the environment names, with TLS settings made once per set of
-certificate authorities; and the headers every request carries."""
+per host for a second (`KEEPALIVE_SECONDS`), through the proxy the environment names, with
+TLS settings made once per set of certificate authorities; and the headers every request
+carries."""
 
 from __future__ import annotations
 
@@ -11,6 +12,12 @@ import urllib.request
 
 import httpx
 
+#: How long an idle connection is kept for the next request. Shorter than the idle timeout
+#: of the servers a service may sit behind (uvicorn, Node and Apache close after 5 s,
+#: gunicorn after 2): a connection the server closes just as it is reused fails its request
+#: with no answer, and a write such as a behavior event cannot be sent again then, as the
+#: service may have stored it (docs/push.md). httpx keeps them 5 s, as long as those servers.
+KEEPALIVE_SECONDS = 1.0
 #: Sent with every request: what `httpx.Client` sends by default.
 REQUEST_HEADERS = {
     "Accept": "*/*",
@@ -43,4 +50,7 @@ def connection_pool(base_url: httpx.URL) -> httpx.HTTPTransport:
         proxy = proxies.get(base_url.scheme) or proxies.get("all")
     if proxy and "://" not in proxy:
         proxy = f"http://{proxy}"
-    return httpx.HTTPTransport(verify=_tls(), proxy=proxy or None)
+    limits = httpx.Limits(  # httpx's own, but for how long an idle connection is kept
+        max_connections=100, max_keepalive_connections=20, keepalive_expiry=KEEPALIVE_SECONDS
+    )
+    return httpx.HTTPTransport(verify=_tls(), proxy=proxy or None, limits=limits)

@@ -15,6 +15,7 @@ from pipelines.clients.base import Connection
 from pipelines.clients.comment import CommentAutomation, CommentClient
 from pipelines.clients.failures import explain
 from pipelines.transport import MIN_WAIT, Pacer, Rate, RetryPolicy, ServiceError, Transport
+from pipelines.transport.connections import KEEPALIVE_SECONDS
 
 SECRET = "sa_live_CANARY_never_print_me"
 
@@ -250,6 +251,40 @@ def answering():
     for server in servers:
         server.shutdown()
         server.server_close()
+
+
+class _Port(http.server.BaseHTTPRequestHandler):
+    """Keeps connections alive (HTTP/1.1) and answers with the port the request came from."""
+
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:
+        body = json.dumps({"port": self.client_address[1]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+def test_a_connection_idle_for_longer_than_keepalive_seconds_is_not_used_again(no_proxy):
+    """A server closes idle connections (uvicorn after 5 s): one it closes just as a request
+    goes out on it fails that request with no answer, and a behavior event cannot be sent
+    again then. Kept alive a second, a connection never lives long enough to meet that."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Port)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        base = f"http://127.0.0.1:{server.server_address[1]}"
+        with Transport(base, {}, api_key=SECRET) as transport:
+            first = transport.request_json("GET", "/")["port"]
+            time.sleep(KEEPALIVE_SECONDS + 0.3)
+            again = transport.request_json("GET", "/")["port"]
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert again != first
 
 
 @pytest.fixture

@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 
 from assets import datahub, push
 from assets.resources import build_resources
+from assets.told import EXIT_CODE
 from demo import SQL_DIR as DEMO_SQL
 from demo.shop import SHOP_STREAMS, generate_shop, new_customer_id
 from pipelines.catalog import refresh_warehouse, warehouse_of
@@ -253,6 +254,27 @@ def test_429s_with_retry_after_still_land_every_row_once_under_the_limit(start_s
     assert all(entry["submissions"] == 1 for entry in held.values())
     updates = httpx.get(f"{sandbox.url}/_sandbox/datahub/default/profile-updates").json()
     assert updates["accepted"] == figures["contact_profile"]["sent"] > 0
+
+
+def test_a_connection_the_hub_drops_mid_push_is_said_as_the_services_fault(start_sandbox, sync_env):
+    """Every connection closed before its answer: the behavior event sent is in doubt and
+    the push fails once, naming the service and what becomes of the rows, in the product's
+    words (it was httpcore's `RemoteProtocolError` text)."""
+    sandbox = start_sandbox()
+    resources = pushable(sandbox, sync_env)
+    sandbox.app.sandbox.faults.spec = FaultSpec(drop=1.0)
+    result = run_push(resources, record_types=["behavior_event"], check=False)
+    assert not result.success
+    [failure] = [event for event in result.all_events if event.is_step_failure]
+    error = failure.step_failure_data.error
+    assert error.cls_name == "Failure", error.message
+    assert f"the service at {sandbox.url} failed while a row was sent" in error.message
+    assert "in doubt" in error.message and "httpcore" not in error.message
+    metadata = failure.step_failure_data.user_failure_data.metadata
+    assert metadata[EXIT_CODE].value == 1
+    sandbox.app.sandbox.faults.spec = FaultSpec()
+    planned = run_push(resources, dry_run=True, record_types=["behavior_event"])
+    assert 1 <= planned["behavior_event"]["in_doubt"] <= 8
 
 
 def test_invalid_rows_of_every_kind_are_kept_with_their_field(start_sandbox, sync_env):
