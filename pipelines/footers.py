@@ -79,11 +79,12 @@ def footers(
 def _read(lake: Lake, place: str) -> Kept:
     try:
         rows = lake.read_table(place).to_pylist()
-    except (OSError, pa.ArrowException):  # none yet, damaged, or the store away: read footers
-        return {}
-    return {
-        r["path"]: ((r["size"], r["written_ns"]), Footer(r["rows"], r["pulled_at"])) for r in rows
-    }
+        return {
+            r["path"]: ((r["size"], r["written_ns"]), Footer(r["rows"], r["pulled_at"]))
+            for r in rows
+        }
+    except (OSError, pa.ArrowException, KeyError):
+        return {}  # none yet, damaged, not ours, or the store away: the footers are read
 
 
 def _write(lake: Lake, place: str, kept: Kept) -> None:

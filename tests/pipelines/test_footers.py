@@ -98,7 +98,7 @@ def test_a_file_written_again_within_its_second_is_read_again_by_its_size(lake):
     assert 70 in found and 60 not in found and reads == 1
 
 
-@pytest.mark.parametrize("damage", ["truncated", "not parquet", "removed"])
+@pytest.mark.parametrize("damage", ["truncated", "not parquet", "other columns", "removed"])
 def test_a_damaged_or_missing_kept_file_is_passed_over_and_written_again(lake, damage):
     read(lake)
     path = Path(kept_file(lake))
@@ -106,6 +106,8 @@ def test_a_damaged_or_missing_kept_file_is_passed_over_and_written_again(lake, d
         path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
     elif damage == "not parquet":
         path.write_bytes(b"not a parquet file at all")
+    elif damage == "other columns":
+        lake.put(str(path), pa.table({"path": ["x"], "rows": [1]}))
     else:
         path.unlink()
     found, reads = read(lake)
