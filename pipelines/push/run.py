@@ -169,7 +169,8 @@ def run_push(
 def connection_failed(error: httpx.TransportError) -> Unavailable:
     """A service's connection failing mid-push, said once, with what becomes of the rows."""
     try:
-        where = f"the service at {error.request.url.scheme}://{error.request.url.netloc.decode()}"
+        url = error.request.url  # its scheme, host and port: never a user or a query
+        where = f"the service at {url.scheme}://{url.host}" + (f":{url.port}" if url.port else "")
     except RuntimeError:  # no request attached
         where = "a service"
     reason = str(error) or type(error).__name__

@@ -32,7 +32,7 @@ from pipelines.lake import Lake
 from pipelines.push import imports, send
 from pipelines.push.ledger import PUSHED, Ledger, as_json
 from pipelines.push.plan import OUTBOUND, OUTCOMES, content_hash, row_key
-from pipelines.push.run import outbound_rows
+from pipelines.push.run import connection_failed, outbound_rows
 from pipelines.push.validation import moment, validate_record
 from pipelines.settings import load_settings
 from sandbox.faults import FaultSpec
@@ -275,6 +275,14 @@ def test_a_connection_the_hub_drops_mid_push_is_said_as_the_services_fault(start
     sandbox.app.sandbox.faults.spec = FaultSpec()
     planned = run_push(resources, dry_run=True, record_types=["behavior_event"])
     assert 1 <= planned["behavior_event"]["in_doubt"] <= 8
+
+
+def test_a_failed_connection_names_the_service_by_its_host_alone():
+    """A base URL may carry a user and password, or a token in its query: never said."""
+    request = httpx.Request("POST", "https://user:s3cret@hub.example.com:8443/v1/x?token=t0k")
+    said = str(connection_failed(httpx.RemoteProtocolError("closed", request=request)))
+    assert "the service at https://hub.example.com:8443 failed" in said
+    assert "s3cret" not in said and "t0k" not in said and "user" not in said
 
 
 def test_invalid_rows_of_every_kind_are_kept_with_their_field(start_sandbox, sync_env):
