@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 import dagster as dg
 
 from pipelines.landed import Landed
+from pipelines.run_history import connection_outcomes
 
 #: The metadata key of the table, on the asset's materialization (a snapshot stream) or its
 #: run's observation (a daily stream).
@@ -31,11 +32,12 @@ def connection_health(context: dg.AssetExecutionContext, landed: Landed) -> dg.T
     """The asset's table of connections, brought up to date with what `landed` says."""
     now = datetime.now(UTC).isoformat()
     known = {record.data["connection"]: dict(record.data) for record in _previous(context)}
-    for name, rows in landed.rows_per_connection.items():
-        if name not in landed.failed:
-            known.setdefault(name, {}).update(last_landed_at=now, last_landed_rows=rows)
-    for name, reason in landed.failed.items():
-        known.setdefault(name, {}).update(last_failed_at=now, last_error=reason)
+    for part in connection_outcomes(landed.rows_per_connection, landed.failed):
+        seen = known.setdefault(part["connection"], {})
+        if part["outcome"] == "landed":
+            seen.update(last_landed_at=now, last_landed_rows=part["rows"])
+        else:
+            seen.update(last_failed_at=now, last_error=part["error"])
     records = []
     for name, seen in sorted(known.items()):
         landed_at, failed_at = seen.get("last_landed_at"), seen.get("last_failed_at")
