@@ -7,11 +7,11 @@ answers the lake lacks (docs/agent.md). `python -m pipelines sync` runs it too."
 import dagster as dg
 
 from assets.catalog import stream_metadata
-from assets.factory import owners, refresh_views, service_tag
+from assets.factory import owners, service_tag, views_after
 from assets.inbox import inbox_sensor
 from assets.resources import LakeResource
 from assets.told import told
-from pipelines.agent.compaction import AGENT_MESSAGES, AGENT_REQUESTS, compact, stale_days
+from pipelines.agent.compaction import AGENT_MESSAGES, AGENT_REQUESTS, compact_inbox, stale_days
 from pipelines.agent.inbox import inbox_path, open_agent_inbox
 
 DESCRIPTIONS = {
@@ -44,27 +44,18 @@ DESCRIPTIONS = {
 )
 @told
 def agent_conversations(context: dg.AssetExecutionContext, lake: LakeResource):
-    inbox = open_agent_inbox(lake.lake_root, create=False)
-    if inbox is None:
-        path = inbox_path(lake.lake_root)
-        context.log.info(f"agent: no inbox at {path}, nothing to compact")
+    done = compact_inbox(lake.lake_root, lake.lake(), context.log.info, context.log.warning)
+    if not done.inbox_counts:  # no inbox yet
         for stream in (AGENT_REQUESTS, AGENT_MESSAGES):
             yield dg.MaterializeResult(
                 asset_key=[stream.service, stream.name],
-                metadata={"rows": 0, "days": 0, "inbox": str(path)},
+                metadata={"rows": 0, "days": 0, "inbox": done.inbox},
             )
         return
-    with inbox:
-        done = compact(inbox, lake.lake())
-        counts = inbox.counts()
-    context.log.info(
-        f"{AGENT_REQUESTS.relation}: {done.requests} requests and {done.messages} messages "
-        f"over {len(done.days)} day(s) rewritten"
-    )
-    written = {(s.relation, day) for s in (AGENT_REQUESTS, AGENT_MESSAGES) for day in done.days}
-    warehouse = refresh_views(context, written)
+    warehouse = views_after(context, done.written())
     days = [day.isoformat() for day in done.days]
-    common = {"days": len(days), "days_rewritten": days, "inbox": inbox.location}
+    common = {"days": len(days), "days_rewritten": days, "inbox": done.inbox}
+    counts = done.inbox_counts
     yield dg.MaterializeResult(
         asset_key=[AGENT_REQUESTS.service, AGENT_REQUESTS.name],
         metadata={

@@ -78,7 +78,7 @@ def each_day(
     if run is None or PARTITION_NAME_TAG in run.tags:
         return result  # called outside a run, or a run of one day
     if not context.instance.is_persistent:
-        # A throwaway instance (the command line's without DAGSTER_HOME) shows no day to
+        # A throwaway instance (a test's, a script's) shows no day to
         # anyone: its one evaluation says what the check found, at a fraction of the cost.
         return result
     [spec] = context.check_specs

@@ -204,7 +204,10 @@ class Parser(argparse.ArgumentParser):
 def parser() -> Parser:
     """Every command and option, with what each does for the user."""
     main = Parser(prog="python -m pipelines", description=HELP, epilog=EXIT_CODES)
-    debug = "show Dagster's every step event and each failure's stack trace (to report a bug)"
+    debug = (
+        "show each failure's stack trace, and Dagster's every step event where DAGSTER_HOME "
+        "is set (to report a bug)"
+    )
     main.add_argument("--debug", action="store_true", help=debug)
     # Taken after the command too (`sync --debug`), without undoing it before the command.
     after = Parser(add_help=False)
@@ -366,8 +369,9 @@ def run_command(args: argparse.Namespace) -> int:
         print(f"{relation}: {first} .. {last}")
     for note in report.notes:
         print(note)
-    for step, message in report.failed.items():
-        print(f"FAILED {step}: {message}", file=sys.stderr)
+    for what, message in report.failed.items():
+        # A stream's failure names it first: said once.
+        print(f"FAILED {what}: {message.removeprefix(f'{what}: ')}", file=sys.stderr)
     if report.warehouse:
         print(f"warehouse: {report.warehouse}")
         pulled, received = select_streams(args.streams)

@@ -22,12 +22,15 @@ from assets.checks import WHOLE_STREAM_JOB
 from assets.console import LOGGERS
 from assets.executors import executor
 from assets.factory import owners, service_tag
+from assets.partitions import daily
 from assets.resources import LakeResource, resources_or_problem
 from assets.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 from assets.told import told
 from pipelines import process
 from pipelines.catalog import PULLED, refresh_warehouse
+from pipelines.errors import SyncError
 from pipelines.stream import described
+from pipelines.stream_run import days_to_sync
 
 # Loading the code location is where each Dagster process starts (webserver, daemon, run
 # and step workers).
@@ -131,9 +134,13 @@ def _jobs() -> dict:
 JOBS = _jobs()
 
 
-def _recent_days_schedule(job_name: str, cron: str) -> dg.ScheduleDefinition:
-    """Yesterday and today in one run: the days that can still change. The days are the
-    tick's own, so a tick evaluated late (the daemon was down) still pulls its hour's days."""
+def _recent_days_schedule(service: str, cron: str) -> dg.ScheduleDefinition:
+    """The hourly run of a service's daily streams, for the days the one day policy gives
+    (`pipelines/stream_run.days_to_sync`): yesterday and today, from further back where the
+    lake misses a day the service still serves. The days are the tick's own, so a tick
+    evaluated late (the daemon was down) still pulls its hour's days."""
+    job_name = f"{service}_daily"
+    streams = [s for s in PULLED if s.service == service and s.partitioned]
 
     @dg.schedule(
         name=f"{job_name}_hourly",
@@ -141,15 +148,24 @@ def _recent_days_schedule(job_name: str, cron: str) -> dg.ScheduleDefinition:
         job_name=job_name,
         execution_timezone="UTC",
         default_status=dg.DefaultScheduleStatus.RUNNING,
+        required_resource_keys={"lake", service},
     )
     def recent_days(context: dg.ScheduleEvaluationContext) -> dg.RunRequest:
-        last = context.scheduled_execution_time.astimezone(UTC).date()
-        first = last - timedelta(days=1)
+        on = context.scheduled_execution_time.astimezone(UTC).date()
+        connections = [c.name for c in getattr(context.resources, service).connections]
+        try:
+            lake = context.resources.lake.lake()
+            first = min(days_to_sync(s, lake, connections, on)[0] for s in streams)
+        except (SyncError, dg.Failure, OSError) as problem:
+            # The run fails on the same problem, saying what to do; the tick still asks for
+            # the days that can change.
+            context.log.warning(f"{job_name}: the lake's days not read ({problem})")
+            first = on - timedelta(days=1)
         return dg.RunRequest(
             run_key=context.scheduled_execution_time.isoformat(),
             tags={
-                ASSET_PARTITION_RANGE_START_TAG: first.isoformat(),
-                ASSET_PARTITION_RANGE_END_TAG: last.isoformat(),
+                ASSET_PARTITION_RANGE_START_TAG: max(first, daily.start.date()).isoformat(),
+                ASSET_PARTITION_RANGE_END_TAG: on.isoformat(),
             },
         )
 
@@ -159,8 +175,8 @@ def _recent_days_schedule(job_name: str, cron: str) -> dg.ScheduleDefinition:
 def _schedules() -> list[dg.ScheduleDefinition]:
     """Regular operation: on as soon as the daemon runs (`dagster dev` starts one)."""
     return [
-        _recent_days_schedule("comment_daily", "5 * * * *"),
-        _recent_days_schedule("conversation_daily", "10 * * * *"),
+        _recent_days_schedule("comment", "5 * * * *"),
+        _recent_days_schedule("conversation", "10 * * * *"),
         # Broadcast reports are a daily snapshot: late in the day, once.
         dg.build_schedule_from_partitioned_job(
             JOBS["datahub_daily"],

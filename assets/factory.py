@@ -16,7 +16,7 @@ fails naming each failed connection and what to do.
 import os
 import re
 from collections.abc import Mapping
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, timedelta
 
 import dagster as dg
 
@@ -30,15 +30,10 @@ from assets.tags import (
     SENSOR_NAME_TAG,
 )
 from assets.told import told
-from pipelines.catalog import refresh_warehouse
-from pipelines.damaged import set_aside_damaged
-from pipelines.errors import SetupError, SyncError, first_line
-from pipelines.lake import Lake
-from pipelines.landed import Landed
-from pipelines.landing import Pull, PulledStream, land, served_days, today
-from pipelines.object_store import lake_fault
-from pipelines.run_history import RUNS, RunRecord, connection_outcomes, outcome_of, record_run
+from pipelines.errors import SetupError
+from pipelines.landing import PulledStream
 from pipelines.stream import Stream
+from pipelines.stream_run import VIEWS_LEFT, StreamRun, refresh_views, run_stream
 from pipelines.warehouse import Written
 
 KINDS = frozenset({"python", "parquet"})
@@ -124,55 +119,21 @@ def stream_asset(stream: PulledStream) -> dg.AssetsDefinition:
     )
     @told
     def landed_stream(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
-        started_at = datetime.now(UTC)
-        lake = context.resources.lake.lake()
-        days = partition_days(context) if partitioned else None
-        # The run's own days only, each page read (a day may be merged with what it holds):
-        # the sync sets aside the rest before choosing its range, and the check
-        # `files_readable` names them meanwhile.
-        own_days = set(days) if days is not None and stream.daily else None
-        try:
-            damaged = set_aside_damaged(lake, stream, own_days, pages=True)
-        except OSError as error:  # the lake's disk or store, before anything was pulled
-            fault = lake_fault(error, context.resources.lake.lake_root)
-            if fault is None:
-                raise
-            raise fault from None
-        for found in damaged:
-            context.log.warning(f"{stream.relation}: damaged file set aside, landed again: {found}")
-        served, not_served = served_days(stream, days or [], today())
-        if not_served:
-            context.log.warning(
-                f"{stream.relation}: {len(not_served)} day(s) from {not_served[0]} to "
-                f"{not_served[-1]} are older than the service serves ({stream.served_days} "
-                "days): not asked for; what the lake landed of them before stays."
-            )
-        pull = Pull(
-            service=getattr(context.resources, stream.service),
-            lake=lake,
-            stream=stream,
+        run = run_stream(
+            stream,
+            getattr(context.resources, stream.service),
+            context.resources.lake,
+            partition_days(context) if partitioned else None,
+            run_id=context.run.run_id,
+            started_by=started_by(context.run.tags),
             log=context.log.info,
             warn=context.log.warning,
-            days=served if partitioned else None,
+            build_views=context.run.tags.get(VIEWS_TAG) != VIEWS_AT_END,
         )
-        try:
-            landed = land(pull) if served or not partitioned else Landed()
-        except Exception as error:
-            record(context, lake, stream, started_at, days, Landed(), first_line(error))
-            raise
-        if damaged:
-            landed.figures["damaged_set_aside"] = [str(found) for found in damaged]
-        if landed.drift:
-            context.log.warning(
-                f"{stream.relation}: the service sent what its declared schema does not hold "
-                f"({landed.drift.summary()}); contract {pull.service.contract(stream.name)}: "
-                "see `_extra` and the check schema_matches"
-            )
-        record(context, lake, stream, started_at, days, landed)
-        refresh_views(context, written_by(stream, days, started_at))
+        landed, days = run.landed, run.days
         health = {HEALTH: connection_health(context, landed)}
         if landed.failed:
-            fail_connections(context, stream, landed, lake, days, health)
+            fail_connections(context, run, health)
         if not partitioned:
             # Each connection's snapshot replaced whole: the rows landed are the table's.
             metadata = landed.metadata(None) | row_count(landed.rows, partition=False) | health
@@ -180,54 +141,17 @@ def stream_asset(stream: PulledStream) -> dg.AssetsDefinition:
         # A range run records each day's own figures on that day's materialization, and
         # the run's own (requests, the range, the connections' health) once, as an
         # observation of the asset.
-        landed.not_served = not_served
         context.log_event(
             dg.AssetObservation(
                 asset_key=context.asset_key, metadata=landed.metadata(days) | health
             )
         )
-        for day, figures in landed.day_metadata(lake, stream, days).items():
+        for day, figures in landed.day_metadata(run.lake, stream, days).items():
             figures |= row_count(figures["rows"], partition=True)
             context.add_asset_metadata(figures, partition_key=day.isoformat())
         return dg.MaterializeResult()
 
     return landed_stream
-
-
-def record(
-    context: dg.AssetExecutionContext,
-    lake: Lake,
-    stream: Stream,
-    started_at: datetime,
-    days: list[date] | None,
-    landed: Landed,
-    error: str | None = None,
-) -> None:
-    """The run's row of `sync.runs` (`pipelines/run_history.py`). A history that cannot be
-    written is said, and the run goes on: what it landed is in the lake either way."""
-    failed = "\n".join(landed.failed.values()) or None
-    outcome = "failed" if error else outcome_of(len(landed.rows_per_connection), len(landed.failed))
-    row = RunRecord(
-        run_id=context.run.run_id,
-        relation=stream.relation,
-        started_by=started_by(context.run.tags),
-        started_at=started_at,
-        ended_at=datetime.now(UTC),
-        first_day=days[0] if days else None,
-        last_day=days[-1] if days else None,
-        rows=landed.rows,
-        requests=landed.stats.requests,
-        throttled=landed.stats.throttled,
-        retries=landed.stats.retries,
-        budget_wait_seconds=round(landed.stats.waited, 2),
-        outcome=outcome,
-        error=error or failed,
-        connections=connection_outcomes(landed.rows_per_connection, landed.failed),
-    )
-    try:
-        record_run(lake, row)
-    except (OSError, SyncError) as problem:
-        context.log.warning(f"{stream.relation}: its row of sync.runs was not written: {problem}")
 
 
 def started_by(tags: Mapping[str, str]) -> str:
@@ -243,50 +167,23 @@ def started_by(tags: Mapping[str, str]) -> str:
     return tags.get(STARTED_BY_TAG, "UI or API")
 
 
-def written_by(stream: Stream, days: list[date] | None, started_at: datetime) -> set[Written]:
-    """What a landing of `days` (None: a snapshot) may have written, its run's row with it."""
-    # The run's row is filed under the day it started; a run across midnight ends the next.
-    run_days = {started_at.date(), datetime.now(UTC).date()}
-    runs = {(RUNS.relation, day) for day in run_days}
-    if days is None or not stream.daily:
-        return {(stream.relation, None), *runs}
-    return {(stream.relation, day) for day in days} | runs
-
-
-def refresh_views(context: dg.AssetExecutionContext, written: set[Written]) -> str:
-    """Bring the warehouse up to date after a landing, whatever started it: nothing to do
-    when its views read what the landing wrote already (`Warehouse.refresh`); a stream's
-    first file, a new day or a closed day landed again rebuild it. A run tagged `VIEWS_TAG`
-    leaves it to its starter. A build that cannot be done is said, and the landing stands;
-    the views asset, the next landing or the next sync build them. Returns what was done."""
+def views_after(context: dg.OpExecutionContext, written: set[Written]) -> str:
+    """The views brought up to date after a step wrote `written` to the lake
+    (`pipelines/stream_run.py`), unless the run is tagged `VIEWS_TAG`: its starter builds
+    them once after its runs."""
     if context.run.tags.get(VIEWS_TAG) == VIEWS_AT_END:
-        outcome = f"views brought up to date {VIEWS_AT_END}"
-        context.log.info(f"warehouse: {outcome}")
-        return outcome
+        context.log.info(f"warehouse: {VIEWS_LEFT}")
+        return VIEWS_LEFT
     lake = context.resources.lake
-    try:
-        outcome = refresh_warehouse(
-            lake.lake_root, lake.warehouse_path, lake.warehouse_sql, written
-        )
-    except SyncError as problem:
-        context.log.warning(f"warehouse: views not brought up to date: {problem}")
-        return f"views not brought up to date: {problem}"
-    context.log.info(f"warehouse: {outcome}")
-    return outcome
+    return refresh_views(lake, written, context.log.info, context.log.warning)
 
 
-def fail_connections(
-    context: dg.AssetExecutionContext,
-    stream: Stream,
-    landed: Landed,
-    lake: Lake,
-    days: list[date] | None,
-    health: dict,
-) -> None:
+def fail_connections(context: dg.AssetExecutionContext, run: StreamRun, health: dict) -> None:
     """Fail the step for the connections that failed, after recording what the others
     landed (a materialization per day for a daily stream) and the connections' health, so
     the UI shows both. Recorded on the instance at once: what a step logs is lost when the
     step then fails."""
+    landed, days = run.landed, run.days
     events: list[dg.AssetMaterialization | dg.AssetObservation] = [
         dg.AssetObservation(asset_key=context.asset_key, metadata=health)
     ]
@@ -298,16 +195,8 @@ def fail_connections(
         else:
             events += [
                 dg.AssetMaterialization(context.asset_key, partition=day.isoformat(), metadata=m)
-                for day, m in landed.day_metadata(lake, stream, days).items()
+                for day, m in landed.day_metadata(run.lake, run.stream, days).items()
             ]
     for event in events:
         context.instance.report_runless_asset_event(event)
-    failed = "\n".join(f"- {reason}" for reason in landed.failed.values())
-    landed_too = ", ".join(landed.rows_per_connection) or "none"
-    raise dg.Failure(
-        description=(
-            f"{stream.relation}: {len(landed.failed)} connection(s) failed (the others "
-            f"landed: {landed_too}):\n{failed}"
-        ),
-        metadata=landed.metadata(days),
-    )
+    raise dg.Failure(description=run.failure(), metadata=landed.metadata(days))

@@ -1,7 +1,7 @@
 """Each connection's health on a stream's asset in the UI: when it last landed, when it last
 failed and why. Each landing carries the table forward from the asset's newest event that
-holds it (a kept instance, `DAGSTER_HOME`); on the command line's throwaway instance it shows
-that run alone. `sync.connection_health` in the warehouse keeps every run's, whatever ran it
+holds it (a kept instance, `DAGSTER_HOME`); on a throwaway instance it shows that run alone.
+`sync.connection_health` in the warehouse keeps every run's, whatever ran it
 (pipelines/run_history.py)."""
 
 from __future__ import annotations

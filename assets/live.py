@@ -3,8 +3,8 @@ with a row per stream and connection, redrawn four times a second on stderr, abo
 product's lines still print, and left on the screen when the sync ends.
 
 It reads the board of `pipelines/progress.py`, where every landing of the command's process
-keeps its figures as it goes: the command line's Dagster runs are all in its own process
-(`execute_in_process`). Shown only where a person watches: stdout and stderr both a terminal
+keeps its figures as it goes: the command line lands in its own process (its Dagster runs
+too, `execute_in_process`). Shown only where a person watches: stdout and stderr both a terminal
 (not a dumb one), and not with `--debug`, whose lines are Dagster's own as before. Elsewhere
 (a pipe, a file, CI, cron) the output is the plain lines alone."""
 

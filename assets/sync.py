@@ -1,14 +1,18 @@
-"""`python -m pipelines sync`: the whole pull for scripts and cron, through the same Dagster
-assets the UI runs (so a run here shows up in the UI when DAGSTER_HOME is shared).
+"""`python -m pipelines sync`: the whole pull for scripts and cron. Each stream lands through
+the core's one run of a stream (`pipelines/stream_run.py`), in this process; where
+DAGSTER_HOME keeps an instance, through the same Dagster assets the UI runs instead, so the
+runs and their checks show in the UI.
 
-Without a range, each daily stream pulls what is missing from the days its service still
-serves, plus yesterday and today (what can still change): on an empty lake that is
-everything; on a synced one, two days.
+Without a range, each daily stream pulls the days of the one day policy (`days_to_sync`):
+what is missing from the days its service still serves, plus yesterday and today (what can
+still change): on an empty lake that is everything; on a synced one, two days.
 """
 
 import importlib
 import os
-from collections.abc import Iterator
+import traceback
+import uuid
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
@@ -17,26 +21,32 @@ from types import ModuleType
 import dagster as dg
 
 from assets import agent, webhooks
-from assets.console import LOGGERS, console_config
-from assets.factory import STARTED_BY_TAG, VIEWS_AT_END, VIEWS_TAG, written_by
+from assets.console import LOGGERS, console_config, log_level, own_lines_logger
+from assets.factory import STARTED_BY_TAG, VIEWS_AT_END, VIEWS_TAG
 from assets.partitions import daily
 from assets.resources import build_resources
 from assets.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 from assets.told import EXIT_CODE
 from pipelines.agent.compaction import STREAMS as AGENT_STREAMS
+from pipelines.agent.compaction import compact_inbox as compact_agent
 from pipelines.catalog import PULLED, refresh_warehouse
 from pipelines.damaged import set_aside_damaged
-from pipelines.errors import SetupError
-from pipelines.lake import Lake
-from pipelines.landing import PulledStream, today
+from pipelines.errors import SetupError, SyncError
+from pipelines.inbox.compaction import Compacted, Log
+from pipelines.lake import Lake, LakeLocation
+from pipelines.landing import PulledStream
 from pipelines.object_store import lake_fault
 from pipelines.problems import misnamed
 from pipelines.settings import Settings, load_settings
 from pipelines.stream import Stream
+from pipelines.stream_run import days_to_sync, run_stream, service_window, written_by
 from pipelines.warehouse import WarehouseBusy, WarehouseUnavailable, Written
 from pipelines.webhooks.compaction import WEBHOOK_EVENTS, WEBHOOK_QUARANTINE
+from pipelines.webhooks.compaction import compact_inbox as compact_webhooks
 
 FIRST_PARTITION = daily.start.date()
+#: What `sync.runs` says started a run of the command line.
+COMMAND_LINE = "command line"
 
 
 @dataclass
@@ -77,11 +87,13 @@ def _asset_for(stream: PulledStream) -> dg.AssetsDefinition:
 @dataclass(frozen=True)
 class Received:
     """Relations a receiver stores and a sync lands by compacting its inbox into the lake:
-    one run of `assets` lands them all."""
+    `compact` lands them all (`compact_inbox` of `pipelines/webhooks/compaction.py` or
+    `pipelines/agent/compaction.py`), as one run of `assets` does in Dagster."""
 
     job: str
     assets: list[dg.AssetsDefinition]
     streams: tuple[Stream, ...]
+    compact: Callable[[str, Lake, Log, Log], Compacted]
 
     @property
     def label(self) -> str:
@@ -90,8 +102,13 @@ class Received:
 
 #: The receivers' relations: the data hub's webhooks, the AI agent's turns.
 RECEIVED = [
-    Received("sync_datahub_webhook_events", webhooks.ASSETS, (WEBHOOK_EVENTS, WEBHOOK_QUARANTINE)),
-    Received("sync_conversation_agent", agent.ASSETS, tuple(AGENT_STREAMS)),
+    Received(
+        "sync_datahub_webhook_events",
+        webhooks.ASSETS,
+        (WEBHOOK_EVENTS, WEBHOOK_QUARANTINE),
+        compact_webhooks,
+    ),
+    Received("sync_conversation_agent", agent.ASSETS, tuple(AGENT_STREAMS), compact_agent),
 ]
 
 
@@ -129,46 +146,20 @@ def select_streams(names: list[str] | None) -> tuple[list[PulledStream], list[Re
     return pulled, received
 
 
-def served_window(stream: PulledStream) -> list[date]:
-    """The days a sync of an empty lake pulls: what the service still serves, up to today."""
-    last = today()
-    return [last - timedelta(days=n) for n in range(stream.history_days)]
-
-
-def default_range(stream: PulledStream, lake: Lake, connections: list[str]) -> tuple[date, date]:
-    last = today()
-    served = served_window(stream)
-    landed = [set(lake.days(stream, c)) for c in connections]  # a listing each, not a day
-    missing = [d for d in served if any(d not in days for days in landed)]
-    return min([*missing, last - timedelta(days=1)]), last
-
-
-#: Dagster's switch for one "materialization planned" event per asset and run, instead of
-#: one per partition of its range (366 for a year of messages, all before the first
-#: request). Its cost, partitions of a failed run not marked failed, only matters to
-#: an instance that is kept.
-PLANNED_AS_ONE_EVENT = "DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS"
-
-
 @contextmanager
 def dagster_instance() -> Iterator[dg.DagsterInstance]:
     """The instance of DAGSTER_HOME when set (runs show in the UI), else a throwaway one,
     disposed on exit (an instance left to the garbage collector closes its SQLite
     connections from whatever thread collects it, which SQLite refuses noisily)."""
-    if os.environ.get("DAGSTER_HOME"):
-        with dg.DagsterInstance.get() as instance:
-            yield instance
-        return
-    before = os.environ.get(PLANNED_AS_ONE_EVENT)
-    os.environ[PLANNED_AS_ONE_EVENT] = "true"
-    try:
-        with dg.DagsterInstance.ephemeral() as instance:
-            yield instance
-    finally:
-        if before is None:
-            del os.environ[PLANNED_AS_ONE_EVENT]
-        else:
-            os.environ[PLANNED_AS_ONE_EVENT] = before
+    made = dg.DagsterInstance.get() if shared_instance() else dg.DagsterInstance.ephemeral()
+    with made as instance:
+        yield instance
+
+
+def shared_instance() -> bool:
+    """Whether a Dagster instance is kept (DAGSTER_HOME): the command line's runs are then
+    Dagster runs, shown in its UI with their checks; else they run here, without Dagster."""
+    return bool(os.environ.get("DAGSTER_HOME"))
 
 
 def _checks_of(assets: list[dg.AssetsDefinition]) -> list[dg.AssetChecksDefinition]:
@@ -254,13 +245,15 @@ def _run(
     result = job_def.execute_in_process(
         instance=instance,
         # The views are built once, when every run of the sync has ended (`run_sync`).
-        tags={**(tags or {}), STARTED_BY_TAG: "command line", VIEWS_TAG: VIEWS_AT_END},
+        tags={**(tags or {}), STARTED_BY_TAG: COMMAND_LINE, VIEWS_TAG: VIEWS_AT_END},
         raise_on_error=False,
         run_config=console_config(),
     )
     for event in result.all_events:
         if event.is_step_failure:
-            report.fail(event.step_key, failure_reason(event), failure_code(event))
+            # Named as the relation it lands (`comment__trigger_logs` is Dagster's name).
+            what = event.step_key.replace("__", ".")
+            report.fail(what, failure_reason(event), failure_code(event))
     if result.success:
         report.succeeded.append(label)
     elif not report.failed:
@@ -292,44 +285,18 @@ def run_sync(
     settings: Settings | None = None,
 ) -> SyncReport:
     """Land the streams `streams` selects (`select_streams`; everything without it), then
-    bring the warehouse's views up to date."""
+    bring the warehouse's views up to date: through Dagster where its instance is kept
+    (`shared_instance`), else in this process."""
     settings = settings or load_settings()
     pulled, received = select_streams(streams)
-    resources = build_resources(settings)
     lake = Lake(settings.lake_root)
     lake.sweep_temporary()
-    started_at = datetime.now(UTC)
-    written: set[Written] = set()
-    with dagster_instance() as instance:
-        report = SyncReport()
-        chosen = [s for s in pulled if settings.connections[s.service]]
-        for run in run_order(chosen):
-            assets = [_asset_for(stream) for stream in run]
-            label = ", ".join(stream.relation for stream in run)
-            tags = None
-            if run[0].partitioned:
-                (stream,) = run
-                try:
-                    tags = range_tags(stream, lake, settings, start, end, report)
-                except OSError as error:
-                    # The lake's disk or store failed before the run: the stream fails alone.
-                    fault = lake_fault(error, settings.lake_root)
-                    if fault is None:
-                        raise
-                    report.fail(stream.relation, str(fault), fault.exit_code)
-                    continue
-            _run(job_name(run), assets, resources, instance, report, label, tags)
-            days = None
-            if tags:
-                first, last = report.ranges[run[0].relation]
-                days = [first + timedelta(n) for n in range((last - first).days + 1)]
-            for stream in run:
-                written |= written_by(stream, days, started_at)
-        for receiver in received:  # what the webhook and agent receivers stored
-            run = _run(receiver.job, receiver.assets, resources, instance, report, receiver.label)
-            written |= compacted(run)
-    # The views are brought up to date once, here (the runs' steps leave it: `VIEWS_TAG`),
-    # with what the landings and compactions wrote.
+    report = SyncReport()
+    runs = run_order([s for s in pulled if settings.connections[s.service]])
+    plan = Plan(runs, received, settings, lake, (start, end))
+    written = (in_dagster if shared_instance() else in_this_process)(plan, report)
+    # The views are brought up to date once, here (the runs leave it: `VIEWS_TAG`), with
+    # what the landings and compactions wrote.
     report.warehouse, failed = refreshed(settings, written)
     if failed:
         # The streams have landed; only the views are behind, and the report says why.
@@ -337,28 +304,140 @@ def run_sync(
     return report
 
 
-def range_tags(
+@dataclass(frozen=True)
+class Plan:
+    """What a sync lands: its runs of pulled streams (`run_order`), its receivers, and the
+    days asked for (`--start`, `--end`, either None)."""
+
+    runs: list[list[PulledStream]]
+    received: list[Received]
+    settings: Settings
+    lake: Lake
+    asked: tuple[date | None, date | None]
+
+
+def in_this_process(plan: Plan, report: SyncReport) -> set[Written]:
+    """Each stream's run (`pipelines/stream_run.run_stream`) and each receiver's compaction,
+    one after the other in this process; returns what they wrote."""
+    settings, lake = plan.settings, plan.lake
+    resources = build_resources(settings)
+    location: LakeLocation = resources["lake"]
+    console = own_lines_logger(log_level())
+    started_at = datetime.now(UTC)
+    written: set[Written] = set()
+    for stream in (stream for run in plan.runs for stream in run):
+        try:
+            days = sync_days(stream, lake, settings, plan.asked, report)
+        except Exception as error:  # each stream fails alone, told
+            report.fail(stream.relation, *told_error(error, settings))
+            continue
+        try:
+            run = run_stream(
+                stream,
+                resources[stream.service],
+                location,
+                days,
+                run_id=str(uuid.uuid4()),
+                started_by=COMMAND_LINE,
+                log=console.info,
+                warn=console.warning,
+                build_views=False,
+            )
+        except Exception as error:
+            report.fail(stream.relation, *told_error(error, settings))
+        else:
+            if run.landed.failed:
+                report.fail(stream.relation, run.failure(), 1)
+            else:
+                report.succeeded.append(stream.relation)
+        written |= written_by(stream, days, started_at)
+    for receiver in plan.received:  # what the webhook and agent receivers stored
+        try:
+            done = receiver.compact(location.lake_root, lake, console.info, console.warning)
+        except Exception as error:
+            report.fail(receiver.label, *told_error(error, settings))
+            continue
+        written |= done.written()
+        report.succeeded.append(receiver.label)
+    return written
+
+
+def told_error(error: Exception, settings: Settings) -> tuple[str, int]:
+    """What a stream's failure says, and its exit code: a product error's own message; the
+    lake's disk or store failing, told with its setting; anything else by its class and
+    message, its trace at DEBUG (`--debug`)."""
+    fault = lake_fault(error, settings.lake_root)
+    if fault is not None:
+        error = fault
+    if isinstance(error, SyncError):
+        return str(error), error.exit_code
+    if log_level() == "DEBUG":
+        traceback.print_exception(error)
+    return f"{type(error).__name__}: {error}", 1
+
+
+def in_dagster(plan: Plan, report: SyncReport) -> set[Written]:
+    """Each run of `run_order` and each receiver's as a run of the kept Dagster instance,
+    shown in its UI with its checks; returns what they wrote."""
+    settings, lake = plan.settings, plan.lake
+    resources = build_resources(settings)
+    started_at = datetime.now(UTC)
+    written: set[Written] = set()
+    with dagster_instance() as instance:
+        for run in plan.runs:
+            assets = [_asset_for(stream) for stream in run]
+            label = ", ".join(stream.relation for stream in run)
+            days = None
+            if run[0].partitioned:
+                (stream,) = run
+                try:
+                    days = sync_days(stream, lake, settings, plan.asked, report)
+                except Exception as error:  # the stream fails alone, told
+                    report.fail(stream.relation, *told_error(error, settings))
+                    continue
+            _run(job_name(run), assets, resources, instance, report, label, range_tags(days))
+            for stream in run:
+                written |= written_by(stream, days, started_at)
+        for receiver in plan.received:
+            run = _run(receiver.job, receiver.assets, resources, instance, report, receiver.label)
+            written |= compacted(run)
+    return written
+
+
+def range_tags(days: list[date] | None) -> dict[str, str] | None:
+    """A Dagster run's tags for a range of days, oldest first."""
+    if not days:
+        return None
+    return {
+        ASSET_PARTITION_RANGE_START_TAG: days[0].isoformat(),
+        ASSET_PARTITION_RANGE_END_TAG: days[-1].isoformat(),
+    }
+
+
+def sync_days(
     stream: PulledStream,
     lake: Lake,
     settings: Settings,
-    start: date | None,
-    end: date | None,
+    asked: tuple[date | None, date | None],
     report: SyncReport,
-) -> dict[str, str]:
-    """The days a daily stream's run lands (`start`, `end`, else `default_range`), as the
-    run's tags. Without both, damaged files of the days its service still serves are set
-    aside first, so their days are missing and this sync lands them again (older days cannot
-    be pulled again; with both, the landing reads every page of its own days' files). What it
-    did is noted in `report`."""
+) -> list[date] | None:
+    """The days a partitioned stream's run lands (None for the rest): `--start` to `--end`,
+    else the one day policy (`days_to_sync`). Without both, damaged files of the days its
+    service still serves are set aside first, so their days are missing and this sync lands
+    them again (older days cannot be pulled again; with both, the landing reads every page
+    of its own days' files). The range and what was done are noted in `report`."""
+    if not stream.partitioned:
+        return None
+    start, end = asked
     if start and end:
         first, last = start, end
     else:
-        for found in set_aside_damaged(lake, stream, served_window(stream)):
+        for found in set_aside_damaged(lake, stream, service_window(stream)):
             report.notes.append(
                 f"{stream.relation}: damaged file set aside: {found}; this sync lands it again"
             )
         names = [c.name for c in settings.connections[stream.service]]
-        first, last = default_range(stream, lake, names)
+        first, last = days_to_sync(stream, lake, names)
         first, last = start or first, end or last
     if first < FIRST_PARTITION:
         report.notes.append(
@@ -367,10 +446,7 @@ def range_tags(
         )
         first = FIRST_PARTITION
     report.ranges[stream.relation] = (first, last)
-    return {
-        ASSET_PARTITION_RANGE_START_TAG: first.isoformat(),
-        ASSET_PARTITION_RANGE_END_TAG: last.isoformat(),
-    }
+    return [first + timedelta(days=n) for n in range((last - first).days + 1)]
 
 
 def refreshed(

@@ -8,14 +8,13 @@ it when the inbox holds events the lake lacks (docs/webhooks.md).
 import dagster as dg
 
 from assets.catalog import stream_metadata
-from assets.factory import owners, refresh_views, service_tag
+from assets.factory import owners, service_tag, views_after
 from assets.inbox import inbox_sensor
 from assets.resources import LakeResource
 from assets.told import told
 from pipelines.webhooks.compaction import (
     WEBHOOK_EVENTS,
-    WEBHOOK_QUARANTINE,
-    compact,
+    compact_inbox,
     stale_days,
 )
 from pipelines.webhooks.inbox import inbox_path, open_inbox
@@ -39,36 +38,21 @@ from pipelines.webhooks.inbox import inbox_path, open_inbox
 )
 @told
 def webhook_events(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
-    inbox = open_inbox(lake.lake_root, create=False)
-    if inbox is None:
-        path = inbox_path(lake.lake_root)
-        context.log.info(f"{WEBHOOK_EVENTS.relation}: no inbox at {path}, nothing to compact")
-        return dg.MaterializeResult(metadata={"rows": 0, "days": 0, "inbox": str(path)})
-    with inbox:
-        done = compact(inbox, lake.lake())
-        counts = inbox.counts()
-    context.log.info(
-        f"{WEBHOOK_EVENTS.relation}: {done.rows} rows over {len(done.days)} day(s) rewritten"
-    )
-    if done.quarantined:
-        context.log.warning(
-            f"{WEBHOOK_QUARANTINE.relation}: {done.quarantined} event(s) of those days "
-            "cannot be rows of webhook_events; kept there with the reason and the raw body"
-        )
+    done = compact_inbox(lake.lake_root, lake.lake(), context.log.info, context.log.warning)
+    if not done.inbox_counts:  # no inbox yet
+        return dg.MaterializeResult(metadata={"rows": 0, "days": 0, "inbox": done.inbox})
     # The views are rebuilt only where they do not read what was written: a first file, a
     # new day, a closed day compacted again (pipelines/warehouse.py).
-    streams = (WEBHOOK_EVENTS, WEBHOOK_QUARANTINE) if done.quarantined else (WEBHOOK_EVENTS,)
-    written = {(s.relation, day) for s in streams for day in done.days}
-    warehouse = refresh_views(context, written)
+    warehouse = views_after(context, done.written())
     return dg.MaterializeResult(
         metadata={
             "rows": done.rows,
             "quarantined": done.quarantined,
             "days": len(done.days),
             "days_rewritten": [day.isoformat() for day in done.days],
-            "inbox": inbox.location,
-            "inbox_events": counts["events"],
-            "inbox_rejected": counts["rejected"],
+            "inbox": done.inbox,
+            "inbox_events": done.inbox_counts["events"],
+            "inbox_rejected": done.inbox_counts["rejected"],
             "warehouse": warehouse,
         }
     )

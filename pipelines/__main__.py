@@ -1,6 +1,7 @@
 """`python -m pipelines …`: the command line (`assets/cli.py`). This launcher is the one file
 of `pipelines/` that reaches the Dagster layer: nothing imports it, it only starts the
-command, whose runs go through the same Dagster assets and jobs as the UI's.
+command, which lands through the core, or through the UI's Dagster assets where
+`DAGSTER_HOME` keeps an instance.
 
 Every scheduled sync pays the command's start and end, so three things here only make them
 cheaper (a fourth, below, its peak memory: Arrow's allocator):

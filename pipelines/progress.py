@@ -5,8 +5,8 @@ seconds waited for the key's rate budget: its own `CallStats`, which add to the 
 The landing (`pipelines/landing.py`) keeps a `TurnProgress` for each connection's turn. Where
 a display watches (`watching`: the command line on a terminal, `assets/live.py`), each is also
 put on the display's `Board`, which the display reads at each refresh. Nothing is sent
-anywhere: the command line runs its Dagster runs in its own process (`execute_in_process`
-runs every step there, whatever the job's executor), so the board is shared by reference.
+anywhere: the command line lands in its own process (its Dagster runs too, with
+`execute_in_process`, whatever the job's executor), so the board is shared by reference.
 Elsewhere (a run of the Dagster UI, the daemon) nothing watches, and a turn's figures are the
 landing's alone."""
 

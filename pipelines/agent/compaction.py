@@ -19,6 +19,7 @@ from datetime import date
 
 import pyarrow as pa
 
+from pipelines.agent.inbox import inbox_path, open_agent_inbox
 from pipelines.agent.reply import HANDOVER, OUTCOMES
 from pipelines.agent.request import AgentRequest, NotARequest, parse_request
 from pipelines.agent.turns import Inbox, StoredTurn
@@ -117,6 +118,27 @@ WATERMARKS = ("inbox_max_request_id", "inbox_max_answer_id")
 class Compaction(plumbing.Compacted):
     requests: int = 0
     messages: int = 0
+
+    def rewritten(self) -> tuple[Stream, ...]:
+        return (AGENT_REQUESTS, AGENT_MESSAGES)
+
+
+def compact_inbox(lake_root: str, lake: Lake, log: plumbing.Log, warn: plumbing.Log) -> Compaction:
+    """The agent inbox compacted into the lake (`compact`), what was done said on `log`;
+    nothing where no inbox is there yet. The Dagster asset and the command line's sync both
+    run it (`warn`: what every compaction is given; this one has nothing to warn of)."""
+    inbox = open_agent_inbox(lake_root, create=False)
+    if inbox is None:
+        log(f"agent: no inbox at {inbox_path(lake_root)}, nothing to compact")
+        return Compaction(inbox=str(inbox_path(lake_root)))
+    with inbox:
+        done = compact(inbox, lake)
+        done.inbox, done.inbox_counts = inbox.location, inbox.counts()
+    log(
+        f"{AGENT_REQUESTS.relation}: {done.requests} requests and {done.messages} messages "
+        f"over {len(done.days)} day(s) rewritten"
+    )
+    return done
 
 
 def stale_days(inbox: Inbox, lake: Lake) -> dict[date, tuple[int, int]]:

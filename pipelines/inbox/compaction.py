@@ -7,7 +7,7 @@ watermarks mean nothing beside the old ones."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from itertools import islice
@@ -28,11 +28,25 @@ class ForeignInbox(SetupError):
     """The lake's files were compacted from another inbox: its ids mean nothing here."""
 
 
+#: Where a compaction says what it did: a line for a person.
+Log = Callable[[str], None]
+
+
 @dataclass
 class Compacted:
-    """What a compaction did: the days it rewrote (a subclass adds its counts)."""
+    """What a compaction did: the days it rewrote (a subclass adds its counts), the inbox
+    it read (its location, or the path where none is yet) and the rows that inbox holds."""
 
     days: list[date] = field(default_factory=list)
+    inbox: str = ""
+    inbox_counts: dict[str, int] = field(default_factory=dict)
+
+    def written(self) -> set[tuple[str, date | None]]:
+        """What the compaction rewrote, as the warehouse's refresh is told it."""
+        return {(stream.relation, day) for stream in self.rewritten() for day in self.days}
+
+    def rewritten(self) -> tuple[Stream, ...]:
+        raise NotImplementedError
 
 
 def landed(lake: Lake, stream: Stream) -> dict[date, dict[str, str]]:

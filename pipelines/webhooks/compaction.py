@@ -36,6 +36,7 @@ from pipelines.inbox.compaction import FILE_NAME, ForeignInbox, storable
 from pipelines.lake import Lake
 from pipelines.stream import TIMESTAMP, Stream, described
 from pipelines.webhooks.events import StoredEvent, WebhookInbox
+from pipelines.webhooks.inbox import inbox_path, open_inbox
 
 RECEIVED_AT = described("received_at", TIMESTAMP, "When the receiver stored the event.")
 #: The first columns of both streams: which event it is, by the inbox's key and envelope.
@@ -87,6 +88,30 @@ REASON_CHARS = 300
 class Compaction(plumbing.Compacted):
     rows: int = 0
     quarantined: int = 0
+
+    def rewritten(self) -> tuple[Stream, ...]:
+        return (WEBHOOK_EVENTS, WEBHOOK_QUARANTINE) if self.quarantined else (WEBHOOK_EVENTS,)
+
+
+def compact_inbox(lake_root: str, lake: Lake, log: plumbing.Log, warn: plumbing.Log) -> Compaction:
+    """The receiver's inbox compacted into the lake (`compact`), what was done said on `log`
+    and `warn`; nothing where no inbox is there yet. The Dagster asset and the command line's
+    sync both run it."""
+    inbox = open_inbox(lake_root, create=False)
+    if inbox is None:
+        path = inbox_path(lake_root)
+        log(f"{WEBHOOK_EVENTS.relation}: no inbox at {path}, nothing to compact")
+        return Compaction(inbox=str(path))
+    with inbox:
+        done = compact(inbox, lake)
+        done.inbox, done.inbox_counts = inbox.location, inbox.counts()
+    log(f"{WEBHOOK_EVENTS.relation}: {done.rows} rows over {len(done.days)} day(s) rewritten")
+    if done.quarantined:
+        warn(
+            f"{WEBHOOK_QUARANTINE.relation}: {done.quarantined} event(s) of those days "
+            "cannot be rows of webhook_events; kept there with the reason and the raw body"
+        )
+    return done
 
 
 def stale_days(inbox: WebhookInbox, lake: Lake) -> dict[date, int]:

@@ -31,7 +31,7 @@ def test_sync_with_the_store_gone_between_its_streams_exits_1_naming_it(
     assert code == 1, output
     # Regression: a traceback, the next stream's days listed outside any step, then raw
     # library text from the step's listing of its own days.
-    line = told(output, "FAILED comment__daily_stats: LAKE_ROOT=s3://faults/lake")
+    line = told(output, "FAILED comment.daily_stats: LAKE_ROOT=s3://faults/lake")
     assert f"nothing answers at {object_store.endpoint}; correct AWS_ENDPOINT_URL" in line
     assert "the next sync lands what this one could not" in line
     assert "fault-test-secret" not in output

@@ -88,7 +88,7 @@ def test_sync_on_a_full_disk_names_the_lake_and_the_warehouse_then_converges(
     code, output = command("sync", *sync, room=False)
     assert code == 1
     for stream in ("accounts", "trigger_logs"):
-        told(output, f"FAILED comment__{stream}: comment.{stream}: 1 connection(s) failed")
+        told(output, f"FAILED comment.{stream}: 1 connection(s) failed")
     told(output, "- comment connection 'default'", f"LAKE_ROOT={lake_root}: its disk refused")
     told(output, "FAILED warehouse: ", f"WAREHOUSE_PATH={warehouse}: its disk refused")
 
@@ -114,7 +114,7 @@ def test_sync_with_the_store_gone_mid_run_names_the_store_then_converges(
     )
     assert code == 1, output
     assert "fault-test-secret" not in output
-    told(output, "FAILED comment__trigger_logs: comment.trigger_logs: 1 connection(s) failed")
+    told(output, "FAILED comment.trigger_logs: 1 connection(s) failed")
     for cause in ("- comment connection 'default'", "FAILED warehouse: "):
         line = told(output, cause, "LAKE_ROOT=s3://faults/lake", "AWS_ENDPOINT_URL")
         assert f"nothing answers at {object_store.endpoint}" in line, line

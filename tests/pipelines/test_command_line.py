@@ -19,7 +19,7 @@ from pipelines.agent.reply import Answer
 from pipelines.agent.request import request_key
 from pipelines.catalog import PULLED
 from pipelines.push.run import ORDER
-from pipelines.settings import ENVIRONMENT_CONNECTIONS
+from pipelines.settings import ENVIRONMENT_CONNECTIONS, load_settings
 from pipelines.webhooks.inbox import Inbox
 from tests.agent.conftest import body_of, message, turn
 from tests.webhooks.test_compaction import DAYS, store
@@ -179,11 +179,39 @@ def test_a_missing_key_is_said_once_in_the_products_words(
     assert [line.split()[0] for line in out.splitlines()[-2:]] == ["relation", "comment.workspace"]
 
 
-def test_debug_shows_dagsters_own_lines(frozen_sandbox, sync_env, capsys):
+def test_debug_shows_dagsters_own_lines_where_the_sync_runs_in_dagster(
+    frozen_sandbox, sync_env, capsys, tmp_path, monkeypatch
+):
     sync_env(frozen_sandbox)
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))
+    (tmp_path / "dagster").mkdir()
     assert main(["sync", "--streams", "channels", "--debug"]) == 0  # after the command too
     err = capsys.readouterr().err
     assert DAGSTER_LINE in err and "STEP_START" in err
+
+
+def test_without_dagster_home_a_sync_lands_in_this_process_with_no_dagster_run(
+    frozen_sandbox, sync_env, capsys, no_run, monkeypatch
+):
+    """No instance kept, no Dagster run: the core lands each stream, the lake equals the
+    service, and `sync.runs` says the command line started it."""
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    sync_env(frozen_sandbox)
+    assert main(["sync", "--streams", "channels", "daily_stats"]) == 0
+    out, err = capsys.readouterr()
+    assert DAGSTER_LINE not in err and "conversation.channels [default]: " in err
+    settings = load_settings()
+    with duckdb.connect(str(settings.warehouse_path), read_only=True) as con:
+        channels = con.execute("SELECT count(*) FROM conversation.channels").fetchall()[0][0]
+        started = con.execute(
+            "SELECT DISTINCT relation, started_by, outcome FROM sync.runs ORDER BY relation"
+        ).fetchall()
+    truth = frozen_sandbox.truth()["conversation"]
+    assert channels == sum(region["channels"] for region in truth.values()) > 0
+    assert started == [
+        ("comment.daily_stats", "command line", "succeeded"),
+        ("conversation.channels", "command line", "succeeded"),
+    ]
 
 
 def log_as_dagster(logger: logging.Logger, level: int, message: str, event=None) -> None:

@@ -73,9 +73,9 @@ def test_a_missing_key_fails_its_connection_and_every_other_service_lands(
 
     report = run_sync(["workspace", "channels"])
 
-    assert set(report.failed) == {"comment__workspace"}
-    assert "COMMENT_AUTOMATION_API_KEY" in report.failed["comment__workspace"]
-    assert "is not set" in report.failed["comment__workspace"]
+    assert set(report.failed) == {"comment.workspace"}
+    assert "COMMENT_AUTOMATION_API_KEY" in report.failed["comment.workspace"]
+    assert "is not set" in report.failed["comment.workspace"]
     assert report.succeeded == ["conversation.channels"]
     assert landed_connections("conversation/channels") == {"default", "jp"}
 
@@ -88,7 +88,7 @@ def test_a_base_url_without_its_version_names_the_url_and_its_variable(
 
     report = run_sync(["workspace"])
 
-    reason = report.failed["comment__workspace"]
+    reason = report.failed["comment.workspace"]
     assert "404" in reason
     assert f"({frozen_sandbox.url}/comment/api)" in reason
     assert "check COMMENT_AUTOMATION_URL" in reason
@@ -220,7 +220,7 @@ def test_a_key_with_a_copied_line_break_is_used_without_it_and_never_shown(
 
     output = capfd.readouterr()
     assert landed_connections("comment/workspace") == {"default"}
-    assert "AGENCY_KEY was refused" in report.failed["comment__workspace"]
+    assert "AGENCY_KEY was refused" in report.failed["comment.workspace"]
     assert "AGENCY_KEY has spaces or a line break around the key" in caplog.text
     events, runs = instance_events(dagster_home)
     # In the run's event log too, so the UI shows it.
@@ -268,7 +268,7 @@ def test_a_canary_key_never_leaves_the_environment_whatever_goes_wrong(
     code = main(["sync", "--streams", "workspace", "channels"])
 
     output = capfd.readouterr()
-    assert code == 1 and "FAILED comment__workspace" in output.err
+    assert code == 1 and "FAILED comment.workspace" in output.err
     assert landed_connections("conversation/channels") == {"default", "jp"}
     events, runs = instance_events(dagster_home)
     assert_nowhere(

@@ -1,0 +1,212 @@
+"""One run of a pulled stream, whatever starts it (a Dagster step, the command line): set
+aside the damaged files of its own days, keep the days its service still serves, land them
+(`pipelines/landing.py`), write the run's row of `sync.runs` and bring the views up to date.
+It returns what happened; the Dagster layer only turns that into events and metadata
+(`assets/factory.py`).
+
+Which days a run lands is the one day policy (`days_to_sync`): the days asked for, else
+the days of the service's window the lake is missing plus yesterday and today.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+
+from pipelines.catalog import refresh_warehouse
+from pipelines.damaged import SetAside, set_aside_damaged
+from pipelines.errors import SyncError, first_line
+from pipelines.lake import Lake, LakeLocation
+from pipelines.landed import Landed
+from pipelines.landing import Log, Pull, PulledStream, land, served_days, today
+from pipelines.object_store import lake_fault
+from pipelines.run_history import RUNS, RunRecord, connection_outcomes, outcome_of, record_run
+from pipelines.stream import Stream
+from pipelines.warehouse import Written
+
+#: What a run says of the views when its starter brings them up to date after it.
+VIEWS_LEFT = "views brought up to date when the sync ends"
+
+
+@dataclass
+class StreamRun:
+    """What one run of a stream did."""
+
+    stream: PulledStream
+    lake: Lake
+    #: The run's days, oldest first (None: a snapshot, or a stream of today only).
+    days: list[date] | None
+    landed: Landed
+    #: Files of the run's days found damaged and set aside before it landed them again.
+    damaged: list[SetAside] = field(default_factory=list)
+    #: What was done to the views (`refresh_views`).
+    views: str = ""
+
+    def failure(self) -> str:
+        """Why the run failed where connections failed: each one and what to do, and which
+        landed."""
+        failed = "\n".join(f"- {reason}" for reason in self.landed.failed.values())
+        landed_too = ", ".join(self.landed.rows_per_connection) or "none"
+        return (
+            f"{self.stream.relation}: {len(self.landed.failed)} connection(s) failed (the "
+            f"others landed: {landed_too}):\n{failed}"
+        )
+
+
+def service_window(stream: PulledStream, on: date | None = None) -> list[date]:
+    """The days a first sync of `stream` lands: those its service still serves, up to `on`
+    (today), newest first."""
+    last = on or today()
+    return [last - timedelta(days=n) for n in range(stream.history_days)]
+
+
+def days_to_sync(
+    stream: PulledStream, lake: Lake, connections: Collection[str], on: date | None = None
+) -> tuple[date, date]:
+    """The days a run lands when none are asked for: from the oldest day of the service's
+    window (`Stream.history_days`) that a connection's files lack, else yesterday, to today.
+    On an empty lake that is the whole window; on a synced one, yesterday and today (the
+    days that can still change)."""
+    last = on or today()
+    window = service_window(stream, last)
+    landed = [set(lake.days(stream, c)) for c in connections]  # a listing each, not a day
+    missing = [d for d in window if any(d not in days for days in landed)]
+    return min([*missing, last - timedelta(days=1)]), last
+
+
+def run_stream(
+    stream: PulledStream,
+    service,
+    location: LakeLocation,
+    days: list[date] | None,
+    *,
+    run_id: str,
+    started_by: str,
+    log: Log,
+    warn: Log,
+    build_views: bool = True,
+) -> StreamRun:
+    """Land `stream` through every connection of `service` for `days` (a partitioned
+    stream's; None for the rest). A connection that fails does not stop the others: it is
+    in `landed.failed` and the caller fails for it. `build_views=False` leaves the views to
+    the caller, which builds them once after several runs (`written_by` says what for)."""
+    started_at = datetime.now(UTC)
+    lake = location.lake()
+    run = StreamRun(stream, lake, days, Landed())
+    # The run's own days only, each page read (a day may be merged with what it holds):
+    # the sync sets aside the rest before choosing its range, and the check
+    # `files_readable` names them meanwhile.
+    own_days = set(days) if days is not None and stream.daily else None
+    try:
+        run.damaged = set_aside_damaged(lake, stream, own_days, pages=True)
+    except OSError as error:  # the lake's disk or store, before anything was pulled
+        fault = lake_fault(error, location.lake_root)
+        if fault is None:
+            raise
+        raise fault from None
+    for found in run.damaged:
+        warn(f"{stream.relation}: damaged file set aside, landed again: {found}")
+    served, not_served = served_days(stream, days or [], today())
+    if not_served:
+        warn(
+            f"{stream.relation}: {len(not_served)} day(s) from {not_served[0]} to "
+            f"{not_served[-1]} are older than the service serves ({stream.served_days} "
+            "days): not asked for; what the lake landed of them before stays."
+        )
+    pull = Pull(
+        service=service,
+        lake=lake,
+        stream=stream,
+        log=log,
+        warn=warn,
+        days=served if stream.partitioned else None,
+    )
+    record = partial_record(run_id, started_by, stream, started_at, days)
+    try:
+        run.landed = land(pull) if served or not stream.partitioned else Landed()
+    except Exception as error:
+        write_record(lake, record(Landed(), first_line(error)), warn)
+        raise
+    landed = run.landed
+    landed.not_served = not_served
+    if run.damaged:
+        landed.figures["damaged_set_aside"] = [str(found) for found in run.damaged]
+    if landed.drift:
+        warn(
+            f"{stream.relation}: the service sent what its declared schema does not hold "
+            f"({landed.drift.summary()}); contract {service.contract(stream.name)}: "
+            "see `_extra` and the check schema_matches"
+        )
+    write_record(lake, record(landed, None), warn)
+    written = written_by(stream, days, started_at)
+    if build_views:
+        run.views = refresh_views(location, written, log, warn)
+    else:
+        run.views = VIEWS_LEFT
+        log(f"warehouse: {VIEWS_LEFT}")
+    return run
+
+
+def partial_record(
+    run_id: str, started_by: str, stream: Stream, started_at: datetime, days: list[date] | None
+) -> Callable[[Landed, str | None], RunRecord]:
+    """The run's row of `sync.runs`, once it is known what it landed and how it ended."""
+
+    def record(landed: Landed, error: str | None) -> RunRecord:
+        failed = "\n".join(landed.failed.values()) or None
+        connections = len(landed.rows_per_connection)
+        return RunRecord(
+            run_id=run_id,
+            relation=stream.relation,
+            started_by=started_by,
+            started_at=started_at,
+            ended_at=datetime.now(UTC),
+            first_day=days[0] if days else None,
+            last_day=days[-1] if days else None,
+            rows=landed.rows,
+            requests=landed.stats.requests,
+            throttled=landed.stats.throttled,
+            retries=landed.stats.retries,
+            budget_wait_seconds=round(landed.stats.waited, 2),
+            outcome="failed" if error else outcome_of(connections, len(landed.failed)),
+            error=error or failed,
+            connections=connection_outcomes(landed.rows_per_connection, landed.failed),
+        )
+
+    return record
+
+
+def write_record(lake: Lake, row: RunRecord, warn: Log) -> None:
+    """Write a run's row of `sync.runs`. A history that cannot be written is said, and the
+    run goes on: what it landed is in the lake either way."""
+    try:
+        record_run(lake, row)
+    except (OSError, SyncError) as problem:
+        warn(f"{row.relation}: its row of sync.runs was not written: {problem}")
+
+
+def written_by(stream: Stream, days: list[date] | None, started_at: datetime) -> set[Written]:
+    """What a landing of `days` (None: a snapshot) may have written, its run's row with it."""
+    # The run's row is filed under the day it started; a run across midnight ends the next.
+    run_days = {started_at.date(), datetime.now(UTC).date()}
+    runs = {(RUNS.relation, day) for day in run_days}
+    if days is None or not stream.daily:
+        return {(stream.relation, None), *runs}
+    return {(stream.relation, day) for day in days} | runs
+
+
+def refresh_views(location: LakeLocation, written: set[Written], log: Log, warn: Log) -> str:
+    """Bring the warehouse up to date after a landing: nothing to do when its views read
+    what the landing wrote already (`Warehouse.refresh`); a stream's first file, a new day
+    or a closed day landed again rebuild it. A build that cannot be done is said, and the
+    landing stands; the next landing or sync builds them. Returns what was done."""
+    try:
+        outcome = refresh_warehouse(
+            location.lake_root, location.warehouse_path, location.warehouse_sql, written
+        )
+    except SyncError as problem:
+        warn(f"warehouse: views not brought up to date: {problem}")
+        return f"views not brought up to date: {problem}"
+    log(f"warehouse: {outcome}")
+    return outcome
