@@ -155,7 +155,8 @@ def _recent_days_schedule(service: str, cron: str) -> dg.ScheduleDefinition:
         connections = [c.name for c in getattr(context.resources, service).connections]
         try:
             lake = context.resources.lake.lake()
-            first = min(days_to_sync(s, lake, connections, on)[0] for s in streams)
+            since = daily.start.date()
+            first = min(days_to_sync(s, lake, connections, on, since)[0] for s in streams)
         except (SyncError, dg.Failure, OSError) as problem:
             # The run fails on the same problem, saying what to do; the tick still asks for
             # the days that can change.
@@ -164,7 +165,7 @@ def _recent_days_schedule(service: str, cron: str) -> dg.ScheduleDefinition:
         return dg.RunRequest(
             run_key=context.scheduled_execution_time.isoformat(),
             tags={
-                ASSET_PARTITION_RANGE_START_TAG: max(first, daily.start.date()).isoformat(),
+                ASSET_PARTITION_RANGE_START_TAG: first.isoformat(),
                 ASSET_PARTITION_RANGE_END_TAG: on.isoformat(),
             },
         )

@@ -21,7 +21,7 @@ from types import ModuleType
 import dagster as dg
 
 from assets import agent, webhooks
-from assets.console import LOGGERS, console_config, log_level, own_lines_logger
+from assets.console import FAILURE_CLASS, LOGGERS, console_config, log_level, own_lines_logger
 from assets.factory import STARTED_BY_TAG, VIEWS_AT_END, VIEWS_TAG
 from assets.partitions import daily
 from assets.resources import build_resources
@@ -189,7 +189,7 @@ def failure_reason(event: dg.DagsterEvent) -> str:
     """A step failure's innermost cause: Dagster wraps it in 'Error occurred while …'."""
     error = _innermost(event)
     if error.cls_name == "Failure":  # raised with its whole explanation
-        return error.message.strip().removeprefix("dagster._core.definitions.events.Failure: ")
+        return error.message.strip().removeprefix(FAILURE_CLASS)
     return f"{error.cls_name}: {error.message.strip()}"
 
 
@@ -437,7 +437,7 @@ def sync_days(
                 f"{stream.relation}: damaged file set aside: {found}; this sync lands it again"
             )
         names = [c.name for c in settings.connections[stream.service]]
-        first, last = days_to_sync(stream, lake, names)
+        first, last = days_to_sync(stream, lake, names, since=FIRST_PARTITION)
         first, last = start or first, end or last
     if first < FIRST_PARTITION:
         report.notes.append(

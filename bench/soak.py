@@ -298,7 +298,11 @@ def run_schedules(soak: Soak, defs, instance, hour: int, start: datetime, moved)
     )
     for tick, schedule in due:
         moved(advance_to(soak.base, tick))
-        context = dg.build_schedule_context(instance=instance, scheduled_execution_time=tick)
+        # The code location's resources, as the daemon gives them (the hourly schedules read
+        # the lake's days: assets/definitions.py).
+        context = dg.build_schedule_context(
+            instance=instance, scheduled_execution_time=tick, resources=defs.resources
+        )
         for request in schedule.evaluate_tick(context).run_requests or []:
             execute(
                 soak,

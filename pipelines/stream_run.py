@@ -62,14 +62,18 @@ def service_window(stream: PulledStream, on: date | None = None) -> list[date]:
 
 
 def days_to_sync(
-    stream: PulledStream, lake: Lake, connections: Collection[str], on: date | None = None
+    stream: PulledStream,
+    lake: Lake,
+    connections: Collection[str],
+    on: date | None = None,
+    since: date | None = None,
 ) -> tuple[date, date]:
     """The days a run lands when none are asked for: from the oldest day of the service's
-    window (`Stream.history_days`) that a connection's files lack, else yesterday, to today.
-    On an empty lake that is the whole window; on a synced one, yesterday and today (the
-    days that can still change)."""
+    window (`service_window`, from `since` where the deployment starts later) that a
+    connection's files lack, else yesterday, to today. On an empty lake that is the whole
+    window; on a synced one, yesterday and today (the days that can still change)."""
     last = on or today()
-    window = service_window(stream, last)
+    window = [d for d in service_window(stream, last) if since is None or d >= since]
     landed = [set(lake.days(stream, c)) for c in connections]  # a listing each, not a day
     missing = [d for d in window if any(d not in days for days in landed)]
     return min([*missing, last - timedelta(days=1)]), last

@@ -49,11 +49,13 @@ def test_the_schedule_and_the_command_line_take_the_days_of_one_policy(frozen_sa
     # An empty lake: everything the service serves (from the first partition).
     assert scheduled(resources, on) == by_command_line(lake) == (oldest.isoformat(), str(on))
 
-    # Every day landed: yesterday and today, the days that can still change.
+    # Every day since the first partition landed (the deployment starts later than the
+    # service's window): yesterday and today, the days that can still change.
     for stream in STREAMS:
         for connection in connections:
             for day in service_window(stream, on):
-                lake.write(stream, connection, [], day=day)
+                if day >= oldest:
+                    lake.write(stream, connection, [], day=day)
     yesterday = (on - timedelta(days=1)).isoformat()
     assert scheduled(resources, on) == by_command_line(lake) == (yesterday, str(on))
 

@@ -173,7 +173,7 @@ def test_a_refused_canary_key_appears_in_no_output_error_metadata_or_file(
     # and said so (the failure is useful without the key).
     assert not report.ok
     assert {"trigger_logs", "daily_stats", "channels", "workspace"} <= {
-        step.split("__")[-1] for step in report.failed
+        relation.split(".")[-1] for relation in report.failed
     }, report.failed
     assert failures and all("401" in f for f in failures), failures
     # The event log and the lake really are on disk, so the file search means something.
