@@ -9,8 +9,8 @@ import sys
 
 import dagster as dg
 
+from assets.failures import tells_errors
 from assets.resources import CommentAutomationResource, LakeResource, build_resources
-from assets.told import told
 from pipelines.activities import (
     Outcome,
     Refused,
@@ -111,7 +111,7 @@ class ActivitiesConfig(dg.Config):
         "`sync.activity_changes`."
     )
 )
-@told
+@tells_errors
 def activities_plan_or_apply(
     context: dg.OpExecutionContext,
     config: ActivitiesConfig,

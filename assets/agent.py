@@ -8,9 +8,9 @@ import dagster as dg
 
 from assets.catalog import stream_metadata
 from assets.factory import owners, service_tag, views_after
+from assets.failures import tells_errors
 from assets.inbox import inbox_sensor
 from assets.resources import LakeResource
-from assets.told import told
 from pipelines.agent.compaction import AGENT_MESSAGES, AGENT_REQUESTS, compact_inbox, stale_days
 from pipelines.agent.inbox import inbox_path, open_agent_inbox
 
@@ -42,7 +42,7 @@ DESCRIPTIONS = {
         for stream in (AGENT_REQUESTS, AGENT_MESSAGES)
     ],
 )
-@told
+@tells_errors
 def agent_conversations(context: dg.AssetExecutionContext, lake: LakeResource):
     done = compact_inbox(lake.lake_root, lake.lake(), context.log.info, context.log.warning)
     if not done.inbox_counts:  # no inbox yet

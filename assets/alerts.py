@@ -110,7 +110,7 @@ def settled_before(instance: dg.DagsterInstance, run: dg.DagsterRun) -> dg.Dagst
 
 
 def step_error(event: dg.DagsterEvent) -> str:
-    """A failed step's message: the product's own whole (`assets/told.py` fails with it as
+    """A failed step's message: the product's own whole (`assets/failures.py` fails with it as
     the description), else the first line of its error's, under Dagster's wrapper."""
     data = event.step_failure_data
     if data.user_failure_data is not None and data.user_failure_data.description:

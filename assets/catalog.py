@@ -2,7 +2,7 @@
 (docs/dagster.md). A stream's columns are its Arrow schema (and a daily stream's `date`,
 `Stream.day`); a column's description is the one its declaration carries (`DESCRIPTION`,
 `pipelines/stream.py`), which for a column copied from a response model is the model field's
-docstring (`pipelines/schemas.py`)."""
+docstring (`pipelines/lake/schemas.py`)."""
 
 from collections.abc import Iterable
 

@@ -33,8 +33,8 @@ from assets.tags import (
     ASSET_PARTITION_RANGE_START_TAG,
     PARTITION_NAME_TAG,
 )
-from pipelines.damaged import FOLDER, REASON_SUFFIX, damaged_of, set_aside_damaged
-from pipelines.drift import drift_in_lake
+from pipelines.lake.drift import drift_in_lake
+from pipelines.pull.damaged import FOLDER, REASON_SUFFIX, damaged_of, set_aside_damaged
 from pipelines.stream import Stream
 
 #: The job that runs every stream's checks over the whole stream, daily.
@@ -219,7 +219,7 @@ def unique_ids_check(stream: Stream, asset_key: dg.AssetKey) -> dg.AssetChecksDe
 def schema_matches_check(stream: Stream, asset_key: dg.AssetKey) -> dg.AssetChecksDefinition:
     """Warns while the landed rows hold what the stream's declared schema does not: fields
     the service added, values of another type, declared fields it stopped sending (kept in
-    `_extra`, `pipelines/drift.py`)."""
+    `_extra`, `pipelines/lake/drift.py`)."""
 
     @dg.asset_check(
         asset=asset_key,
@@ -261,7 +261,7 @@ def schema_matches_check(stream: Stream, asset_key: dg.AssetKey) -> dg.AssetChec
 def files_readable_check(stream: Stream, asset_key: dg.AssetKey) -> dg.AssetChecksDefinition:
     """Every page of every file of the stream reads (checksums verified), and no damaged
     file lies set aside for a person to look at. What it finds damaged it sets aside, as any
-    reader does (`pipelines/damaged.py`); the next sync lands those days again. Warns,
+    reader does (`pipelines/pull/damaged.py`); the next sync lands those days again. Warns,
     naming the files."""
 
     @dg.asset_check(

@@ -20,7 +20,7 @@ from functools import partial
 import duckdb
 
 from assets import activities
-from assets.live import live_progress, shown
+from assets.live import display_wanted, live_progress
 from assets.sync import (
     dagster_instance,
     failure_code,
@@ -31,15 +31,15 @@ from assets.sync import (
     selectable,
     unknown_names,
 )
-from pipelines.catalog import PULLED, said, set_aside_damaged_files
 from pipelines.clients import conversation
 from pipelines.clients.datahub import SUBMIT_OPERATIONS
-from pipelines.damaged import missing
 from pipelines.errors import SyncError
 from pipelines.lake import Lake, verified_lake
-from pipelines.object_store import lake_fault
-from pipelines.problems import misnamed
+from pipelines.lake.object_store import lake_fault
+from pipelines.mistakes import misnamed
+from pipelines.pull.damaged import missing
 from pipelines.settings import Settings, load_settings
+from pipelines.warehouse.relations import PULLED, damaged_note, set_aside_damaged_files
 
 
 def row_counts(warehouse_path: str, lake: Lake, relations: list[str]) -> list[tuple[str, int]]:
@@ -77,7 +77,7 @@ def print_counts(settings: Settings, lake: Lake, relations: list[str]) -> None:
             print(f"{name:<{width}}  {rows:>10,}{held}")
         return
     # A file damaged since the views were built: set aside, the counts are taken again.
-    print(said(damaged))
+    print(damaged_note(damaged))
     _, failed = refreshed(settings)
     if failed:
         print(f"\nrow counts not shown: {failed}", file=sys.stderr)
@@ -138,7 +138,7 @@ def run_check_command() -> int:
     """A table of every connection, the lake and the shared store, ok, WARN or what to do;
     the highest exit code of the rows that failed (`Checked.exit_code`), else 0."""
     from assets.resources import build_resources
-    from pipelines.check import check_everything
+    from pipelines.setup_check import check_everything
 
     settings = load_settings()
     resources = build_resources(settings)
@@ -363,7 +363,7 @@ def run_command(args: argparse.Namespace) -> int:
         return 0
     # On a terminal, a live display of each stream's landing (`assets/live.py`); else, and
     # with --debug, the plain lines alone.
-    with live_progress(shown(args.debug)):
+    with live_progress(display_wanted(args.debug)):
         report = run_sync(args.streams, args.start, args.end, settings)
     for relation, (first, last) in report.ranges.items():
         print(f"{relation}: {first} .. {last}")

@@ -14,7 +14,7 @@ from assets.factory import stream_assets
 from assets.partitions import partitions_of
 from assets.resources import CommentAutomationResource, LakeResource
 from pipelines.clients.failures import isolated
-from pipelines.landing import today
+from pipelines.pull.landing import today
 from pipelines.streams.comment import SERVICE, STREAMS, TRIGGER_LOGS
 from pipelines.streams.comment.checks import (
     TOKEN_WARNING_DAYS,

@@ -22,15 +22,15 @@ from assets.checks import WHOLE_STREAM_JOB
 from assets.console import LOGGERS
 from assets.executors import executor
 from assets.factory import owners, service_tag
+from assets.failures import tells_errors
 from assets.partitions import daily
 from assets.resources import LakeResource, resources_or_problem
 from assets.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
-from assets.told import told
 from pipelines import process
-from pipelines.catalog import PULLED, refresh_warehouse
 from pipelines.errors import SyncError
 from pipelines.stream import described
 from pipelines.stream_run import days_to_sync
+from pipelines.warehouse.relations import PULLED, refresh_warehouse
 
 # Loading the code location is where each Dagster process starts (webserver, daemon, run
 # and step workers).
@@ -70,7 +70,7 @@ VIEWS_SCHEMA = pa.schema(
         "read-write session has unsaved changes in the file."
     ),
 )
-@told
+@tells_errors
 def warehouse_views(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
     outcome = refresh_warehouse(lake.lake_root, lake.warehouse_path, lake.warehouse_sql)
     context.log.info(f"warehouse: {outcome}")

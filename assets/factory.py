@@ -21,6 +21,7 @@ from datetime import date, timedelta
 import dagster as dg
 
 from assets.catalog import row_count, stream_metadata
+from assets.failures import tells_errors
 from assets.health import HEALTH, connection_health
 from assets.partitions import partitions_of, single_run
 from assets.tags import (
@@ -29,9 +30,8 @@ from assets.tags import (
     SCHEDULE_NAME_TAG,
     SENSOR_NAME_TAG,
 )
-from assets.told import told
 from pipelines.errors import SetupError
-from pipelines.landing import PulledStream
+from pipelines.pull.landing import PulledStream
 from pipelines.stream import Stream
 from pipelines.stream_run import VIEWS_LEFT, StreamRun, refresh_views, run_stream
 from pipelines.warehouse import Written
@@ -117,7 +117,7 @@ def stream_asset(stream: PulledStream) -> dg.AssetsDefinition:
         backfill_policy=single_run if partitioned else None,
         required_resource_keys={"lake", stream.service},
     )
-    @told
+    @tells_errors
     def landed_stream(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         run = run_stream(
             stream,

@@ -2,7 +2,7 @@
 failed and why. Each landing carries the table forward from the asset's newest event that
 holds it (a kept instance, `DAGSTER_HOME`); on a throwaway instance it shows that run alone.
 `sync.connection_health` in the warehouse keeps every run's, whatever ran it
-(pipelines/run_history.py)."""
+(pipelines/lake/run_history.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 
 import dagster as dg
 
-from pipelines.landed import Landed
-from pipelines.run_history import connection_outcomes
+from pipelines.lake.run_history import connection_outcomes
+from pipelines.pull.outcome import Landed
 
 #: The metadata key of the table, on the asset's materialization (a snapshot stream) or its
 #: run's observation (a daily stream).

@@ -2,7 +2,7 @@
 with a row per stream and connection, redrawn four times a second on stderr, above which the
 product's lines still print, and left on the screen when the sync ends.
 
-It reads the board of `pipelines/progress.py`, where every landing of the command's process
+It reads the board of `pipelines/pull/progress.py`, where every landing of the command's process
 keeps its figures as it goes: the command line lands in its own process (its Dagster runs
 too, `execute_in_process`). Shown only where a person watches: stdout and stderr both a terminal
 (not a dumb one), and not with `--debug`, whose lines are Dagster's own as before. Elsewhere
@@ -14,13 +14,13 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from pipelines.progress import Board, TurnProgress, watching
+from pipelines.pull.progress import Board, TurnProgress, watching
 
 #: The display's columns, beside the stream and the connection.
 COLUMNS = ("days", "rows", "pages", "requests", "waited", "left")
 
 
-def shown(debug: bool) -> bool:
+def display_wanted(debug: bool) -> bool:
     """Whether the live display is drawn: a person at a terminal, and no `--debug`."""
     from rich.console import Console
 

@@ -1,4 +1,4 @@
-"""The daily partitions of time-based streams (today is `pipelines/landing.py`'s `today`)."""
+"""The daily partitions of time-based streams (today is `pipelines/pull/landing.py`'s `today`)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from datetime import date, timedelta
 
 import dagster as dg
 
-from pipelines.catalog import PULLED
-from pipelines.landing import PulledStream, today
+from pipelines.pull.landing import PulledStream, today
 from pipelines.stream import Stream
+from pipelines.warehouse.relations import PULLED
 
 
 def first_day(on: date) -> date:

@@ -13,8 +13,8 @@ import dagster as dg
 
 from assets.catalog import column_schema_of, outbound_columns
 from assets.factory import owners, pool, service_tag
+from assets.failures import tells_errors
 from assets.resources import ConversationResource, DataHubResource, LakeResource
-from assets.told import told
 from pipelines.push.ledger import rejected_now
 from pipelines.push.plan import OUTBOUND
 from pipelines.push.run import ORDER, run_push
@@ -116,7 +116,7 @@ class PushConfig(dg.Config):
 
 
 @dg.op(pool=pool("datahub"), description="Plan, and unless a dry run, send the outbound rows.")
-@told
+@tells_errors
 def push_to_datahub(
     context: dg.OpExecutionContext,
     config: PushConfig,

@@ -1,5 +1,6 @@
 """The Dagster resources: each service's settings (`pipelines/clients/`) and the lake's
-location (`pipelines/lake.py`) as configurable resources, built from `Settings`. A connection
+location (`pipelines/lake/__init__.py`) as configurable resources, built from `Settings`. A
+connection
 names the variable that holds its key (`Connection.api_key_env`), read when a transport
 opens: Dagster stores the variable's name, never the key, and a missing key fails its own
 connection, not every resource."""
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 import dagster as dg
 
-from assets.told import failure
+from assets.failures import failure
 from pipelines.clients.base import Connection
 from pipelines.clients.comment import CommentAutomation
 from pipelines.clients.conversation import ConversationService

@@ -1,6 +1,6 @@
 """`python -m pipelines check` for the UI: the job `check_setup` makes the same cheap
 authenticated call per connection and checks the lake and the shared store
-(`pipelines/check.py`), shows every result as a table, and fails naming each that is not
+(`pipelines/setup_check.py`), shows every result as a table, and fails naming each that is not
 right and what to do."""
 
 import dagster as dg
@@ -11,7 +11,7 @@ from assets.resources import (
     DataHubResource,
     LakeResource,
 )
-from pipelines.check import check_everything
+from pipelines.setup_check import check_everything
 
 _COLUMNS = dg.TableSchema(
     columns=[

@@ -23,24 +23,24 @@ import dagster as dg
 from assets import agent, webhooks
 from assets.console import FAILURE_CLASS, LOGGERS, console_config, log_level, own_lines_logger
 from assets.factory import STARTED_BY_TAG, VIEWS_AT_END, VIEWS_TAG
+from assets.failures import EXIT_CODE
 from assets.partitions import daily
 from assets.resources import build_resources
 from assets.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
-from assets.told import EXIT_CODE
 from pipelines.agent.compaction import STREAMS as AGENT_STREAMS
 from pipelines.agent.compaction import compact_inbox as compact_agent
-from pipelines.catalog import PULLED, refresh_warehouse
-from pipelines.damaged import set_aside_damaged
 from pipelines.errors import SetupError, SyncError
 from pipelines.inbox.compaction import Compacted, Log
 from pipelines.lake import Lake, LakeLocation
-from pipelines.landing import PulledStream
-from pipelines.object_store import lake_fault
-from pipelines.problems import misnamed
+from pipelines.lake.object_store import lake_fault
+from pipelines.mistakes import misnamed
+from pipelines.pull.damaged import set_aside_damaged
+from pipelines.pull.landing import PulledStream
 from pipelines.settings import Settings, load_settings
 from pipelines.stream import Stream
 from pipelines.stream_run import days_to_sync, run_stream, service_window, written_by
 from pipelines.warehouse import WarehouseBusy, WarehouseUnavailable, Written
+from pipelines.warehouse.relations import PULLED, refresh_warehouse
 from pipelines.webhooks.compaction import WEBHOOK_EVENTS, WEBHOOK_QUARANTINE
 from pipelines.webhooks.compaction import compact_inbox as compact_webhooks
 
@@ -178,7 +178,7 @@ def _innermost(event: dg.DagsterEvent):
 
 def failure_code(event: dg.DagsterEvent) -> int:
     """The exit code of a step failure: its error's, where the step told one of the
-    product's (`assets/told.py`), else 1."""
+    product's (`assets/failures.py`), else 1."""
     told = event.step_failure_data.user_failure_data
     if told is not None and EXIT_CODE in told.metadata:
         return told.metadata[EXIT_CODE].value

@@ -9,9 +9,9 @@ import dagster as dg
 
 from assets.catalog import stream_metadata
 from assets.factory import owners, service_tag, views_after
+from assets.failures import tells_errors
 from assets.inbox import inbox_sensor
 from assets.resources import LakeResource
-from assets.told import told
 from pipelines.webhooks.compaction import (
     WEBHOOK_EVENTS,
     compact_inbox,
@@ -36,13 +36,13 @@ from pipelines.webhooks.inbox import inbox_path, open_inbox
         "day instead, with the reason and its raw body."
     ),
 )
-@told
+@tells_errors
 def webhook_events(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
     done = compact_inbox(lake.lake_root, lake.lake(), context.log.info, context.log.warning)
     if not done.inbox_counts:  # no inbox yet
         return dg.MaterializeResult(metadata={"rows": 0, "days": 0, "inbox": done.inbox})
     # The views are rebuilt only where they do not read what was written: a first file, a
-    # new day, a closed day compacted again (pipelines/warehouse.py).
+    # new day, a closed day compacted again (pipelines/warehouse/__init__.py).
     warehouse = views_after(context, done.written())
     return dg.MaterializeResult(
         metadata={

@@ -56,12 +56,12 @@ from pipelines.agent.reply import (
     HANDOVER,
     REPLY_VARIABLE,
 )
-from pipelines.catalog import WAREHOUSE_STREAMS
 from pipelines.lake import Lake
-from pipelines.landing import today
-from pipelines.shared_store import STORE_VARIABLE
+from pipelines.pull.landing import today
+from pipelines.state.shared_store import STORE_VARIABLE
 from pipelines.streams.datahub import MEMBERS
 from pipelines.warehouse import SQL_DIR, Warehouse
+from pipelines.warehouse.relations import WAREHOUSE_STREAMS
 from sandbox.app import SandboxApp, build_app
 from sandbox.config import SandboxConfig
 from sandbox.conversation import ConversationService

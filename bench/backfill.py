@@ -25,7 +25,7 @@ import httpx
 from bench.common import COMMENT_KEY, ROOT, pipeline_env, report, sandbox, traffic
 from bench.incremental import requests_of, run_sync, workspace_of
 from pipelines.clients.comment import LOGS_MAX_DAYS, LOGS_PAGE_LIMIT
-from pipelines.paging import READ_AHEAD_PAGES
+from pipelines.pull.paging import READ_AHEAD_PAGES
 
 DATA = ROOT / "data" / "bench" / "backfill"
 UNPACED = {"comment": {"pace": False}}

@@ -44,7 +44,7 @@ DATAHUB_PATHS = {
 }
 #: A trigger log's own key: it stands once in each log, and never unescaped inside a text.
 LOG_KEY = b'"created_at":'
-#: Polling as the pipeline's (`pipelines/jobs.py`): 0.2 s, doubling, at most 5 s.
+#: Polling as the pipeline's (`pipelines/clients/polling.py`): 0.2 s, doubling, at most 5 s.
 FIRST_POLL_SECONDS = 0.2
 MAX_POLL_SECONDS = 5.0
 TIMEOUT_SECONDS = 60

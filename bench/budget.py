@@ -31,9 +31,9 @@ import time
 from pathlib import Path
 
 from bench.common import COMMENT_KEY, ROOT, report, sandbox, traffic
-from pipelines.budget import OFF, STORE_VARIABLE
 from pipelines.clients.base import Connection
 from pipelines.clients.comment import REQUESTS_PER_MINUTE, CommentAutomation
+from pipelines.state.budget import OFF, STORE_VARIABLE
 from pipelines.transport import CallStats, ServiceError
 
 DATA = ROOT / "data" / "bench" / "budget"

@@ -10,7 +10,7 @@ seconds: the services' asynchronous jobs take time, as real ones do. Each run is
 `python -m pipelines sync` from an empty lake (`bench.measure`: wall, CPU, peak memory), the
 two ways alternated over the rounds; the sandbox counts the requests and 429s of each run,
 and every relation of the warehouse is compared with the sandbox's truth
-(`pipelines/reconcile.py`). Exit 1 if a run failed or a relation differs.
+(`pipelines/warehouse/reconcile.py`). Exit 1 if a run failed or a relation differs.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import httpx
 from assets.definitions import STREAMS
 from bench.common import ROOT, free_port, measured_run, report, traffic
 from pipelines.lake import Lake
-from pipelines.reconcile import reconcile
+from pipelines.warehouse.reconcile import reconcile
 from sandbox.process import RATE_WINDOW_SECONDS, point_at_sandbox, running_sandbox
 
 DATA = ROOT / "data" / "bench" / "parallel"

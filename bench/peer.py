@@ -51,7 +51,7 @@ from bench import bare
 from bench.common import COMMENT_KEY, ROOT, measured_run, pipeline_env, report, sandbox
 from pipelines.clients import conversation, datahub
 from pipelines.clients.comment import LOGS_MAX_DAYS, LOGS_PAGE_LIMIT
-from pipelines.paging import READ_AHEAD_PAGES
+from pipelines.pull.paging import READ_AHEAD_PAGES
 
 DATA = ROOT / "data" / "bench" / "peer"
 SERVICES = ("comment", "conversation", "datahub")

@@ -42,7 +42,7 @@ from bench.common import (
 from pipelines.clients.comment import LOGS_MAX_DAYS, LOGS_PAGE_LIMIT
 from pipelines.clients.conversation import PATHS, ConversationClient
 from pipelines.lake import Lake
-from pipelines.paging import READ_AHEAD_PAGES
+from pipelines.pull.paging import READ_AHEAD_PAGES
 from pipelines.transport import Transport
 
 DATA = ROOT / "data" / "bench" / "pull"

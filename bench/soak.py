@@ -4,7 +4,7 @@
 messages, members, broadcasts and webhook events keep arriving as its clock moves) is moved
 forward hour by hour through `POST /_sandbox/clock/advance`, with no real waiting. This
 process's clock follows the sandbox's (`time_machine`), since the product takes "today" from
-the wall clock (`pipelines/landing.py`).
+the wall clock (`pipelines/pull/landing.py`).
 
 The schedules' runs execute in this process (`execute_in_process` on a persistent instance, a
 DAGSTER_HOME holding the repository's `instance/dagster.yaml`), not through the daemon and a run
@@ -771,8 +771,8 @@ def views_current(soak: Soak, lake, settings, hour: int, session: HeldSession) -
     too and must answer, but keeps the file it opened until it reconnects (a rebuild puts a
     new file in place beside it), so its counts are reported, not required to be current."""
     from assets.definitions import STREAMS
-    from pipelines.catalog import refresh_warehouse
     from pipelines.warehouse import WarehouseBusy
+    from pipelines.warehouse.relations import refresh_warehouse
 
     try:
         outcome = refresh_warehouse(
@@ -929,9 +929,9 @@ def run(
         import dagster as dg
 
         from assets.definitions import defs
-        from pipelines.catalog import refresh_warehouse
         from pipelines.lake import Lake
         from pipelines.settings import load_settings
+        from pipelines.warehouse.relations import refresh_warehouse
 
         settings = load_settings()
         lake = Lake(settings.lake_root)

@@ -5,7 +5,7 @@ rows in native DuckDB tables, and the hourly sync on a year-old lake beside a we
    trigger logs (1,100,000) and the activities synced, then a month of operation simulated:
    for each of the last 30 days as today, that day's and the day before's files landed
    again (rewritten whole, as each hourly landing does) and the warehouse brought up to
-   date as a landing does (`Warehouse.refresh(written=...)`, pipelines/warehouse.py): 30
+   date as a landing does (`Warehouse.refresh(written=...)`, pipelines/warehouse/__init__.py): 30
    builds, each closing a day. Then, in one process, a read-only session on the file and
    the same rows copied into native tables of an in-memory database attached to it; each
    query run once to warm up, then 5 times each way, alternating; the medians and their
@@ -35,9 +35,9 @@ import pyarrow.fs as pafs
 
 from bench.common import ROOT, measured_run, pipeline_env, print_table, report, sandbox
 from bench.incremental import truth_logs, workspace_of
-from pipelines.catalog import warehouse_of
 from pipelines.lake import Lake
 from pipelines.streams.comment import TRIGGER_LOGS
+from pipelines.warehouse.relations import warehouse_of
 
 DATA = ROOT / "data" / "bench" / "warehouse"
 UNPACED = {"comment": {"pace": False}}

@@ -33,8 +33,8 @@ from assets.cli import run_push_command
 from assets.sync import run_sync
 from demo.shop import declare_shop, generate_shop
 from pipelines.lake import Lake
-from pipelines.reconcile import reconcile
 from pipelines.settings import load_settings
+from pipelines.warehouse.reconcile import reconcile
 from sandbox.process import (
     RATE_WINDOW_SECONDS,
     point_at_sandbox,

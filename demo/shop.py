@@ -11,7 +11,7 @@ handful of invalid rows, one of each kind the push must reject.
 
 How the warehouse finds the tables: the product defines no `shop` stream, so
 `{{ source('shop', 'orders') }}` in demo/sql/shop reads the Parquet files under
-`<lake>/shop/orders/` (pipelines/warehouse.py), typed by the files. The lake is the only
+`<lake>/shop/orders/` (pipelines/warehouse/__init__.py), typed by the files. The lake is the only
 registry: any process that builds the warehouse with `WAREHOUSE_SQL=demo/sql` (a sync, a
 push in another process, a Dagster run) sees the tables without importing this module. The
 tables must exist before the first such build, so `declare_shop` writes them empty until

@@ -1,7 +1,7 @@
 """The product's errors, in one tree. Each message is complete for a person: what failed,
 the setting, path or service involved (never a secret), and what to do. The branch says
 what a caller does with it, and declares the command line's exit code (`exit_code`,
-docs/running.md), which a Dagster step's failure carries too (`assets/told.py`):
+docs/running.md), which a Dagster step's failure carries too (`assets/failures.py`):
 
 - `SetupError` (exit 2): a setting to fix; nothing runs until it is;
 - `Unavailable` (exit 1): the environment failed (a disk, the object store, the shared
@@ -17,7 +17,7 @@ docs/running.md), which a Dagster step's failure carries too (`assets/told.py`):
   look.
 
 The command line prints the message alone; a Dagster step fails with it as its
-description (`assets/told.py`); a connection's failure is told naming the connection
+description (`assets/failures.py`); a connection's failure is told naming the connection
 (`pipelines/clients/failures.py`). `tests/test_errors.py` fails for an error of the product
 outside this tree, or a branch without its exit code.
 """

@@ -4,7 +4,7 @@ file for more connections, path overrides and rate windows (`SYNC_CONFIG`, defau
 so they reach the resources through `dg.EnvVar` and never through a file.
 
 `WAREHOUSE_SQL`: more SQL folders for the warehouse, laid out like `sql/` (a subfolder per
-schema) and built after it (pipelines/warehouse.py says in which order): where a user's own
+schema) and built after it (pipelines/warehouse/__init__.py says in which order): where a user's own
 views live, the `outbound` views the push sends among them. A list separated by `os.pathsep`
 (`:` on Linux and macOS), relative to the working directory; default none. `make demo` and
 `make dev` set it to `demo/sql` (the demo shop and its example outbound views). Every
@@ -24,10 +24,10 @@ The file's shape (every section optional):
     [service.comment]              # any field of the service's resource
     rate_window_seconds = 60
 
-    [service.comment.contracts]    # what a landing does with drift (pipelines/drift.py)
+    [service.comment.contracts]    # what a landing does with drift (pipelines/lake/drift.py)
     trigger_logs = "freeze"
 
-The file is checked whole before anything runs (`SetupError`, pipelines/problems.py): a TOML
+The file is checked whole before anything runs (`SetupError`, pipelines/mistakes.py): a TOML
 error with its file, line and column; an unknown section, setting or contract's stream
 with the closest valid name; a missing field by name; an `api_key_env` that is not a
 variable's name (a key pasted there) refused without being shown.
@@ -45,14 +45,14 @@ from typing import Any
 import httpx
 import pydantic
 
-from pipelines.budget import budget_location, check_location
 from pipelines.clients.base import Service
 from pipelines.clients.comment import CommentAutomation
 from pipelines.clients.conversation import ConversationService
 from pipelines.clients.datahub import DataHub
 from pipelines.errors import SetupError
-from pipelines.object_store import checked_root
-from pipelines.problems import VARIABLE_NAME, closest, refuse_keys
+from pipelines.lake.object_store import checked_root
+from pipelines.mistakes import VARIABLE_NAME, closest, refuse_keys
+from pipelines.state.budget import budget_location, check_location
 from pipelines.streams.comment import STREAMS as COMMENT_STREAMS
 from pipelines.streams.conversation import STREAMS as CONVERSATION_STREAMS
 from pipelines.streams.datahub import STREAMS as DATAHUB_STREAMS
@@ -97,7 +97,7 @@ class Settings:
     service_options: dict[str, dict] = field(default_factory=dict)
     #: `WAREHOUSE_SQL`, in the order listed.
     warehouse_sql: tuple[Path, ...] = ()
-    #: Where a key's request budget is shared (`SYNC_BUDGET_STORE`, pipelines/budget.py).
+    #: Where a key's request budget is shared (`SYNC_BUDGET_STORE`, pipelines/state/budget.py).
     budget_store: str = ""
 
 

@@ -1,5 +1,5 @@
 """What a stream is, declared once in `pipelines/streams/`: its service, name, Arrow schema
-(each column with its description), key and partitioning. The lake (`pipelines/lake.py`)
+(each column with its description), key and partitioning. The lake (`pipelines/lake/__init__.py`)
 stores it; the catalog (`assets/catalog.py`) describes it."""
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ CONNECTION = described(
 
 
 #: The column every pulled row carries last: what the service sent that the stream's declared
-#: schema does not hold, as JSON (`pipelines/drift.py`); null when the row matched it.
+#: schema does not hold, as JSON (`pipelines/lake/drift.py`); null when the row matched it.
 EXTRA = described(
     "_extra",
     pa.string(),
@@ -66,5 +66,5 @@ EXTRA = described(
 
 def connection_schema(fields: Iterable[pa.Field | tuple[str, pa.DataType]]) -> pa.Schema:
     """A pulled stream's schema: its fields between the `connection` and the `_extra` every
-    row carries (fields of a model, `pipelines/schemas.py`, or written out)."""
+    row carries (fields of a model, `pipelines/lake/schemas.py`, or written out)."""
     return pa.schema([CONNECTION, *fields, EXTRA])

@@ -1,6 +1,6 @@
 """One run of a pulled stream, whatever starts it (a Dagster step, the command line): set
 aside the damaged files of its own days, keep the days its service still serves, land them
-(`pipelines/landing.py`), write the run's row of `sync.runs` and bring the views up to date.
+(`pipelines/pull/landing.py`), write the run's row of `sync.runs` and bring the views up to date.
 It returns what happened; the Dagster layer only turns that into events and metadata
 (`assets/factory.py`).
 
@@ -14,16 +14,16 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 
-from pipelines.catalog import refresh_warehouse
-from pipelines.damaged import SetAside, set_aside_damaged
 from pipelines.errors import SyncError, first_line
 from pipelines.lake import Lake, LakeLocation
-from pipelines.landed import Landed
-from pipelines.landing import Log, Pull, PulledStream, land, served_days, today
-from pipelines.object_store import lake_fault
-from pipelines.run_history import RUNS, RunRecord, connection_outcomes, outcome_of, record_run
+from pipelines.lake.object_store import lake_fault
+from pipelines.lake.run_history import RUNS, RunRecord, connection_outcomes, outcome_of, record_run
+from pipelines.pull.damaged import SetAside, set_aside_damaged
+from pipelines.pull.landing import Log, Pull, PulledStream, land, served_days, today
+from pipelines.pull.outcome import Landed
 from pipelines.stream import Stream
 from pipelines.warehouse import Written
+from pipelines.warehouse.relations import refresh_warehouse
 
 #: What a run says of the views when its starter brings them up to date after it.
 VIEWS_LEFT = "views brought up to date when the sync ends"

@@ -78,7 +78,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session", autouse=True)
 def host_state(tmp_path_factory) -> Iterator[None]:
-    """This host's state folder (the key budgets, `pipelines/local_data.py`) for the test
+    """This host's state folder (the key budgets, `pipelines/state/local_data.py`) for the test
     session, not the home of whoever runs the tests; its commands inherit it."""
     before = os.environ.get("XDG_STATE_HOME")
     os.environ["XDG_STATE_HOME"] = str(tmp_path_factory.mktemp("state"))

@@ -4,7 +4,7 @@ is the one `pipelines/streams/comment/snapshots.py` declares, word for word."""
 import re
 from pathlib import Path
 
-from pipelines.landing import PulledStream
+from pipelines.pull.landing import PulledStream
 from pipelines.streams.comment import ACCOUNTS, STREAMS
 
 ROOT = Path(__file__).resolve().parent.parent

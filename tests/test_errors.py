@@ -87,10 +87,10 @@ def test_docs_running_lists_each_branch_with_its_code(error):
 
 def test_the_outages_are_not_settings():
     """Regression: they sat under SetupError, so a store gone mid-run exited 2."""
-    from pipelines.budget import BudgetUnavailable
     from pipelines.errors import Unavailable
-    from pipelines.object_store import LakeUnavailable
-    from pipelines.shared_store import StoreUnavailable
+    from pipelines.lake.object_store import LakeUnavailable
+    from pipelines.state.budget import BudgetUnavailable
+    from pipelines.state.shared_store import StoreUnavailable
 
     for outage in (LakeUnavailable, StoreUnavailable, BudgetUnavailable):
         assert branch(outage) is Unavailable and outage.exit_code == 1

@@ -1,4 +1,4 @@
-"""Nothing a caller sends reaches either receiver's output (`pipelines/serving.py`): a canary
+"""Nothing a caller sends reaches either receiver's output (`pipelines/inbox/serving.py`): a canary
 in the query string, a header and the body of calls accepted and refused, each receiver run
 as a user runs it (`python -m pipelines.webhooks`, `python -m pipelines.agent`), its stdout
 and stderr read after it stops. The access lines are there, of the receiver's words."""
@@ -120,7 +120,7 @@ def test_a_traceback_is_told_by_its_class_alone():
     """uvicorn logs an exception it meets with its traceback, whose text may quote a request."""
     import logging
 
-    from pipelines.serving import LOGGING, NoTraceback
+    from pipelines.inbox.serving import LOGGING, NoTraceback
 
     try:
         raise ValueError(f"illegal request line: b'POST /?token={CANARY}'")

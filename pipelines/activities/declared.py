@@ -30,7 +30,7 @@ from pydantic import BeforeValidator, ConfigDict, Field
 
 from pipelines.activities.state import comparable
 from pipelines.errors import SetupError
-from pipelines.problems import closest
+from pipelines.mistakes import closest
 
 #: The setting that names the folder, and its default.
 ACTIVITIES_DIR = "ACTIVITIES_DIR"

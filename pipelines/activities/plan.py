@@ -44,7 +44,7 @@ from pipelines.clients.comment import CommentAutomation, CommentClient
 from pipelines.clients.failures import explain
 from pipelines.errors import ServiceRefused, SetupError, Unavailable
 from pipelines.lake import Lake
-from pipelines.object_store import lake_fault
+from pipelines.lake.object_store import lake_fault
 from pipelines.transport import CallStats, ServiceError
 
 ALLOW_ACTIVATE = "--allow-activate"

@@ -21,10 +21,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from pipelines.damaged import damaged_files
 from pipelines.errors import Damaged
 from pipelines.lake import Lake
-from pipelines.object_store import lake_fault
+from pipelines.lake.object_store import lake_fault
+from pipelines.pull.damaged import damaged_files
 from pipelines.stream import TIMESTAMP, Stream, described
 
 GATE_FIELDS = ("enabled", "opening_text", "button_title", "not_following_text")
@@ -154,7 +154,7 @@ def last_applied(lake: Lake) -> dict[str, dict[str, Applied]]:
 
 def refuse_if_damaged(lake: Lake) -> None:
     """Raise `Damaged` naming each file of the apply log that cannot be read, every page
-    read. Like the push ledger's (`pipelines/streams/sync.py`), such a file is not set aside:
+    read. Like the push ledger's (`pipelines/streams/pushed.py`), such a file is not set aside:
     no run can make it again, and without it the activities it applied are no longer known
     as managed."""
     damaged = damaged_files(lake, CHANGES)

@@ -8,7 +8,7 @@ logged). The answer is `AGENT_REPLY`'s function, else the default reply
 Postgres where `SYNC_STORE` is set (then replicas on any host may serve one address), else
 `agent/inbox.sqlite3` beside `LAKE_ROOT` (default `./data/lake`). Give the receiver the
 `LAKE_ROOT` and `WAREHOUSE_PATH` of the runs: the shared inbox is scoped by the one, reply
-functions read the other. Nothing a caller sends is logged (`pipelines/serving.py`); the
+functions read the other. Nothing a caller sends is logged (`pipelines/inbox/serving.py`); the
 plumbing is `pipelines/inbox/receiver.py`'s.
 """
 

@@ -1,4 +1,4 @@
-"""The agent inbox in the deployment's Postgres (`SYNC_STORE`, `pipelines/shared_store.py`):
+"""The agent inbox in the deployment's Postgres (`SYNC_STORE`, `pipelines/state/shared_store.py`):
 what `pipelines/agent/inbox.py` keeps in a SQLite file, kept where every receiver replica and
 every run reaches it. Rows carry their inbox's scope, the lake root as the settings give it
 (`LAKE_ROOT`), as the webhook inbox's do (`pipelines/inbox/storage.py`: `PostgresInbox` says

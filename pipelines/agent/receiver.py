@@ -18,7 +18,7 @@ the choices of docs/agent.md):
 Nothing a caller sends gets a 500. A failure to store (the disk, the shared store) is a 503,
 logged in one line, never with a traceback: nothing was answered, and the service may send
 the turn again. The token is never logged, nor stored, and no line quotes what the caller
-sent (`pipelines/serving.py` says what is logged).
+sent (`pipelines/inbox/serving.py` says what is logged).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from pipelines.agent.reply import Replier
 from pipelines.agent.request import NotARequest, parse_request
 from pipelines.agent.turns import Inbox
 from pipelines.inbox.receiver import bounded_body, receiver_app
-from pipelines.shared_store import StoreUnavailable
+from pipelines.state.shared_store import StoreUnavailable
 
 AGENT_PATH = "/agent/reply"
 #: The variable the receiver reads the token the service sends from (`__main__.py`).

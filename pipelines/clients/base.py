@@ -15,11 +15,11 @@ from urllib.parse import quote
 
 import pydantic
 
-from pipelines.budget import shared_budget
-from pipelines.drift import Contract
 from pipelines.errors import SetupError
 from pipelines.lake import check_connection_name
-from pipelines.problems import closest
+from pipelines.lake.drift import Contract
+from pipelines.mistakes import closest
+from pipelines.state.budget import shared_budget
 from pipelines.transport import CallStats, Rate, RetryPolicy, Transport
 
 #: A date-time the model parses from ISO 8601 text: lax even in the strict `Model`, where
@@ -33,11 +33,11 @@ class Model(pydantic.BaseModel):
     an object sent as null) or a required field left out does not fail the answer: the value
     is converted where pydantic's lax rules can, else the field is None, and what was sent is
     kept in `retyped` (a field left out is None and not in `model_fields_set`).
-    `pipelines/drift.py` turns these into the lake's `_extra` column and the landing's drift
+    `pipelines/lake/drift.py` turns these into the lake's `_extra` column and the landing's drift
     report.
 
     A field's docstring says what it holds where the service's documentation does; it
-    becomes its column's description in the catalog (`pipelines/schemas.py`)."""
+    becomes its column's description in the catalog (`pipelines/lake/schemas.py`)."""
 
     # Strict, so that a changed type is noticed even where lax rules would convert it.
     model_config = pydantic.ConfigDict(extra="allow", strict=True)
@@ -169,7 +169,7 @@ class Service(pydantic.BaseModel):
     #: each has its own key, so its own budget, and its own region; 1 lands them in turn.
     connections_at_once: int = pydantic.Field(8, ge=1)
     #: Per stream of the service (its name, `trigger_logs`), what a landing does with drift:
-    #: evolve (the default), freeze or discard (`pipelines/drift.py`).
+    #: evolve (the default), freeze or discard (`pipelines/lake/drift.py`).
     contracts: dict[str, Contract] = {}
 
     def contract(self, stream: str) -> Contract:
@@ -187,7 +187,7 @@ class Service(pydantic.BaseModel):
     @contextmanager
     def transport(self, connection: Connection, stats: CallStats) -> Iterator[Transport]:
         """The connection's transport; its paced buckets share the key's budget with every
-        process through the store `SYNC_BUDGET_STORE` names (`pipelines/budget.py`)."""
+        process through the store `SYNC_BUDGET_STORE` names (`pipelines/state/budget.py`)."""
         key = connection.key(self.service)
         rates = self.scaled_rates()
         with Transport(

@@ -12,8 +12,8 @@ import pydantic
 from typing_extensions import TypedDict
 
 from pipelines.clients.base import Model, Service
-from pipelines.drift import extra_column, tolerated
-from pipelines.schemas import Day, Moment, arrow_fields
+from pipelines.lake.drift import extra_column, tolerated
+from pipelines.lake.schemas import Day, Moment, arrow_fields
 from pipelines.stream import EXTRA, TIMESTAMP
 from pipelines.transport import Rate, Transport, whole_json
 
@@ -234,7 +234,7 @@ class LogTable(NamedTuple):
     total: int
 
 
-#: A page's logs: their fields, then what the schema does not hold (`pipelines/drift.py`).
+#: A page's logs: their fields, then what the schema does not hold (`pipelines/lake/drift.py`).
 LOG_TABLE = pa.schema([*LOG_SCHEMA, pa.field(EXTRA.name, EXTRA.type)])
 _LOG = pydantic.TypeAdapter(TriggerLog)
 _ONE_LINE, _LINES = (

@@ -14,8 +14,8 @@ from typing import ClassVar, TypeVar
 import pydantic
 
 from pipelines.clients.base import Model, Service, check_path_overrides, fill_path
-from pipelines.jobs import wait_for_job
-from pipelines.schemas import Moment
+from pipelines.clients.polling import wait_for_job
+from pipelines.lake.schemas import Moment
 from pipelines.transport import Rate, Transport
 
 T = TypeVar("T")

@@ -14,7 +14,7 @@ from typing import Any, ClassVar, TypeVar
 import pydantic
 
 from pipelines.clients.base import Model, Parsed, Service, check_path_overrides, fill_path
-from pipelines.jobs import wait_for_job
+from pipelines.clients.polling import wait_for_job
 from pipelines.transport import Rate, Transport
 
 T = TypeVar("T")

@@ -20,7 +20,7 @@ import httpx
 
 from pipelines.clients.base import Connection, Service
 from pipelines.errors import Retriable, SetupError, SyncError, Unavailable
-from pipelines.object_store import lake_fault
+from pipelines.lake.object_store import lake_fault
 from pipelines.transport import ServiceError
 
 
@@ -120,7 +120,7 @@ def each_connection(
 ) -> None:
     """`turn` for every connection of `service`, at once (a thread each, up to the service's
     `connections_at_once`), each `isolated`; returns when every turn is over. Each connection
-    has its own key (so its own budget, `pipelines/budget.py`) and region, so one's requests,
+    has its own key (so its own budget, `pipelines/state/budget.py`) and region, so one's requests,
     polls and downloads need not wait for another's. A turn records what it did in a place of
     its own connection's (its name as the key) or through thread-safe tallies (`CallStats`,
     `Drift`)."""

@@ -1,7 +1,7 @@
 """What the two receivers share (`pipelines/webhooks/receiver.py`,
 `pipelines/agent/receiver.py`): reading a body within a bound, the app around a receiver's
 one route, and `python -m ...`'s plumbing (`main`): its settings, the inbox opened, the
-server started with a log that holds nothing a caller sent (`pipelines/serving.py`), and
+server started with a log that holds nothing a caller sent (`pipelines/inbox/serving.py`), and
 what is closed when it stops."""
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from pipelines.errors import SyncError
+from pipelines.inbox.serving import serve
 from pipelines.inbox.storage import Stored
-from pipelines.object_store import checked_root
-from pipelines.serving import serve
+from pipelines.lake.object_store import checked_root
 
 
 async def bounded_body(request: Request, limit: int) -> bytes | None:

@@ -5,10 +5,10 @@
 An inbox is, by its receiver's setting (`Place.variable`):
 
 - that setting set: that SQLite file;
-- else `SYNC_STORE` set: the deployment's Postgres (`pipelines/shared_store.py`), in tables
+- else `SYNC_STORE` set: the deployment's Postgres (`pipelines/state/shared_store.py`), in tables
   scoped by the lake root, so receiver replicas on any host behind one address share one
   inbox and store each row once;
-- else `<folder>/inbox.sqlite3` in the lake's data directory (`pipelines/local_data.py`).
+- else `<folder>/inbox.sqlite3` in the lake's data directory (`pipelines/state/local_data.py`).
 
 Rows are never changed or deleted, and ids only grow in commit order, so "every row of day D
 with id <= N" is a complete, stable set once N has been seen: the compaction's watermark.
@@ -16,7 +16,7 @@ SQLite gets that from AUTOINCREMENT and its one writer at a time; Postgres hands
 before commit, so the inserts of one inbox are serialised by an advisory lock
 (`PostgresInbox.insert` says why).
 
-Durability: SQLite's `synchronous = FULL` (`pipelines/sqlite_file.py` says why); Postgres
+Durability: SQLite's `synchronous = FULL` (`pipelines/state/sqlite_file.py` says why); Postgres
 commits synchronously, its default, for the same reason.
 """
 
@@ -31,9 +31,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import ClassVar, Generic, Protocol, Self, TypeVar
 
-from pipelines.local_data import data_dir
-from pipelines.shared_store import STORE_VARIABLE, Postgres, shown, store_url
-from pipelines.sqlite_file import SQLiteFile
+from pipelines.state.local_data import data_dir
+from pipelines.state.shared_store import STORE_VARIABLE, Postgres, shown, store_url
+from pipelines.state.sqlite_file import SQLiteFile
 
 #: Rows read at once by `by_id`'s callers.
 BATCH = 5000
@@ -101,7 +101,7 @@ def by_id(batch: Callable[[int], list[tuple]]) -> Iterator[tuple]:
 
 
 class SQLiteInbox(SQLiteFile):
-    """An inbox in a SQLite file: thread-safe (`pipelines/sqlite_file.py`), every failure to
+    """An inbox in a SQLite file: thread-safe (`pipelines/state/sqlite_file.py`), every failure to
     write a `StoreUnavailable` naming the file, which a receiver answers in one line of log.
     A subclass names its tables (`TABLES`, counted in that order) and the columns of its
     `rejected` table that `rejected()` gives (`REJECTED`)."""

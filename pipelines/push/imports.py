@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from pipelines.clients.datahub import DataHubClient, Task
-from pipelines.jobs import JobFailed
+from pipelines.clients.polling import JobFailed
 from pipelines.push.lease import Lease
 from pipelines.push.ledger import Ledger
 from pipelines.push.plan import Plan, Planned

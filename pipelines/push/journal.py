@@ -35,9 +35,9 @@ import pyarrow as pa
 import pyarrow.json as pa_json
 
 from pipelines.lake import Lake
-from pipelines.local_data import data_dir
 from pipelines.push.lease import Lease
-from pipelines.shared_store import StoreUnavailable, unavailable
+from pipelines.state.local_data import data_dir
+from pipelines.state.shared_store import StoreUnavailable, unavailable
 from pipelines.stream import Stream
 
 FILE_PREFIX = "journal-"
@@ -54,7 +54,7 @@ BLOCK_BYTES = 1 << 20
 
 def journal_path(lake_root: str | os.PathLike[str], env: Mapping[str, str] | None = None) -> Path:
     """`PUSH_JOURNAL`, else the folder `push/journal` in the lake's data directory
-    (`pipelines/local_data.py`)."""
+    (`pipelines/state/local_data.py`)."""
     env = os.environ if env is None else env
     if env.get("PUSH_JOURNAL"):
         return Path(env["PUSH_JOURNAL"])

@@ -10,9 +10,9 @@ the holder.
 
 Where the lease lives:
 
-- `SYNC_STORE` set (`pipelines/shared_store.py`): a table of that Postgres, timed by the
+- `SYNC_STORE` set (`pipelines/state/shared_store.py`): a table of that Postgres, timed by the
   server's clock, so pushes on every host that share the lake exclude each other;
-- else a file in `push/` beside the lake (`pipelines/local_data.py`), locked with `flock`
+- else a file in `push/` beside the lake (`pipelines/state/local_data.py`), locked with `flock`
   by the processes of this host: a holder that dies frees it at once, with no lapse.
 
 A holder that cannot renew (the store went away) counts its lease as lost once `TTL_SECONDS`
@@ -47,8 +47,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from pipelines.errors import Busy, SetupError, Unavailable
-from pipelines.local_data import data_dir
-from pipelines.shared_store import (
+from pipelines.state.local_data import data_dir
+from pipelines.state.shared_store import (
     STORE_VARIABLE,
     Postgres,
     StoreUnavailable,

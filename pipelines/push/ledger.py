@@ -18,8 +18,8 @@ from pipelines.lake import Lake
 from pipelines.push.journal import Journal, journal_path
 from pipelines.push.lease import Lease
 from pipelines.push.shared_journal import PostgresJournal
-from pipelines.shared_store import store_url
-from pipelines.streams.sync import PUSHED, REJECTED
+from pipelines.state.shared_store import store_url
+from pipelines.streams.pushed import PUSHED, REJECTED
 
 
 @dataclass(frozen=True)

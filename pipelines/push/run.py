@@ -19,17 +19,10 @@ from dataclasses import dataclass, field
 import duckdb
 import httpx
 
-from pipelines.catalog import (
-    refresh_warehouse,
-    said,
-    set_aside_damaged_files,
-    views_failed,
-    warehouse_of,
-)
 from pipelines.clients.base import Service
 from pipelines.errors import Unavailable
 from pipelines.lake import LakeLocation
-from pipelines.object_store import lake_fault
+from pipelines.lake.object_store import lake_fault
 from pipelines.push import imports
 from pipelines.push.lease import Lease, holder_name, no_push_alive, wait_seconds
 from pipelines.push.ledger import Ledger
@@ -38,6 +31,13 @@ from pipelines.push.send import Client, send_plan
 from pipelines.streams.datahub import CUSTOM_FIELDS
 from pipelines.transport import CallStats
 from pipelines.warehouse import WarehouseBusy, WarehouseUnavailable
+from pipelines.warehouse.relations import (
+    damaged_note,
+    refresh_warehouse,
+    set_aside_damaged_files,
+    views_failed,
+    warehouse_of,
+)
 
 #: Record types in the order they are pushed (`OUTBOUND` is written in that order).
 ORDER = tuple(OUTBOUND)
@@ -151,7 +151,7 @@ def run_push(
                 damaged = set_aside_damaged_files(lake.lake())
                 if not damaged:
                     raise views_failed(error) from None
-                log(said(damaged))
+                log(damaged_note(damaged))
                 return _push(lake, services, dry_run, record_types, resend_in_doubt, log, lease)
         except httpx.TransportError as error:
             # A service's connection failed past its retries (a write that may have been

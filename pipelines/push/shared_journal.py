@@ -22,7 +22,7 @@ import pyarrow as pa
 from pipelines.lake import Lake
 from pipelines.push.journal import ADVICE, BLOCK_BYTES, journal_lines, journal_tables
 from pipelines.push.lease import Lease, PostgresLeases
-from pipelines.shared_store import STORE_VARIABLE, Postgres
+from pipelines.state.shared_store import STORE_VARIABLE, Postgres
 from pipelines.stream import Stream
 
 TABLE = "warehouse_sync_push_journal"

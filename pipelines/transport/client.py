@@ -22,7 +22,7 @@ import pydantic
 import pydantic_core
 import tenacity
 
-from pipelines.budget import BudgetStore
+from pipelines.state.budget import BudgetStore
 from pipelines.transport.connections import REQUEST_HEADERS, connection_pool
 from pipelines.transport.decoding import TruncatedBody, any_json, decode_readable, whole_json
 from pipelines.transport.downloads import BackgroundChunks

@@ -1,6 +1,6 @@
 """Request pacing: a key's rates (`Rate`) and the pacer that spaces its requests under them,
 in this process (`Pacer`) or on the budget the key shares with other processes and hosts
-(`SharedPacer`, on a store of `pipelines/budget.py`), with the registry that gives every
+(`SharedPacer`, on a store of `pipelines/state/budget.py`), with the registry that gives every
 client of a key and bucket the same pacer (`pacer_for`). `pipelines/transport/client.py`
 waits on it before each request and holds it after a 429."""
 
@@ -11,7 +11,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from pipelines.budget import BudgetStore
+from pipelines.state.budget import BudgetStore
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ class Pacer:
 
 class SharedPacer:
     """A `Pacer` whose next free slot and holds live in a store every process using the key
-    shares (`pipelines/budget.py`): the same even spacing and the same waits after a 429,
+    shares (`pipelines/state/budget.py`): the same even spacing and the same waits after a 429,
     across processes and hosts. The store knows the key by `key_id` only."""
 
     def __init__(

@@ -1,7 +1,7 @@
 """The counts of a connection's calls (requests, 429s, retries, seconds waited for the key's
 rate budget) that each materialization reports as metadata; `pipelines/transport/client.py`
 and `pipelines/transport/retries.py` add to them. A connection's own counts can add to its
-run's too (`parent`), so a live display shows each connection's (`pipelines/progress.py`)."""
+run's too (`parent`), so a live display shows each connection's (`pipelines/pull/progress.py`)."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ show, and never logged). The inbox (`open_inbox`, `pipelines/webhooks/inbox.py`)
 any host may serve one address), else `webhooks/inbox.sqlite3` in the data directory beside
 `LAKE_ROOT` (default `./data/lake`). Give the receiver the `LAKE_ROOT` of the runs that
 compact its inbox: a shared inbox is scoped by it. Nothing a caller sends is logged
-(`pipelines/serving.py`); the plumbing is `pipelines/inbox/receiver.py`'s.
+(`pipelines/inbox/serving.py`); the plumbing is `pipelines/inbox/receiver.py`'s.
 """
 
 import sys

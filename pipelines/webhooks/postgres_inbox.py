@@ -1,4 +1,4 @@
-"""The webhook inbox in the deployment's Postgres (`SYNC_STORE`, `pipelines/shared_store.py`):
+"""The webhook inbox in the deployment's Postgres (`SYNC_STORE`, `pipelines/state/shared_store.py`):
 what `pipelines/webhooks/inbox.py` keeps in a SQLite file, kept where every receiver replica
 and every run reaches it, whatever host it is on (`pipelines/inbox/storage.py`:
 `PostgresInbox` says how scopes, ids and the insert lock work).

@@ -17,7 +17,7 @@ so is a 400 kept with its reason (the hub would resend the same bytes to the sam
 is left for a failure to store (the disk, the shared store's server), which a resend can
 outlive; it is logged in one line, the inbox's `StoreUnavailable`, never with a traceback.
 No line quotes what the caller sent (its headers, the idempotency key among them, or its
-body): `pipelines/serving.py` says what is logged. A
+body): `pipelines/inbox/serving.py` says what is logged. A
 lone surrogate inside `data` is stored like any other event; the compaction quarantines what
 the lake cannot represent (`pipelines/webhooks/compaction.py`).
 
@@ -38,7 +38,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from pipelines.inbox.receiver import bounded_body, receiver_app
-from pipelines.shared_store import StoreUnavailable
+from pipelines.state.shared_store import StoreUnavailable
 from pipelines.webhooks.envelope import Envelope, EnvelopeError, parse_envelope
 from pipelines.webhooks.events import Arrival, WebhookInbox
 

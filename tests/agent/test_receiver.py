@@ -15,7 +15,7 @@ from pipelines.agent.compaction import AGENT_MESSAGES, AGENT_REQUESTS, FILE_NAME
 from pipelines.agent.receiver import build_app
 from pipelines.agent.reply import HANDOVER, Replier
 from pipelines.lake import Lake
-from pipelines.shared_store import StoreUnavailable
+from pipelines.state.shared_store import StoreUnavailable
 from tests.agent.conftest import AUTHORIZED, TOKEN, body_of, image, message, turn
 from tests.servers import ROOT
 

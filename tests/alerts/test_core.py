@@ -7,8 +7,8 @@ import socket
 import pytest
 
 from pipelines import alerts
-from pipelines.check import check_alerts
 from pipelines.errors import SetupError
+from pipelines.setup_check import check_alerts
 from tests.alerts.conftest import TOKEN
 
 

@@ -1,6 +1,6 @@
 """The demo's reply function (demo/agent.py) on a small warehouse built as the demo builds
 it: the shop's tables in the lake (demo/shop.py's streams), the views from `sql/` and
-demo/sql (pipelines/warehouse.py), read through the agent's `WarehouseSession`."""
+demo/sql (pipelines/warehouse/__init__.py), read through the agent's `WarehouseSession`."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from demo.agent import reply
 from demo.shop import CUSTOMERS, FILE, ORDERS, declare_shop
 from pipelines.agent.reply import HANDOVER, WarehouseSession
 from pipelines.agent.request import AgentRequest
-from pipelines.catalog import WAREHOUSE_STREAMS
 from pipelines.lake import Lake
 from pipelines.warehouse import SQL_DIR, Warehouse
+from pipelines.warehouse.relations import WAREHOUSE_STREAMS
 
 LINE_UID = "U4af4980629a1b2c3d4e5f60718293a4b"
 NO_ORDERS_UID = "U0000000000000000000000000000000a"

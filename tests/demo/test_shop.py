@@ -28,12 +28,12 @@ from demo.shop import (
     generate_shop,
     new_customer_id,
 )
-from pipelines.catalog import WAREHOUSE_STREAMS
 from pipelines.lake import Lake
-from pipelines.landing import today
+from pipelines.pull.landing import today
 from pipelines.stream import Stream
 from pipelines.streams.datahub import MEMBERS
 from pipelines.warehouse import SQL_DIR, Warehouse
+from pipelines.warehouse.relations import WAREHOUSE_STREAMS
 from sandbox.app import build_app
 from sandbox.config import SandboxConfig
 from sandbox.datahub import record_models as records

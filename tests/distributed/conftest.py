@@ -186,7 +186,7 @@ def deployment(
     monkeypatch,
 ) -> Iterator[Deployment]:
     """The sandbox, the lake in a bucket, a database of the test's own holding Dagster's
-    storage and the shared store (pipelines/shared_store.py), as one Postgres serves a
+    storage and the shared store (pipelines/state/shared_store.py), as one Postgres serves a
     deployment; a Dask scheduler and two workers. This process's environment is a host's."""
     sync_env(frozen_sandbox)
     monkeypatch.setenv("LAKE_ROOT", s3_root)

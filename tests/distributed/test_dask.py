@@ -16,11 +16,11 @@ from dagster._core.storage.tags import (
 )
 
 from assets import definitions, executors
-from pipelines.catalog import refresh_warehouse
 from pipelines.errors import SetupError
 from pipelines.lake import Lake
-from pipelines.landing import today
+from pipelines.pull.landing import today
 from pipelines.settings import load_settings
+from pipelines.warehouse.relations import refresh_warehouse
 from tests.distributed.conftest import Deployment
 from tests.pipelines.test_object_store import WINDOW_DAYS, assert_lake_equals_truth
 

@@ -22,11 +22,11 @@ import pytest
 
 import demo
 from assets.resources import build_resources
-from pipelines.catalog import refresh_warehouse
 from pipelines.push import send
 from pipelines.push.ledger import as_json
 from pipelines.push.validation import validate_record
 from pipelines.settings import load_settings
+from pipelines.warehouse.relations import refresh_warehouse
 from tests.distributed.conftest import Deployment
 from tests.distributed.test_dask import RUN_SECONDS
 from tests.push.test_push import (

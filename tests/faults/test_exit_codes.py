@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from pipelines.landing import today
+from pipelines.pull.landing import today
 from tests.faults.conftest import meanwhile, told
 from tests.faults.test_fault_pass import shop
 from tests.push.test_push import RECORDS, submissions

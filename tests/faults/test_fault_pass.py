@@ -33,7 +33,7 @@ import httpx
 
 import demo
 from pipelines.lake import Lake
-from pipelines.landing import today
+from pipelines.pull.landing import today
 from pipelines.push.ledger import PUSHED
 from pipelines.streams.comment import TRIGGER_LOGS
 from pipelines.webhooks.compaction import compact

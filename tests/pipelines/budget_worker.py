@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import os
 
-from pipelines.budget import STORE_VARIABLE
 from pipelines.clients.base import Connection
 from pipelines.clients.comment import CommentAutomation
+from pipelines.state.budget import STORE_VARIABLE
 from pipelines.transport import CallStats, ServiceError
 
 COMMENT_KEY = "sa_live_demo_readonly"

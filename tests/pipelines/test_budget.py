@@ -1,4 +1,4 @@
-"""A key's budget shared by processes (`pipelines/budget.py`): several processes on one key
+"""A key's budget shared by processes (`pipelines/state/budget.py`): several processes on one key
 stay under its limit as the sandbox counts it, and a `Retry-After` one of them met holds the
 others too; through the SQLite file, and through Postgres (a server of its own, `pgserver`).
 With the store `off` (each process paces alone) the same runs meet 429s: the tests can fail.
@@ -15,11 +15,11 @@ import httpx
 import pytest
 import time_machine
 
-from pipelines.budget import OFF, STORE_VARIABLE, BudgetUnavailable, open_budget
 from pipelines.clients.comment import REQUESTS_PER_MINUTE
 from pipelines.errors import SetupError
 from pipelines.settings import load_settings
-from pipelines.shared_store import shown
+from pipelines.state.budget import OFF, STORE_VARIABLE, BudgetUnavailable, open_budget
+from pipelines.state.shared_store import shown
 from pipelines.transport import CallStats, ServiceError, key_id
 
 from . import budget_worker

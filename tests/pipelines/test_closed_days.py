@@ -1,4 +1,5 @@
-"""Closed days as tables of the warehouse file (pipelines/closed_days.py, pipelines/warehouse.py):
+"""Closed days as tables of the warehouse file (pipelines/warehouse/closed_days.py,
+pipelines/warehouse/__init__.py):
 each row seen once by every query, before, during and after a build, whatever happens to the
 build; open days read from the lake at once."""
 
@@ -12,13 +13,13 @@ import duckdb
 import pyarrow as pa
 
 from assets.sync import run_sync
-from pipelines.catalog import PULLED
-from pipelines.closed_days import OPEN_DAYS, built_state
 from pipelines.lake import Lake
-from pipelines.landing import today
+from pipelines.pull.landing import today
 from pipelines.settings import load_settings
 from pipelines.stream import Stream, connection_schema
 from pipelines.warehouse import LOCK_SUFFIX, Warehouse
+from pipelines.warehouse.closed_days import OPEN_DAYS, built_state
+from pipelines.warehouse.relations import PULLED
 
 EVENTS = Stream("svc", "events", connection_schema([("id", pa.int64())]), daily=True)
 FIRST = date(2026, 10, 1)
@@ -65,7 +66,7 @@ def built_over(tmp_path: Path, days: int, rows: int) -> Warehouse:
     return built
 
 
-def shown(path: Path) -> tuple[int, int]:
+def display_wanted(path: Path) -> tuple[int, int]:
     """Rows and distinct (connection, id) of the view, in a new connection."""
     with duckdb.connect(str(path), read_only=True) as con:
         return con.execute(
@@ -126,7 +127,7 @@ def test_a_closed_day_landed_again_or_a_new_day_rebuilds_with_the_lakes_rows(tmp
     land(built.lake, FIRST, 3, start=500)  # a backfill: fewer rows, other ids
     assert built.refresh(written={("svc.events", FIRST)}) == "views rewritten"
     assert in_view(built.path) == in_lake(built.lake)
-    assert shown(built.path) == (33, 33)
+    assert display_wanted(built.path) == (33, 33)
 
     built.lake.drop(EVENTS, "a", FIRST + timedelta(days=1))  # a day gone (set aside)
     later = warehouse(tmp_path, today + timedelta(days=1))
@@ -153,7 +154,7 @@ def test_a_query_during_builds_sees_each_row_exactly_once(tmp_path):
     def count() -> None:
         with duckdb.connect(str(built.path), read_only=True) as held:
             while not stop.is_set():
-                seen.append(shown(built.path))
+                seen.append(display_wanted(built.path))
                 seen.append(
                     held.execute("SELECT count(*), count(DISTINCT id) FROM svc.events").fetchone()
                 )

@@ -11,7 +11,7 @@ import pytest
 
 from assets import comment
 from pipelines.clients.comment import CommentClient
-from pipelines.landing import today
+from pipelines.pull.landing import today
 from pipelines.streams import comment as streams
 from sandbox.faults import FaultSpec
 from tests.conftest import HISTORY_DAYS

@@ -10,7 +10,7 @@ import duckdb
 import httpx
 
 from assets.sync import run_sync
-from pipelines.landing import today
+from pipelines.pull.landing import today
 from pipelines.settings import load_settings
 
 #: Regions as the sandbox serves them (tests/pipelines/conftest.py, `environment`).

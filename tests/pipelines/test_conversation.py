@@ -17,7 +17,7 @@ from assets.conversation import ASSETS, CHECKS
 from pipelines.agent.compaction import STREAMS as AGENT_STREAMS
 from pipelines.clients.conversation import ConversationService
 from pipelines.lake import Lake
-from pipelines.landing import today
+from pipelines.pull.landing import today
 from pipelines.streams.conversation import MESSAGES, STREAMS, backups
 from pipelines.streams.conversation.backups import BACKUP_FIELDS, land_backup
 from pipelines.streams.conversation.checks import rows_match_backup

@@ -1,4 +1,4 @@
-"""Damaged lake files (pipelines/damaged.py): found when read, moved aside with their reason,
+"""Damaged lake files (pipelines/pull/damaged.py): found when read, moved aside with their reason,
 said so, and landed again; the warehouse keeps opening meanwhile."""
 
 import os
@@ -13,8 +13,8 @@ from assets.checks import files_readable_check
 from assets.cli import main
 from assets.factory import asset_key
 from assets.resources import resources_or_problem
-from pipelines.catalog import said
-from pipelines.damaged import (
+from pipelines.lake import Lake
+from pipelines.pull.damaged import (
     FOLDER,
     REASON_SUFFIX,
     damaged_of,
@@ -22,9 +22,9 @@ from pipelines.damaged import (
     set_aside_damaged,
     unreadable,
 )
-from pipelines.lake import Lake
-from pipelines.landing import today
+from pipelines.pull.landing import today
 from pipelines.streams.comment import ACCOUNTS, TRIGGER_LOGS
+from pipelines.warehouse.relations import damaged_note
 from tests.pipelines.test_comment import workspace_id
 
 STREAMS = ["trigger_logs", "accounts"]
@@ -198,7 +198,7 @@ def test_a_day_older_than_its_service_serves_is_said_to_need_a_backup(tmp_path):
         lake.write(TRIGGER_LOGS, "default", [], day=day)
         damage(Path(lake.path(TRIGGER_LOGS, "default", day)), "not_parquet")
     found = set_aside_damaged(lake, TRIGGER_LOGS)
-    told = said(found)
+    told = damaged_note(found)
     assert f"(day {old}): " in told and f"(day {served}): " in told
     assert told.count("older than its service serves") == 1
     assert told.endswith("; the next sync lands them again")

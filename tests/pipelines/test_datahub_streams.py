@@ -14,8 +14,8 @@ import pytest
 from pipelines.clients.base import Connection
 from pipelines.clients.datahub import Broadcast, DataHub
 from pipelines.lake import Lake
-from pipelines.landed import Landed
-from pipelines.landing import Pull, Turn
+from pipelines.pull.landing import Pull, Turn
+from pipelines.pull.outcome import Landed
 from pipelines.stream import Stream
 from pipelines.streams.datahub import BROADCAST_REPORTS, BROADCASTS, CUSTOM_FIELDS, MEMBERS
 from pipelines.streams.datahub import export as export_module
@@ -227,7 +227,7 @@ def test_member_batches_read_columns_by_header_in_batches(monkeypatch):
 
 def test_member_batches_keep_what_the_schema_does_not_hold():
     """A column the file lacks is null and named; a value that is not its column's type is
-    null and kept as sent; neither fails the export (pipelines/drift.py)."""
+    null and kept as sent; neither fails the export (pipelines/lake/drift.py)."""
     header = [name for name in EXPORT_COLUMNS if name != "city"]
     rows = [{"member_id": 1, "full_name": "A"}, {"member_id": "n/a", "full_name": "B"}]
 

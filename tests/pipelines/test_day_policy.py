@@ -11,11 +11,11 @@ from assets.partitions import daily
 from assets.resources import LakeResource
 from assets.sync import SyncReport, sync_days
 from assets.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
-from pipelines.catalog import PULLED
 from pipelines.lake import Lake
-from pipelines.landing import today
+from pipelines.pull.landing import today
 from pipelines.settings import load_settings
 from pipelines.stream_run import service_window
+from pipelines.warehouse.relations import PULLED
 
 STREAMS = [s for s in PULLED if s.service == "comment" and s.partitioned]
 

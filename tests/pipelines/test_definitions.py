@@ -19,12 +19,12 @@ from assets import definitions, push
 from assets.definitions import defs
 from assets.factory import owners
 from assets.partitions import daily
-from pipelines.catalog import PULLED
 from pipelines.errors import SetupError
+from pipelines.warehouse.relations import PULLED
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVICES = ("comment", "conversation", "datahub")
-#: What the declarations (pipelines/catalog.py) say the code location holds.
+#: What the declarations (pipelines/warehouse/relations.py) say the code location holds.
 STREAMS = {service: [s.name for s in PULLED if s.service == service] for service in SERVICES}
 DAILY = {f"{s.service}/{s.name}" for s in PULLED if s.partitioned}
 HOURLY = {f"{s.service}/{s.name}" for s in PULLED if s.hourly}

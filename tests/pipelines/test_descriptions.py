@@ -9,8 +9,8 @@ import re
 import pytest
 
 from assets.definitions import STREAM_ASSETS, defs
-from pipelines.catalog import PULLED
 from pipelines.push.plan import OUTBOUND
+from pipelines.warehouse.relations import PULLED
 
 TRIGGERS = (
     "ig_comment",

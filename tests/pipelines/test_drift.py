@@ -1,6 +1,6 @@
 """Schema drift against a sandbox that drifts (sandbox/drift.py): what a service adds,
 retypes or stops sending reaches the warehouse in `_extra`, is reported by the landing's
-metadata and warned on by `schema_matches`, and each contract does what pipelines/drift.py
+metadata and warned on by `schema_matches`, and each contract does what pipelines/lake/drift.py
 says; on a paged stream (trigger logs), snapshots (activities, channels, custom fields) and
 files (the message backup, the member export)."""
 
@@ -19,14 +19,14 @@ from assets import comment, conversation, datahub
 from assets.checks import schema_matches_check
 from assets.factory import asset_key
 from assets.resources import build_resources
-from pipelines.catalog import refresh_warehouse
 from pipelines.errors import SetupError
 from pipelines.lake import Lake
-from pipelines.landing import today
+from pipelines.pull.landing import today
 from pipelines.settings import load_settings
 from pipelines.streams.comment import ACTIVITIES, TRIGGER_LOGS
 from pipelines.streams.conversation import CHANNELS, MESSAGES
 from pipelines.streams.datahub import CUSTOM_FIELDS, MEMBERS
+from pipelines.warehouse.relations import refresh_warehouse
 from sandbox.drift import DriftSpec, added_value
 
 SPEC = ",".join(

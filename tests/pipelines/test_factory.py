@@ -25,13 +25,13 @@ from assets.health import HEALTH
 from assets.partitions import daily
 from assets.resources import ConnectionConfig, LakeResource
 from assets.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
-from pipelines.catalog import warehouse_of
 from pipelines.clients.base import Service
 from pipelines.errors import ServiceRefused
 from pipelines.lake import Lake
-from pipelines.landing import PulledStream, Turn, today
-from pipelines.run_history import RUNS
+from pipelines.lake.run_history import RUNS
+from pipelines.pull.landing import PulledStream, Turn, today
 from pipelines.stream import EXTRA, connection_schema, described
+from pipelines.warehouse.relations import warehouse_of
 
 SCHEMA = connection_schema([("id", pa.int64())])
 

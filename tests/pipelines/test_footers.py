@@ -1,4 +1,4 @@
-"""The footers a whole-window check reads are kept in the lake (pipelines/footers.py): a later
+"""The footers a whole-window check reads are kept in the lake (pipelines/lake/footers.py): a later
 call reads only the files written since, and a kept file that is damaged, missing or cannot
 be written never changes an answer."""
 
@@ -12,8 +12,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from pipelines.footers import FOLDER, Footer, footers
 from pipelines.lake import Lake
+from pipelines.lake.footers import FOLDER, Footer, footers
 from pipelines.stream import Stream, connection_schema
 
 EVENTS = Stream("test", "events", connection_schema([("id", pa.string())]), daily=True, key=("id",))

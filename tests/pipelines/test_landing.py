@@ -1,4 +1,4 @@
-"""The core's landing loop (pipelines/landing.py), without Dagster and without a service: the
+"""The core's landing loop (pipelines/pull/landing.py), without Dagster and without a service: the
 row functions here never call their transport."""
 
 from datetime import date
@@ -10,8 +10,8 @@ import pytest
 
 from pipelines.clients.base import Connection, Service
 from pipelines.lake import Lake
-from pipelines.landing import Pull, PulledStream, Turn, land
-from pipelines.progress import watching
+from pipelines.pull.landing import Pull, PulledStream, Turn, land
+from pipelines.pull.progress import watching
 from pipelines.stream import connection_schema
 
 SCHEMA = connection_schema([("id", pa.int64())])
@@ -127,7 +127,7 @@ def test_a_stream_declares_one_way_to_land():
 
 
 def test_a_watched_landing_shows_each_connections_days_rows_and_calls_as_it_goes(tmp_path):
-    """The board a live display reads (`pipelines/progress.py`): a turn per connection, its
+    """The board a live display reads (`pipelines/pull/progress.py`): a turn per connection, its
     days done of the days asked and its rows as each day lands, its own calls (which the
     run's figures count too), and a failed one marked so."""
     seen = []

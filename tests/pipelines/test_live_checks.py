@@ -18,7 +18,7 @@ import pytest
 from assets import comment, conversation, datahub
 from assets.resources import LakeResource
 from pipelines.lake import file_stem
-from pipelines.landing import today
+from pipelines.pull.landing import today
 from pipelines.streams.comment import DAILY_STATS, TRIGGER_LOGS
 from pipelines.streams.conversation import MEMBERS, MESSAGES
 from pipelines.streams.datahub import BROADCAST_REPORTS, BROADCASTS

@@ -10,8 +10,8 @@ import pytest
 from pipelines.clients.base import Connection
 from pipelines.clients.conversation import ConversationService
 from pipelines.lake import Lake
-from pipelines.landed import Landed
-from pipelines.landing import Pull, Turn
+from pipelines.pull.landing import Pull, Turn
+from pipelines.pull.outcome import Landed
 from pipelines.stream import Stream
 from pipelines.streams.conversation import ASSIGNMENTS, MEMBERS, MESSAGES
 from pipelines.streams.conversation.checks import members_match_messages

@@ -1,4 +1,4 @@
-"""The lake on object storage (`LAKE_ROOT=s3://bucket/prefix`, pipelines/object_store.py),
+"""The lake on object storage (`LAKE_ROOT=s3://bucket/prefix`, pipelines/lake/object_store.py),
 against a local S3 server: moto's, started here from its PyPI package (no network, no
 Docker). The pull, the push ledger and the webhook compaction land there and read back equal
 to what was sent; files appear whole or not at all; a wrong setting is one line naming it."""
@@ -21,13 +21,12 @@ import demo
 from assets import cli, datahub, definitions
 from assets.resources import build_resources
 from demo.shop import generate_shop
-from pipelines import object_store
-from pipelines.lake import Lake
-from pipelines.landing import today
+from pipelines.lake import Lake, object_store
+from pipelines.pull.landing import today
 from pipelines.push.ledger import PUSHED, REJECTED, Ledger
-from pipelines.reconcile import reconcile
 from pipelines.settings import load_settings
 from pipelines.stream import Stream, connection_schema
+from pipelines.warehouse.reconcile import reconcile
 from pipelines.webhooks.compaction import compact, stale_days
 from pipelines.webhooks.inbox import Inbox
 from tests.pipelines.test_comment import workspace_id

@@ -14,7 +14,7 @@ import httpx
 import numpy as np
 
 from assets import comment, conversation, datahub
-from pipelines.landing import today
+from pipelines.pull.landing import today
 from pipelines.streams.comment import ACTIVITIES
 from pipelines.streams.conversation import MESSAGES
 from pipelines.streams.conversation.backups import backup_window

@@ -4,7 +4,7 @@ import threading
 
 import pytest
 
-from pipelines.paging import Page, PagingError, cursor_pages, first_page_holding, offset_pages
+from pipelines.pull.paging import Page, PagingError, cursor_pages, first_page_holding, offset_pages
 
 
 class ShiftingList:

@@ -11,7 +11,7 @@ import time
 from datetime import UTC, datetime, timedelta
 
 from assets.live import cells
-from pipelines.progress import TurnProgress
+from pipelines.pull.progress import TurnProgress
 from tests.pipelines.test_comment import workspace_id
 
 #: A control sequence of a terminal (colour, cursor movement).

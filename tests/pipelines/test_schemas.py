@@ -1,5 +1,5 @@
 """The mapping from a model's fields to Arrow columns, and rows filled from a model
-(pipelines/schemas.py), on small models of their own."""
+(pipelines/lake/schemas.py), on small models of their own."""
 
 from datetime import UTC, date, datetime
 from typing import Any, NotRequired
@@ -9,7 +9,7 @@ import pytest
 from typing_extensions import TypedDict
 
 from pipelines.clients.base import Model
-from pipelines.schemas import Day, Moment, arrow_fields, model_row
+from pipelines.lake.schemas import Day, Moment, arrow_fields, model_row
 
 #: The lake's date-time type, written out: a change to it must show here.
 MOMENT = pa.timestamp("us", tz="UTC")

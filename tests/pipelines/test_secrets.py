@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 from dagster._serdes import serialize_value
 
 from assets.sync import run_sync
-from pipelines.landing import today
+from pipelines.pull.landing import today
 
 #: The sandbox runs in this process (conftest.py): its own loggers are not the pipeline's.
 SANDBOX_LOGGERS = ("uvicorn", "sandbox")

@@ -1,6 +1,6 @@
 """Every stream's Arrow schema, written out: the lake holds files of these schemas, so a
 change to a client's model (`pipelines/clients/*.py`) that would change a stream's columns
-(`pipelines/schemas.py` derives most of them from the models) fails here first.
+(`pipelines/lake/schemas.py` derives most of them from the models) fails here first.
 
 Every column is nullable; the `options` struct's fields too."""
 
@@ -280,7 +280,7 @@ def test_every_stream_is_pinned():
 @pytest.mark.parametrize("relation", sorted(EXPECTED))
 def test_stream_schema(relation: str):
     """The declared columns, then `_extra`, last, where what the service sent beyond them is
-    kept (pipelines/drift.py)."""
+    kept (pipelines/lake/drift.py)."""
     stream: Stream = STREAMS[relation]
     expected = [*EXPECTED[relation], ("_extra", TEXT)]
     found = [(field.name, field.type, field.nullable) for field in stream.schema]

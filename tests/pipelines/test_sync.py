@@ -13,8 +13,8 @@ import pytest
 
 from assets import definitions
 from pipelines.lake import Lake
-from pipelines.reconcile import reconcile
 from pipelines.settings import load_settings
+from pipelines.warehouse.reconcile import reconcile
 from tests.pipelines.test_comment import workspace_id
 from tests.pipelines.test_warehouse import held_session
 

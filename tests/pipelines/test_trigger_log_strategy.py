@@ -12,8 +12,8 @@ import pytest
 from pipelines.clients.base import Connection
 from pipelines.clients.comment import LOGS_PAGE_LIMIT, CommentAutomation, CommentClient
 from pipelines.lake import Lake
-from pipelines.landed import Landed
-from pipelines.landing import Pull, Turn
+from pipelines.pull.landing import Pull, Turn
+from pipelines.pull.outcome import Landed
 from pipelines.streams.comment import TRIGGER_LOGS
 from pipelines.streams.comment.served import OutsideServedWindow
 from pipelines.streams.comment.trigger_logs import trigger_log_days
@@ -35,7 +35,7 @@ class Pulled:
 
 class Puller:
     """Runs the strategy for some days of one sandbox's workspace and lands what it yields
-    as the landing of a daily stream (`pipelines/landing.py`) does: each yielded day
+    as the landing of a daily stream (`pipelines/pull/landing.py`) does: each yielded day
     replaced, None kept, a day not yielded written empty. The service's day is the sandbox
     clock's."""
 

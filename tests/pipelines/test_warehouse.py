@@ -1,6 +1,6 @@
 """The warehouse's SQL folders: `sql/` and the ones `WAREHOUSE_SQL` lists
-(pipelines/warehouse.py, pipelines/settings.py), and its rebuild beside the file analysts have
-open."""
+(pipelines/warehouse/__init__.py, pipelines/settings.py), and its rebuild beside the file
+analysts have open."""
 
 import os
 import subprocess
@@ -14,14 +14,14 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from pipelines.catalog import WAREHOUSE_STREAMS, refresh_warehouse
 from pipelines.errors import SetupError
 from pipelines.lake import Lake
-from pipelines.landing import PulledStream
+from pipelines.pull.landing import PulledStream
 from pipelines.settings import load_settings
 from pipelines.stream import Stream, connection_schema
 from pipelines.streams.conversation import CHANNELS
 from pipelines.warehouse import LOCK_SUFFIX, SQL_DIR, Warehouse, WarehouseBusy, schema_order
+from pipelines.warehouse.relations import WAREHOUSE_STREAMS, refresh_warehouse
 
 ERP_ORDERS = Stream("erp", "orders", pa.schema([("id", pa.string()), ("total", pa.float64())]))
 #: An analyst's DuckDB session in a process of its own (DuckDB's locks are per process): it

@@ -12,9 +12,9 @@ from assets.checks import STREAM_CHECKS, WHOLE_STREAM_JOB
 from assets.partitions import daily
 from assets.resources import LakeResource
 from assets.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
-from pipelines.damaged import damaged_of
 from pipelines.lake import Lake
-from pipelines.landing import PulledStream, today
+from pipelines.pull.damaged import damaged_of
+from pipelines.pull.landing import PulledStream, today
 from pipelines.stream import connection_schema
 
 # Day-partitioned, as a stream's asset is, so its checks are too (`partitions_of`).

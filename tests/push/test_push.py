@@ -22,11 +22,10 @@ import httpx
 import pyarrow.parquet as pq
 
 from assets import datahub, push
+from assets.failures import EXIT_CODE
 from assets.resources import build_resources
-from assets.told import EXIT_CODE
 from demo import SQL_DIR as DEMO_SQL
 from demo.shop import SHOP_STREAMS, generate_shop, new_customer_id
-from pipelines.catalog import refresh_warehouse, warehouse_of
 from pipelines.clients.datahub import DataHubClient
 from pipelines.lake import Lake
 from pipelines.push import imports, send
@@ -35,6 +34,7 @@ from pipelines.push.plan import OUTBOUND, OUTCOMES, content_hash, row_key
 from pipelines.push.run import connection_failed, outbound_rows
 from pipelines.push.validation import moment, validate_record
 from pipelines.settings import load_settings
+from pipelines.warehouse.relations import refresh_warehouse, warehouse_of
 from sandbox.faults import FaultSpec
 from tests.pipelines.conftest import LiveSandbox
 from tests.pipelines.test_warehouse import held_session

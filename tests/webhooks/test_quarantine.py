@@ -12,8 +12,8 @@ import duckdb
 import pytest
 
 from pipelines import lake as lake_module
-from pipelines.catalog import refresh_warehouse
 from pipelines.lake import TEMPORARY_SUFFIX, Lake
+from pipelines.warehouse.relations import refresh_warehouse
 from pipelines.webhooks import compaction
 from pipelines.webhooks.compaction import (
     FILE_NAME,

@@ -26,7 +26,7 @@ from starlette.testclient import TestClient
 from assets import webhooks
 from assets.resources import LakeResource
 from pipelines.lake import Lake
-from pipelines.shared_store import StoreUnavailable
+from pipelines.state.shared_store import StoreUnavailable
 from pipelines.webhooks.compaction import compact
 from pipelines.webhooks.envelope import parse_envelope
 from pipelines.webhooks.events import Arrival

@@ -14,8 +14,8 @@ import pyarrow.compute as pc
 
 from pipelines.clients.base import Connection
 from pipelines.clients.comment import LOGS_MAX_DAYS, LOGS_PAGE_LIMIT, CommentClient
-from pipelines.footers import footers
 from pipelines.lake import Lake, file_day, file_stem
+from pipelines.lake.footers import footers
 from pipelines.stream import TIMESTAMP, Stream
 from pipelines.streams.comment import ACCOUNTS, DAILY_STATS, TRIGGER_LOGS
 from pipelines.transport import Transport
@@ -35,7 +35,7 @@ def day_end(day: date) -> datetime:
 @dataclass(frozen=True)
 class LandedDay:
     """One landed day file of a connection: its rows, and whether it was pulled after its
-    day ended (`pulled_at` in its metadata, `pipelines/landing.py`). A day pulled while it
+    day ended (`pulled_at` in its metadata, `pipelines/pull/landing.py`). A day pulled while it
     was still open holds what it had then, not the whole day."""
 
     rows: int
@@ -46,7 +46,7 @@ def closed_days(
     lake: Lake, stream: Stream, today: date, days: Collection[date] | None = None
 ) -> dict[tuple[str, date], LandedDay]:
     """The landed files of `stream`'s days before `today` (of `days` only, where given), by
-    (connection, day), from their footers (`pipelines/footers.py`). A file without `pulled_at`
+    (connection, day), from their footers (`pipelines/lake/footers.py`). A file without `pulled_at`
     is taken as not final: nothing says when it was pulled."""
     listed = [info for info in lake.listing(stream, days) if file_day(info.path) < today]
     found = {}

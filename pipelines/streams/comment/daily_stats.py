@@ -4,8 +4,8 @@ from collections.abc import Iterator
 from datetime import date
 
 from pipelines.clients.comment import STATS_MAX_DAYS, CommentAutomation, StatsDay
-from pipelines.landing import PulledStream, Turn
-from pipelines.schemas import arrow_fields, model_row
+from pipelines.lake.schemas import arrow_fields, model_row
+from pipelines.pull.landing import PulledStream, Turn
 from pipelines.stream import connection_schema
 from pipelines.streams.comment.served import served_since
 

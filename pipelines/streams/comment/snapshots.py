@@ -1,9 +1,9 @@
 """The comment service's snapshot streams, each read whole at every pull: each declared with
-its row function (`pipelines/landing.py`), which returns one connection's rows as plain dicts
+its row function (`pipelines/pull/landing.py`), which returns one connection's rows as plain dicts
 of the stream's schema, without the `connection` the landing adds.
 
 Where a stream's row copies a model, its columns are that model's fields (`arrow_fields`,
-`pipelines/schemas.py`): only the columns a row adds are written out here.
+`pipelines/lake/schemas.py`): only the columns a row adds are written out here.
 """
 
 import json
@@ -21,8 +21,8 @@ from pipelines.clients.comment import (
     TrendDay,
     WorkspaceInfo,
 )
-from pipelines.landing import PulledStream, Turn
-from pipelines.schemas import arrow_fields, model_row
+from pipelines.lake.schemas import arrow_fields, model_row
+from pipelines.pull.landing import PulledStream, Turn
 from pipelines.stream import connection_schema, described
 from pipelines.transport import ServiceError
 

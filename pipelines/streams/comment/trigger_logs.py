@@ -2,7 +2,7 @@
 
 The service lists the logs of its window newest first, by `page`/`limit`, with the list's
 `total` (`pipelines/clients/comment.py`); the lake keeps one file per UTC day, in that same
-newest-first order (`pipelines/lake.py`). A pull of a range of days goes one of three ways:
+newest-first order (`pipelines/lake/__init__.py`). A pull of a range of days goes one of three ways:
 
 - Nothing new: a range that ends today compares the lake's `Fingerprint` of its days
   (rows, newest id) with the first page's. Equal, every day is left as landed: one request.
@@ -39,8 +39,8 @@ from pipelines.clients.comment import (
     LogTable,
 )
 from pipelines.lake import Lake
-from pipelines.landing import PulledStream, Turn
-from pipelines.paging import Page, first_page_holding, offset_pages
+from pipelines.pull.landing import PulledStream, Turn
+from pipelines.pull.paging import Page, first_page_holding, offset_pages
 from pipelines.stream import connection_schema
 from pipelines.streams.comment.served import served_since
 

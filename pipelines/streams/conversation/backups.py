@@ -11,11 +11,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.clients.conversation import ConversationService
-from pipelines.csv_blocks import CsvFile, RecordTooLong, read_block, read_texts
-from pipelines.drift import cast_texts, extra_column, place, watched_table
 from pipelines.errors import DataRefused, ServiceRefused
 from pipelines.lake import Lake
-from pipelines.landing import PulledStream, Turn, pulled_at
+from pipelines.lake.drift import cast_texts, extra_column, place, watched_table
+from pipelines.pull.csv_blocks import CsvFile, RecordTooLong, read_block, read_texts
+from pipelines.pull.landing import PulledStream, Turn, pulled_at
 from pipelines.stream import EXTRA, TIMESTAMP, connection_schema, described
 
 #: The backup file's columns (the service documents no file format: sandbox/README.md). What
@@ -62,7 +62,7 @@ MESSAGE_SCHEMA = connection_schema(
     ]
 )
 
-#: Bytes of the backup file parsed at a time (`pipelines/csv_blocks.py`), and so the longest
+#: Bytes of the backup file parsed at a time (`pipelines/pull/csv_blocks.py`), and so the longest
 #: record the file may hold. Chat platforms cap a message at a few thousand characters;
 #: memory holds a few blocks.
 CSV_BLOCK_BYTES = 1 << 20
@@ -176,7 +176,7 @@ def land_backup(
     """Write the file's days to their partitions as it streams. The file is oldest first, so
     one day is in memory at a time; a day of the range without messages gets an empty file.
     A day equal to what is landed is not written again. `watch`: what each day's rows go
-    through first (their drift tallied, `pipelines/drift.py`)."""
+    through first (their drift tallied, `pipelines/lake/drift.py`)."""
     file = CsvFile(chunks, CSV_BLOCK_BYTES)
     landed = BackupLanded()
     wanted = set(days)

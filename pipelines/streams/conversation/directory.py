@@ -3,9 +3,9 @@
 from collections.abc import Iterator
 
 from pipelines.clients.conversation import Channel, ConversationService, Team, User
-from pipelines.landing import PulledStream, Turn
-from pipelines.paging import cursor_pages
-from pipelines.schemas import arrow_fields, model_row
+from pipelines.lake.schemas import arrow_fields, model_row
+from pipelines.pull.landing import PulledStream, Turn
+from pipelines.pull.paging import cursor_pages
 from pipelines.stream import connection_schema
 
 SERVICE = ConversationService.service

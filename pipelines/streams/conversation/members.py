@@ -23,8 +23,8 @@ from pipelines.clients.conversation import (
     Member,
 )
 from pipelines.lake import Lake
-from pipelines.landing import PulledStream, Turn
-from pipelines.schemas import arrow_fields, model_row
+from pipelines.lake.schemas import arrow_fields, model_row
+from pipelines.pull.landing import PulledStream, Turn
 from pipelines.stream import Stream, connection_schema, described
 from pipelines.streams.conversation.backups import MESSAGES
 from pipelines.transport import ServiceError

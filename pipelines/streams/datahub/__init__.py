@@ -1,14 +1,14 @@
 """The customer data hub's streams: what lands in the lake, and how.
 
 The clients' models (`pipelines/clients/datahub.py`) say what the service answers; each
-stream is declared (a `PulledStream`, `pipelines/landing.py`) beside what fetches it:
+stream is declared (a `PulledStream`, `pipelines/pull/landing.py`) beside what fetches it:
 `snapshots.py` (custom fields and broadcasts), `reports.py` (the daily broadcast reports)
 and `export.py` (members, through the export task). `checks.py` says what the checks
 compare; the assets (`assets/datahub.py`) only run these and report to Dagster.
 """
 
 from pipelines.clients.datahub import DataHub
-from pipelines.landing import PulledStream
+from pipelines.pull.landing import PulledStream
 from pipelines.streams.datahub.export import MEMBERS
 from pipelines.streams.datahub.reports import BROADCAST_REPORTS
 from pipelines.streams.datahub.snapshots import BROADCASTS, CUSTOM_FIELDS

@@ -12,7 +12,7 @@ from pipelines.streams.datahub.export import EXPORT_ROW_COUNT
 
 
 def pulled_at(lake: Lake, path: str) -> datetime | None:
-    """When a file's rows were pulled (`pulled_at`, written by `pipelines/landing.py`), or
+    """When a file's rows were pulled (`pulled_at`, written by `pipelines/pull/landing.py`), or
     None if the file does not say."""
     written = lake.read_metadata(path).get("pulled_at")
     return datetime.fromisoformat(written) if written else None

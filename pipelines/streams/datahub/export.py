@@ -12,10 +12,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.clients.datahub import DataHub, ExportResult
-from pipelines.csv_blocks import CsvFile, RecordTooLong, read_texts
-from pipelines.drift import cast_texts, extra_column
 from pipelines.errors import ServiceRefused
-from pipelines.landing import PulledStream, Turn, pulled_at
+from pipelines.lake.drift import cast_texts, extra_column
+from pipelines.pull.csv_blocks import CsvFile, RecordTooLong, read_texts
+from pipelines.pull.landing import PulledStream, Turn, pulled_at
 from pipelines.stream import CONNECTION, EXTRA, described
 from pipelines.transport import TruncatedBody
 
@@ -74,7 +74,7 @@ _PROFILE_NOTES = {
 EXPORT_COLUMNS = ("member_id", *MEMBER_TEXT_COLUMNS)
 #: Rows written at a time (a row group): memory is bounded by this, not by the export.
 EXPORT_BATCH_ROWS = 50_000
-#: Bytes of the file parsed at a time (`pipelines/csv_blocks.py`), and so the longest record
+#: Bytes of the file parsed at a time (`pipelines/pull/csv_blocks.py`), and so the longest record
 #: it may hold: the spec bounds none of the profile's texts; a megabyte holds the longest
 #: address many times over.
 EXPORT_BLOCK_BYTES = 1 << 20
@@ -93,7 +93,7 @@ def member_batches(chunks: Iterator[bytes], connection: str) -> Iterator[pa.Tabl
     """The export CSV (UTF-8, header row, null as empty: the sandbox's choice) as tables of
     the members schema, EXPORT_BATCH_ROWS at a time. Columns are found by header name; a
     column the schema does not know, one it lacks and a value that does not read as its
-    column's type go to `_extra` (`pipelines/drift.py`). Bytes that are not UTF-8 are read
+    column's type go to `_extra` (`pipelines/lake/drift.py`). Bytes that are not UTF-8 are read
     as U+FFFD, as the transport reads them in JSON (`pipelines/transport/`)."""
     file = CsvFile(chunks, EXPORT_BLOCK_BYTES)
     header = file.header

@@ -10,10 +10,10 @@ from datetime import date, timedelta
 import pyarrow as pa
 
 from pipelines.clients.datahub import REPORT_MAX_DAYS, Broadcast, BroadcastReport, DataHub
-from pipelines.drift import extra_of
 from pipelines.lake import Lake
-from pipelines.landing import PulledStream, Turn
-from pipelines.schemas import arrow_fields, model_row
+from pipelines.lake.drift import extra_of
+from pipelines.lake.schemas import arrow_fields, model_row
+from pipelines.pull.landing import PulledStream, Turn
 from pipelines.stream import CONNECTION, EXTRA, described
 
 

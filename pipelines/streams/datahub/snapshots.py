@@ -8,8 +8,8 @@ from collections.abc import Iterator
 import pyarrow as pa
 
 from pipelines.clients.datahub import Broadcast, CustomField, DataHub
-from pipelines.landing import PulledStream, Turn
-from pipelines.schemas import arrow_fields, model_row
+from pipelines.lake.schemas import arrow_fields, model_row
+from pipelines.pull.landing import PulledStream, Turn
 from pipelines.stream import CONNECTION, EXTRA
 
 

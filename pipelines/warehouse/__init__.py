@@ -62,7 +62,11 @@ from pathlib import Path, PurePosixPath
 import duckdb
 import pyarrow as pa
 
-from pipelines.closed_days import (
+from pipelines.errors import Busy, SetupError, Unavailable, first_line
+from pipelines.lake import Lake, sql_literal
+from pipelines.lake.held_files import held, held_while_written, remove_unless_held
+from pipelines.stream import Stream
+from pipelines.warehouse.closed_days import (
     OPEN_DAYS,
     Built,
     Listing,
@@ -75,13 +79,9 @@ from pipelines.closed_days import (
     recorded,
     source_of,
 )
-from pipelines.closed_days import SCHEMA as COPIES
-from pipelines.errors import Busy, SetupError, Unavailable, first_line
-from pipelines.held_files import held, held_while_written, remove_unless_held
-from pipelines.lake import Lake, sql_literal
-from pipelines.stream import Stream
+from pipelines.warehouse.closed_days import SCHEMA as COPIES
 
-SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
+SQL_DIR = Path(__file__).resolve().parents[2] / "sql"
 #: The schemas built after all others, in this order: `sync` (the push's ledger), `outbound`
 #: (what the push sends: reads the sources and the ledger), `marts` (reads them all). Every
 #: other schema is a source (a service's streams, a user's own tables) and comes first.
@@ -377,7 +377,7 @@ class Warehouse:
 
     def _sweep_killed_builds(self) -> None:
         """Remove what builds killed half way left beside the file. A build holds its
-        `.held` file while it lives (`pipelines/held_files.py`), and makes it before any
+        `.held` file while it lives (`pipelines/lake/held_files.py`), and makes it before any
         other, so files of a build whose `.held` is gone, or no longer held, are leftovers."""
         builds: dict[str, list[Path]] = {}
         for found in self.path.parent.glob(f".{self.path.name}.*"):

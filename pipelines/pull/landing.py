@@ -6,7 +6,7 @@ part of a run: its client, the lake, the run's days, the clock, where to log) an
 the connection's rows: for a snapshot stream its rows (plain dicts of the stream's Arrow
 schema, or Arrow tables, without `connection`), for a daily stream each day with its rows.
 `land` runs it for every connection at once, adds the `connection` column, writes the files
-atomically and returns what it landed (`pipelines/landed.py`). The Dagster layer makes one
+atomically and returns what it landed (`pipelines/pull/outcome.py`). The Dagster layer makes one
 asset of each declaration (`assets/factory.py`).
 """
 
@@ -20,8 +20,8 @@ from typing import Any
 from pipelines.clients.base import Connection, Service
 from pipelines.clients.failures import each_connection
 from pipelines.lake import Lake
-from pipelines.landed import Landed, Rows
-from pipelines.progress import TurnProgress, turn_started
+from pipelines.pull.outcome import Landed, Rows
+from pipelines.pull.progress import TurnProgress, turn_started
 from pipelines.stream import Stream
 from pipelines.transport import Transport
 
@@ -101,7 +101,7 @@ class Turn:
     #: More metadata of the connection's file(s): a row function sets it before it
     #: returns its rows.
     file_metadata: dict[str, str] = field(default_factory=dict)
-    #: How far the turn is, for a live display (`pipelines/progress.py`).
+    #: How far the turn is, for a live display (`pipelines/pull/progress.py`).
     progress: TurnProgress = field(default_factory=TurnProgress)
 
     @property

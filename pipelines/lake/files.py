@@ -1,5 +1,5 @@
 """An object-store lake's pyarrow filesystem as DuckDB reads fsspec ones (`LakeFiles`): how this
-process's DuckDB reads a lake on an object store (`pipelines/object_store.py`). A module of
+process's DuckDB reads a lake on an object store (`pipelines/lake/object_store.py`). A module of
 its own so that only such a lake imports fsspec, which slows every command's start
 (bench: peer)."""
 
@@ -11,7 +11,7 @@ import io
 import pyarrow.fs as pafs
 from fsspec.implementations.arrow import ArrowFSWrapper
 
-from pipelines.object_store import READ_OBJECTS, SCHEMES
+from pipelines.lake.object_store import READ_OBJECTS, SCHEMES
 
 
 class LakeFiles(ArrowFSWrapper):

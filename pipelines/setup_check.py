@@ -3,7 +3,7 @@ connection (the cheapest read each service documents), the lake written to, the 
 store reached, the webhook receiver's secret and the AI agent's settings present and the
 alerts' destinations
 (`ALERT_URLS`: off where unset) well formed, each with ok or the reason and what to do
-(`pipelines/clients/failures.py`, `pipelines/object_store.py`)."""
+(`pipelines/clients/failures.py`, `pipelines/lake/object_store.py`)."""
 
 from __future__ import annotations
 
@@ -22,11 +22,11 @@ from pipelines.agent.reply import REPLY_VARIABLE, deadline_of, load_function
 from pipelines.clients.base import Service
 from pipelines.clients.comment import CommentClient
 from pipelines.clients.failures import isolated
-from pipelines.damaged import FOLDER, REASON_SUFFIX
 from pipelines.errors import SetupError, SyncError
 from pipelines.lake import Lake
-from pipelines.object_store import lake_fault
-from pipelines.shared_store import STORE_VARIABLE, Postgres, first_line, shown, store_url
+from pipelines.lake.object_store import lake_fault
+from pipelines.pull.damaged import FOLDER, REASON_SUFFIX
+from pipelines.state.shared_store import STORE_VARIABLE, Postgres, first_line, shown, store_url
 from pipelines.transport import CallStats, Transport
 from pipelines.webhooks.receiver import SECRET_VARIABLE
 
@@ -151,7 +151,7 @@ def check_alerts() -> Checked:
 def check_lake(root: str) -> Checked:
     """The lake: its store answers, a small file can be written there and removed (a full
     disk, a store that refuses writes, a key that may only read fail here), and no damaged
-    file lies set aside (`pipelines/damaged.py`), which is a warning. A probe a killed check
+    file lies set aside (`pipelines/pull/damaged.py`), which is a warning. A probe a killed check
     left behind is removed."""
     try:
         lake = Lake(root)

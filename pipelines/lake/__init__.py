@@ -30,8 +30,8 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pydantic
 
-from pipelines import object_store
-from pipelines.held_files import held_while_written, remove_unless_held
+from pipelines.lake import object_store
+from pipelines.lake.held_files import held_while_written, remove_unless_held
 from pipelines.stream import EXTRA, Stream
 
 CONNECTION_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
@@ -103,7 +103,7 @@ def verified_lake(root: str | os.PathLike[str]) -> Lake:
 
 
 class Lake:
-    """The lake at a local folder or on an object store (`pipelines/object_store.py`): one
+    """The lake at a local folder or on an object store (`pipelines/lake/object_store.py`): one
     pyarrow filesystem and a root in it, the same layout and promises on both. A file is
     named by its path in that filesystem (`path`, `files`)."""
 
@@ -296,7 +296,7 @@ class Lake:
         config: dict[str, object] | None = None,
     ) -> duckdb.DuckDBPyConnection:
         """A DuckDB connection that reads the lake's `relation()`s and the warehouse's views
-        over them: on an object store, through the lake's filesystem (`pipelines/lake_files.py`).
+        over them: on an object store, through the lake's filesystem (`pipelines/lake/files.py`).
         `spill`: keep to `SPILL_SETTINGS`' memory, for a query that aggregates the history;
         `config`: other settings, spilling to the same folder unless they name one."""
         if spill:
@@ -305,7 +305,7 @@ class Lake:
             config = {**config, "temp_directory": object_store.temporary_folder()}
         con = duckdb.connect(database, read_only=read_only, config=config or {})
         if not self.place.local:
-            from pipelines.lake_files import LakeFiles  # fsspec: for a lake on a store only
+            from pipelines.lake.files import LakeFiles  # fsspec: for a lake on a store only
 
             con.register_filesystem(LakeFiles(self.fs))
         return con

@@ -10,7 +10,7 @@ snapshot, the next sync otherwise.
 
 How deep a file is read depends on the reader:
 - footers only, of every file, before a sync chooses its range (cheap: one small read each);
-- every page, checksums verified (pipelines/lake.py writes them), of the files a run is
+- every page, checksums verified (pipelines/lake/__init__.py writes them), of the files a run is
   about to land or merge, of every file when a query of the warehouse fails, and of every
   file in the check `files_readable`, which sets aside what it finds like any reader.
 
@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 
 from pipelines.errors import first_line
 from pipelines.lake import Lake, file_day
-from pipelines.landing import served_days, today
+from pipelines.pull.landing import served_days, today
 from pipelines.stream import Stream
 
 FOLDER = "_damaged"

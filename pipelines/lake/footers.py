@@ -5,7 +5,7 @@ kept on an object store.
 
 Kept in `<lake>/_footers/<service>/<stream>.parquet`: each file's path in the lake, its size
 and when it was last written as the listing shows them, its rows and its `pulled_at`
-(`pipelines/landing.py`). A listed file whose size and time both match is taken from there
+(`pipelines/pull/landing.py`). A listed file whose size and time both match is taken from there
 (rsync's quick check); any other's footer is read. An object store keeps whole
 seconds, so a day file written again within the second of its last write, to the same size
 to the byte, would be taken as unchanged until it is written again. The file is only a

@@ -15,9 +15,9 @@ wall clock), across hosts the Postgres server's. A stored moment further ahead t
 it is taken as now, never slept on.
 
 The store (`SYNC_BUDGET_STORE`, else the deployment's `SYNC_STORE`,
-`pipelines/shared_store.py`):
+`pipelines/state/shared_store.py`):
 
-- unset: `budget.sqlite3` in this host's state folder (`pipelines/local_data.py`), so every
+- unset: `budget.sqlite3` in this host's state folder (`pipelines/state/local_data.py`), so every
   process of the host that uses a key shares its budget, whatever its lake;
 - a file path: that SQLite file (every process of the host that uses a key must name the
   same file; not on a network file system, whose locks SQLite cannot trust);
@@ -43,11 +43,11 @@ from typing import Protocol
 from urllib.parse import urlsplit
 
 from pipelines.errors import SetupError
-from pipelines.local_data import host_dir
-from pipelines.shared_store import (
+from pipelines.state.local_data import host_dir
+from pipelines.state.shared_store import (
     STORE_VARIABLE as SHARED_VARIABLE,
 )
-from pipelines.shared_store import (
+from pipelines.state.shared_store import (
     Postgres,
     StoreUnavailable,
     is_postgres,
@@ -93,7 +93,7 @@ def _unavailable(location: str, exc: BaseException) -> StoreUnavailable:
 
 def budget_location(env: Mapping[str, str] | None = None) -> str:
     """`SYNC_BUDGET_STORE`, else `SYNC_STORE`, else `budget.sqlite3` in this host's state
-    folder (`pipelines/local_data.py`): one budget per key and host, whatever the lake."""
+    folder (`pipelines/state/local_data.py`): one budget per key and host, whatever the lake."""
     env = os.environ if env is None else env
     chosen = env.get(STORE_VARIABLE, "").strip()
     if chosen:

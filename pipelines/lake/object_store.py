@@ -11,7 +11,7 @@ reach a log, metadata or a file.
 DuckDB reads a local lake itself. Its `httpfs` extension, which reads S3, is downloaded at
 its first use, and cannot be where there is no network; so in this process DuckDB reads an
 object store through the same pyarrow filesystem, registered with it as an fsspec one
-(`pipelines/lake_files.py`). An analyst's DuckDB with `httpfs` reads the same views without
+(`pipelines/lake/files.py`). An analyst's DuckDB with `httpfs` reads the same views without
 it (docs/deployment.md).
 """
 
@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from pipelines.errors import SetupError, Unavailable
-from pipelines.problems import refuse_keys
+from pipelines.mistakes import refuse_keys
 
 SCHEMES = ("s3",)
 ENDPOINT_VARIABLES = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")

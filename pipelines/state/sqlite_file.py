@@ -1,6 +1,6 @@
 """A durable SQLite file shared by the threads of one process: the inboxes' local form
 (`pipelines/inbox/storage.py`: `SQLiteInbox`), as `Postgres`
-(`pipelines/shared_store.py`) is their shared one.
+(`pipelines/state/shared_store.py`) is their shared one.
 
 One connection, its statements serialised by a lock (SQLite has one writer anyway, and a
 Python lock queues fairly where SQLite's busy handler would sleep). WAL, and
@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from pipelines.errors import Damaged, SetupError
-from pipelines.shared_store import StoreUnavailable, unavailable
+from pipelines.state.shared_store import StoreUnavailable, unavailable
 
 #: What SQLite says of a file that is not, or no longer, a whole database.
 DAMAGED_WORDS = ("file is not a database", "malformed")

@@ -1,5 +1,5 @@
 """The closed days of the product's daily streams as tables of the warehouse file, and the
-record of what a warehouse file holds (`Built`). pipelines/warehouse.py says why and when.
+record of what a warehouse file holds (`Built`). pipelines/warehouse/__init__.py says why and when.
 
 A day is closed once landings no longer rewrite it: before the last `OPEN_DAYS` days (today
 and yesterday, what the hourly schedules land). Its rows are copied into
@@ -21,9 +21,9 @@ from pathlib import Path, PurePosixPath
 import duckdb
 import pyarrow as pa
 
-from pipelines.damaged import unreadable
 from pipelines.errors import Damaged
 from pipelines.lake import DAILY_READ, Lake, file_day, file_schema, sql_literal
+from pipelines.pull.damaged import unreadable
 from pipelines.stream import Stream
 
 #: The days up to today whose files a view reads from the lake at each query.
@@ -225,7 +225,7 @@ _rendering = threading.Lock()
 
 class DamagedCopy(Damaged):
     """A closed day's file whose pages do not read: the build stops before copying it, and
-    its caller sets the file aside (`pipelines/catalog.py`)."""
+    its caller sets the file aside (`pipelines/warehouse/relations.py`)."""
 
     def __init__(self, stream: Stream, path: str, reason: str, uri: str) -> None:
         super().__init__(f"{uri}: {reason}")
@@ -255,7 +255,7 @@ def copy_closed_days(
         for path in (p for day in fresh for p in listing.files[day]):
             # DuckDB reads pages without their checksums: a damaged one would be copied as
             # wrong values, for good. The build fails naming the file, which its caller sets
-            # aside (`pipelines/catalog.py`).
+            # aside (`pipelines/warehouse/relations.py`).
             if (reason := unreadable(lake, path, pages=True)) is not None:
                 raise DamagedCopy(stream, path, reason, lake.uri(path))
         files = ", ".join(sql_literal(lake.uri(p)) for day in fresh for p in listing.files[day])

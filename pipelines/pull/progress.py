@@ -2,7 +2,7 @@
 connection, the days done of the days asked, the rows landed, and its calls (pages, requests,
 seconds waited for the key's rate budget: its own `CallStats`, which add to the run's).
 
-The landing (`pipelines/landing.py`) keeps a `TurnProgress` for each connection's turn. Where
+The landing (`pipelines/pull/landing.py`) keeps a `TurnProgress` for each connection's turn. Where
 a display watches (`watching`: the command line on a terminal, `assets/live.py`), each is also
 put on the display's `Board`, which the display reads at each refresh. Nothing is sent
 anywhere: the command line lands in its own process (its Dagster runs too, with

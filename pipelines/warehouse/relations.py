@@ -8,8 +8,11 @@ import duckdb
 from pipelines.activities import state as activities_state
 from pipelines.activities.state import CHANGES as ACTIVITY_CHANGES
 from pipelines.agent.compaction import STREAMS as AGENT_STREAMS
-from pipelines.closed_days import DamagedCopy
-from pipelines.damaged import (
+from pipelines.errors import first_line
+from pipelines.lake import Lake
+from pipelines.lake.object_store import disk_refusal, lake_fault
+from pipelines.lake.run_history import RUNS
+from pipelines.pull.damaged import (
     LANDED_AGAIN,
     SetAside,
     lands_again,
@@ -17,12 +20,9 @@ from pipelines.damaged import (
     set_aside_damaged,
     unreadable,
 )
-from pipelines.errors import first_line
-from pipelines.lake import Lake
-from pipelines.object_store import disk_refusal, lake_fault
-from pipelines.run_history import RUNS
-from pipelines.streams import comment, conversation, datahub, sync
+from pipelines.streams import comment, conversation, datahub, pushed
 from pipelines.warehouse import Warehouse, WarehouseUnavailable, Written
+from pipelines.warehouse.closed_days import DamagedCopy
 from pipelines.webhooks.compaction import WEBHOOK_EVENTS, WEBHOOK_QUARANTINE
 
 #: The streams the pull lands, service by service.
@@ -30,10 +30,10 @@ PULLED = [*comment.STREAMS, *conversation.STREAMS, *datahub.STREAMS]
 #: Every stream the product defines, so `sql/` may name it as a source: pulled streams, the
 #: push ledger, the runs' history, the webhook events and the ones the lake could not
 #: represent, the AI agent's turns and the activities' apply log. The SQL of
-#: `WAREHOUSE_SQL` may also name streams written by others (pipelines/warehouse.py).
+#: `WAREHOUSE_SQL` may also name streams written by others (pipelines/warehouse/__init__.py).
 WAREHOUSE_STREAMS = [
     *PULLED,
-    *sync.STREAMS,
+    *pushed.STREAMS,
     RUNS,
     WEBHOOK_EVENTS,
     WEBHOOK_QUARANTINE,
@@ -62,7 +62,7 @@ def refresh_warehouse(
     """Bring the views up to date and say what happened. `written`: what a landing wrote,
     where the caller knows it (nothing else is looked at when the views show it already;
     `Warehouse.refresh`). Sessions open on the file do not
-    stop it (pipelines/warehouse.py); when it truly cannot be done, `WarehouseBusy` (a
+    stop it (pipelines/warehouse/__init__.py); when it truly cannot be done, `WarehouseBusy` (a
     session's unsaved changes) or `WarehouseUnavailable` (the lake or the disk failing) says
     what to do, and callers fail with it rather than leave views behind the lake unnoticed."""
     warehouse = warehouse_of(lake_root, warehouse_path, extra_sql)
@@ -86,7 +86,7 @@ def refresh_warehouse(
                     raise
                 damaged += found
         if damaged:
-            done = (done or UP_TO_DATE) + "; " + said(damaged)
+            done = (done or UP_TO_DATE) + "; " + damaged_note(damaged)
     except (OSError, duckdb.IOException) as error:
         raise WarehouseUnavailable(
             environment_fault(error, str(lake_root), Path(warehouse_path))
@@ -135,13 +135,13 @@ def set_aside_damaged_files(lake: Lake) -> list[SetAside]:
     not set aside but refused (`sync.refuse_if_damaged`): no run can make them again; nor
     the activities' apply log's, which alone says which activities are managed
     (`activities_state.refuse_if_damaged`)."""
-    sync.refuse_if_damaged(lake)
+    pushed.refuse_if_damaged(lake)
     activities_state.refuse_if_damaged(lake)
-    remade = [s for s in WAREHOUSE_STREAMS if s not in (sync.PUSHED, ACTIVITY_CHANGES)]
+    remade = [s for s in WAREHOUSE_STREAMS if s not in (pushed.PUSHED, ACTIVITY_CHANGES)]
     return [f for s in remade for f in set_aside_damaged(lake, s, pages=True)]
 
 
-def said(damaged: Sequence[SetAside]) -> str:
+def damaged_note(damaged: Sequence[SetAside]) -> str:
     """What a run that set files aside says: each file, what it held, and when it lands."""
     again = f"; {LANDED_AGAIN}" if any(f.lands_again for f in damaged) else ""
     return f"damaged file(s) set aside: {'; '.join(str(f) for f in damaged)}{again}"

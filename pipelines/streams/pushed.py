@@ -4,9 +4,9 @@ written by the push (`pipelines/push/ledger.py`)."""
 
 import pyarrow as pa
 
-from pipelines.damaged import damaged_files
 from pipelines.errors import Damaged
 from pipelines.lake import Lake
+from pipelines.pull.damaged import damaged_files
 from pipelines.stream import TIMESTAMP, Stream
 
 PUSHED = Stream(

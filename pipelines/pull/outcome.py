@@ -11,8 +11,8 @@ from datetime import date
 import pyarrow as pa
 
 from pipelines.clients.base import Connection, Service
-from pipelines.drift import Drift, place, watched_rows
 from pipelines.lake import Lake, file_day, file_stem
+from pipelines.lake.drift import Drift, place, watched_rows
 from pipelines.stream import Stream
 from pipelines.transport import CallStats
 
@@ -35,7 +35,7 @@ class Landed:
     #: Connections that failed, each with what went wrong and what to do
     #: (`pipelines/clients/failures.py`); the others landed.
     failed: dict[str, str] = field(default_factory=dict)
-    #: What the landed rows held that the stream's schema does not (`pipelines/drift.py`).
+    #: What the landed rows held that the stream's schema does not (`pipelines/lake/drift.py`).
     drift: Drift = field(default_factory=Drift)
 
     @property
@@ -81,7 +81,7 @@ class Landed:
         self, rows: Rows, service: Service, stream: Stream, connection: str
     ) -> Iterator[dict | pa.Table]:
         """`rows` of one connection as the lake takes them: with their `connection`, their
-        drift tallied and kept as the stream's contract says (`pipelines/drift.py`)."""
+        drift tallied and kept as the stream's contract says (`pipelines/lake/drift.py`)."""
         return self.watched(with_connection(rows, connection), service, stream, connection)
 
     def watched(

@@ -28,7 +28,7 @@ def failure(error: SyncError) -> dg.Failure:
     )
 
 
-def told(step: Step) -> Step:
+def tells_errors(step: Step) -> Step:
     """`step`, failing with `failure(error)` where it raises a `SyncError`. Dagster reads
     the wrapped function's parameters (`functools.wraps`)."""
 

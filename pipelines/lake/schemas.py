@@ -13,7 +13,7 @@ fields is typed once: in the model (`pipelines/clients/*.py`). The mapping:
 - `X | None` and `NotRequired[X]` -> X's type.
 
 A field's description (its attribute docstring, `descriptions`) goes with its column, in the
-Arrow field's metadata (`DESCRIPTION`, `pipelines/lake.py`), for the catalog to show.
+Arrow field's metadata (`DESCRIPTION`, `pipelines/lake/__init__.py`), for the catalog to show.
 
 Every column is nullable, a field the service always sends too: the lake's files have always
 been written so, and a Parquet column's nullability is part of its type.
@@ -44,7 +44,7 @@ from typing import (
 import pyarrow as pa
 import pydantic
 
-from pipelines.drift import extra_of
+from pipelines.lake.drift import extra_of
 from pipelines.stream import DESCRIPTION, EXTRA, TIMESTAMP
 
 #: A date-time the service writes as ISO 8601 text. The model keeps the text (a time without
@@ -155,7 +155,7 @@ def arrow_type(hint: Any) -> pa.DataType:
     elif isinstance(hint, type) and issubclass(hint, pydantic.BaseModel):
         # The catalog describes top-level columns only.
         return pa.struct([field.remove_metadata() for field in arrow_fields(hint)])
-    raise TypeError(f"no Arrow type for {hint!r} (pipelines/schemas.py)")
+    raise TypeError(f"no Arrow type for {hint!r} (pipelines/lake/schemas.py)")
 
 
 def _is_json(hint: Any) -> bool:
@@ -174,7 +174,7 @@ def model_row(
     """The columns among `fields` that `record`'s model declares, filled from it as
     `arrow_fields` maps them: date-time text parsed, a dict or a list of them as JSON text, a
     nested model as a struct; and `_extra`, what the record holds beyond them
-    (`pipelines/drift.py`), where `fields` has it and `extra` (False for a part of a row
+    (`pipelines/lake/drift.py`), where `fields` has it and `extra` (False for a part of a row
     whose whole record gives it). The other columns are left to the caller."""
     declared = type(record).model_fields
     row = {
