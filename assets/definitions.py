@@ -134,17 +134,31 @@ def _jobs() -> dict:
 JOBS = _jobs()
 
 
-def _recent_days_schedule(service: str, cron: str) -> dg.ScheduleDefinition:
-    """The hourly run of a service's daily streams, for the days the one day policy gives
+#: Minutes past the hour each service's day-partitioned streams are pulled at: every hour
+#: where they are declared `hourly`, else once a day at that minute past 23:00 (UTC), late
+#: in the day.
+MINUTE_PAST = {"comment": 5, "conversation": 10, "datahub": 30}
+
+
+def _days_schedule(service: str) -> dg.ScheduleDefinition:
+    """The run of a service's day-partitioned streams (its `<service>_daily` job), every hour
+    where the declarations say `hourly`, else daily, for the days the one day policy gives
     (`pipelines/stream_run.days_to_sync`): yesterday and today, from further back where the
     lake misses a day the service still serves. The days are the tick's own, so a tick
-    evaluated late (the daemon was down) still pulls its hour's days."""
+    evaluated late (the daemon was down) still pulls its own days."""
     job_name = f"{service}_daily"
     streams = [s for s in PULLED if s.service == service and s.partitioned]
+    cadence = {s.hourly for s in streams}
+    if len(cadence) > 1:
+        raise ValueError(
+            f"{service}: its day-partitioned streams are one job; declare all or none `hourly`"
+        )
+    hourly = cadence.pop()
+    minute = MINUTE_PAST[service]
 
     @dg.schedule(
-        name=f"{job_name}_hourly",
-        cron_schedule=cron,
+        name=f"{job_name}_hourly" if hourly else f"{job_name}_schedule",
+        cron_schedule=f"{minute} * * * *" if hourly else f"{minute} 23 * * *",
         job_name=job_name,
         execution_timezone="UTC",
         default_status=dg.DefaultScheduleStatus.RUNNING,
@@ -176,14 +190,10 @@ def _recent_days_schedule(service: str, cron: str) -> dg.ScheduleDefinition:
 def _schedules() -> list[dg.ScheduleDefinition]:
     """Regular operation: on as soon as the daemon runs (`dagster dev` starts one)."""
     return [
-        _recent_days_schedule("comment", "5 * * * *"),
-        _recent_days_schedule("conversation", "10 * * * *"),
-        # Broadcast reports are a daily snapshot: late in the day, once.
-        dg.build_schedule_from_partitioned_job(
-            JOBS["datahub_daily"],
-            hour_of_day=23,
-            minute_of_hour=30,
-            default_status=dg.DefaultScheduleStatus.RUNNING,
+        *(
+            _days_schedule(service)
+            for service in SERVICES
+            if any(s.service == service and s.partitioned for s in PULLED)
         ),
         dg.ScheduleDefinition(
             name=f"{WHOLE_STREAM_JOB}_daily",

@@ -1,17 +1,18 @@
 """`python -m bench.in_dagster WHAT OUT …`: a bare floor (`bench/bare.py`, the same
 arguments) run as the body of one Dagster asset, materialized in this process on a throwaway
-instance as `python -m pipelines sync` materializes its assets: what Dagster itself adds to a
-pull, with nothing of the product's in the process.
+instance as `python -m pipelines sync` materializes its assets where `DAGSTER_HOME` is set
+(without it, the sync runs no Dagster run at all): what Dagster itself adds to a pull, with
+nothing of the product's in the process.
 
-Dagster is used as the pipeline uses it (`assets/sync.py`), so that the figure is the part of
-the pipeline's time that no change of ours can remove:
+Dagster is used as the pipeline's Dagster runs use it (`assets/sync.py`, `in_dagster`), so
+that the figure is the part of such a run's time that no change of ours can remove:
 
 - a daily work (trigger logs `--days D`, the message backup) is a daily-partitioned asset
   materialized over the same D days in one run, a materialization recorded per day, as the
   pipeline's single-run backfills are; the other works are one unpartitioned asset;
 - the console logs at `SYNC_LOG_LEVEL` (the benchmark's: WARNING), results stay in memory (no
   IO manager's files), and the planned materializations of a range are one event
-  (`PLANNED_AS_ONE_EVENT` in `assets/sync.py`);
+  (`PLANNED_AS_ONE_EVENT`, below);
 - the process starts and ends as the product's command does (`pipelines/__main__.py`): the
   cyclic collector held off while the imports run, then their objects frozen out of it, and
   the process ended after its exit handlers, without the interpreter's teardown.
@@ -55,7 +56,8 @@ gc.freeze()
 gc.enable()
 warnings.filterwarnings("ignore", category=dg.BetaWarning)  # as `assets/__init__.py`
 
-#: Dagster's switch the pipeline's throwaway instance sets (`assets/sync.py`).
+#: Dagster's switch for one "materialization planned" event per run, not one per partition:
+#: the floor is Dagster at its cheapest.
 PLANNED_AS_ONE_EVENT = "DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS"
 #: The floors whose days are daily partitions in the pipeline.
 DAILY = {"trigger_logs", "messages_backup"}

@@ -26,8 +26,9 @@ sandbox's truth (rows landed, and distinct ids for trigger logs, in the warehous
 DuckDB, counted by the bare loop or in the file it downloaded): a contender that fetched
 nothing or too much fails the figure (exit code 1) and cannot win. Over several rounds the
 order rotates (the works, and the contenders within each), and the table shows medians, the
-ratios of the medians, and the issue's targets beside them. The pipeline runs with Dagster's
-throwaway instance, as cron runs it (no `DAGSTER_HOME`).
+ratios of the medians, and the issue's targets beside them. The pipeline runs as cron runs
+it, without `DAGSTER_HOME`: it lands in its own process with no Dagster run
+(`pipelines/stream_run.py`).
 
 dlt comes from the `bench` dependency group (`make bench` installs it; `make test` does not).
 """

@@ -2,9 +2,11 @@
 range and the hourly schedules take the same days. Yesterday and today on a synced lake, from
 the oldest day a connection lacks otherwise, the whole served window on an empty lake."""
 
+from dataclasses import replace
 from datetime import UTC, datetime, time, timedelta
 
 import dagster as dg
+import pytest
 
 from assets.definitions import defs
 from assets.partitions import daily
@@ -76,3 +78,19 @@ def test_a_tick_whose_lake_cannot_be_read_still_asks_for_yesterday_and_today(
         (on - timedelta(days=1)).isoformat(),
         str(on),
     )
+
+
+def test_a_services_schedule_follows_its_streams_declared_cadence(monkeypatch):
+    """Hourly where the declarations say so, daily otherwise; a service whose day-partitioned
+    streams disagree (one job for all) is refused when the code location loads."""
+    from assets import definitions
+
+    assert definitions._days_schedule("datahub").cron_schedule == "30 23 * * *"
+    hourly_reports = [replace(s, hourly=True) if s.service == "datahub" else s for s in PULLED]
+    monkeypatch.setattr(definitions, "PULLED", hourly_reports)
+    schedule = definitions._days_schedule("datahub")
+    assert (schedule.name, schedule.cron_schedule) == ("datahub_daily_hourly", "30 * * * *")
+    one_daily = [replace(s, hourly=False) if s is STREAMS[0] else s for s in PULLED]
+    monkeypatch.setattr(definitions, "PULLED", one_daily)
+    with pytest.raises(ValueError, match="declare all or none `hourly`"):
+        definitions._days_schedule("comment")
