@@ -19,18 +19,8 @@ from functools import partial
 
 import duckdb
 
-from assets import activities
+from assets import activities_command
 from assets.live import display_wanted, live_progress
-from assets.sync import (
-    dagster_instance,
-    failure_code,
-    failure_reason,
-    refreshed,
-    run_sync,
-    select_streams,
-    selectable,
-    unknown_names,
-)
 from pipelines.clients import conversation
 from pipelines.clients.datahub import SUBMIT_OPERATIONS
 from pipelines.errors import SyncError
@@ -39,6 +29,13 @@ from pipelines.lake.object_store import lake_fault
 from pipelines.mistakes import misnamed
 from pipelines.pull.damaged import missing
 from pipelines.settings import Settings, load_settings
+from pipelines.sync import (
+    refreshed,
+    select_streams,
+    selectable,
+    shared_instance,
+    unknown_names,
+)
 from pipelines.warehouse.relations import PULLED, damaged_note, set_aside_damaged_files
 
 
@@ -97,6 +94,7 @@ def run_push_command(
     from assets import push
     from assets.console import LOGGERS, console_config
     from assets.resources import build_resources
+    from assets.sync import dagster_instance, failure_code, failure_reason
     from pipelines.push.plan import OUTCOMES
 
     name = (push.push_dry_run if dry_run else push.push).name
@@ -134,15 +132,28 @@ def run_push_command(
     return 0
 
 
+def sync_command():
+    """The sync's runner: Dagster runs where DAGSTER_HOME keeps an instance
+    (`assets/sync.py`), else this process's own, with no Dagster imported
+    (`pipelines/sync.py`)."""
+    if shared_instance():
+        from assets.sync import run_sync
+
+        return run_sync
+    from pipelines.sync import run_sync
+
+    return run_sync
+
+
 def run_check_command() -> int:
     """A table of every connection, the lake and the shared store, ok, WARN or what to do;
     the highest exit code of the rows that failed (`Checked.exit_code`), else 0."""
-    from assets.resources import build_resources
+    from pipelines.settings import services
     from pipelines.setup_check import check_everything
 
     settings = load_settings()
-    resources = build_resources(settings)
-    checked = check_everything({s: resources[s] for s in settings.connections}, settings.lake_root)
+    service = services(settings)
+    checked = check_everything({s: service[s] for s in settings.connections}, settings.lake_root)
     widths = [max(len(getattr(c, f)) for c in checked) for f in ("service", "connection", "url")]
     for c in checked:
         cells = (c.service, c.connection, c.url)
@@ -280,7 +291,7 @@ def parser() -> Parser:
         description=WAREHOUSE_HELP,
         epilog=EXIT_CODES,
     )
-    activities.add_command(commands)
+    activities_command.add_command(commands)
     return main
 
 
@@ -348,7 +359,7 @@ def run_command(args: argparse.Namespace) -> int:
     settings = load_settings()
     lake = verified_lake(settings.lake_root)
     if args.command == "activities":
-        return activities.run_command(args, settings)
+        return activities_command.run_command(args, settings)
     if args.command == "push":
         return run_push_command(
             args.dry_run, args.types or [], args.resend_in_doubt, args.resend or []
@@ -364,7 +375,7 @@ def run_command(args: argparse.Namespace) -> int:
     # On a terminal, a live display of each stream's landing (`assets/live.py`); else, and
     # with --debug, the plain lines alone.
     with live_progress(display_wanted(args.debug)):
-        report = run_sync(args.streams, args.start, args.end, settings)
+        report = sync_command()(args.streams, args.start, args.end, settings)
     for relation, (first, last) in report.ranges.items():
         print(f"{relation}: {first} .. {last}")
     for note in report.notes:

@@ -15,11 +15,11 @@ shown only at DEBUG, as are the exception's class and the run failure's copy of 
 message. The run's event log keeps all of it."""
 
 import logging
-import os
 import re
-import sys
 
 import dagster as dg
+
+from pipelines.sync import console_logger, log_level
 
 #: Where Dagster's failure messages end and the trace begins.
 STACK_TRACE = "\n\nStack Trace:"
@@ -29,11 +29,6 @@ FAILURE_CLASS = "dagster._core.definitions.events.Failure: "
 RECORD_METADATA = "dagster_meta"
 #: What Dagster logs, without an event, of each step it skips after a failure.
 NOT_EXECUTED = re.compile(r"Dependencies for step \S+ .*Not executing\.", re.DOTALL)
-
-
-def log_level() -> str:
-    """The console's level (SYNC_LOG_LEVEL: DEBUG, INFO, WARNING, ERROR), read at each run."""
-    return os.environ.get("SYNC_LOG_LEVEL", "INFO").upper()
 
 
 class _WithoutStackTrace(logging.Filter):
@@ -69,13 +64,11 @@ class _OwnLines(logging.Filter):
 
 
 def own_lines_logger(level: str) -> logging.Logger:
-    """The command line's console: each line its message alone, on stderr (stdout is the
-    command's result)."""
-    logger = logging.Logger("sync", level)
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(message)s"))
-    handler.addFilter(_OwnLines())
-    logger.addHandler(handler)
+    """The command line's console (`pipelines/sync.py`, `console_logger`) at `level`, each of
+    Dagster's lines its message alone, and none of its events below WARNING."""
+    logger = console_logger(level)
+    for handler in logger.handlers:
+        handler.addFilter(_OwnLines())
     return logger
 
 

@@ -23,7 +23,6 @@ from assets.console import LOGGERS
 from assets.executors import executor
 from assets.factory import owners, service_tag
 from assets.failures import tells_errors
-from assets.partitions import daily
 from assets.resources import LakeResource, resources_or_problem
 from assets.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 from pipelines import process
@@ -169,8 +168,7 @@ def _days_schedule(service: str) -> dg.ScheduleDefinition:
         connections = [c.name for c in getattr(context.resources, service).connections]
         try:
             lake = context.resources.lake.lake()
-            since = daily.start.date()
-            first = min(days_to_sync(s, lake, connections, on, since)[0] for s in streams)
+            first = min(days_to_sync(s, lake, connections, on)[0] for s in streams)
         except (SyncError, dg.Failure, OSError) as problem:
             # The run fails on the same problem, saying what to do; the tick still asks for
             # the days that can change.

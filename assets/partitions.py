@@ -1,32 +1,16 @@
-"""The daily partitions of time-based streams (today is `pipelines/pull/landing.py`'s `today`)."""
+"""The daily partitions of time-based streams, from the first day any run lands
+(`pipelines/stream_run.py`, `FIRST_DAY`); today is `pipelines/pull/landing.py`'s `today`."""
 
 from __future__ import annotations
 
-import os
-from datetime import date, timedelta
-
 import dagster as dg
 
-from pipelines.pull.landing import PulledStream, today
+from pipelines.pull.landing import PulledStream
 from pipelines.stream import Stream
-from pipelines.warehouse.relations import PULLED
-
-
-def first_day(on: date) -> date:
-    """The oldest day any daily stream's first sync reaches (`Stream.history_days`), counted
-    back from `on`. The partitions start there, not at a fixed date, so that the UI never
-    shows a year of days the services stopped serving long ago; a day that slips out of a
-    service's window while the code location stays loaded says so when run
-    (`assets/factory.py`), it does not fail."""
-    return on - timedelta(days=max(s.history_days for s in PULLED if s.daily) - 1)
-
-
-#: First partition shown in the UI: computed when the code location loads, or
-#: SYNC_START_DATE (an ISO date) for a fixed one.
-START_DATE = os.environ.get("SYNC_START_DATE") or first_day(today()).isoformat()
+from pipelines.stream_run import FIRST_DAY
 
 #: Today's partition exists from midnight UTC (end_offset=1): hourly runs re-pull it.
-daily = dg.DailyPartitionsDefinition(start_date=START_DATE, end_offset=1, timezone="UTC")
+daily = dg.DailyPartitionsDefinition(start_date=FIRST_DAY.isoformat(), end_offset=1, timezone="UTC")
 
 #: A backfill of any range is one run that fetches the range in one pass.
 single_run = dg.BackfillPolicy.single_run()

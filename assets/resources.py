@@ -16,7 +16,7 @@ from pipelines.clients.conversation import ConversationService
 from pipelines.clients.datahub import DataHub
 from pipelines.errors import SetupError, SyncError
 from pipelines.lake import Lake, LakeLocation
-from pipelines.settings import Settings, load_settings
+from pipelines.settings import Settings, lake_location, load_settings, service_settings
 
 
 class LakeResource(dg.ConfigurableResource, LakeLocation):
@@ -55,28 +55,14 @@ RESOURCE_CLASSES: dict[str, type[dg.ConfigurableResource]] = {
 
 
 def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
+    """The lake's and every service's resource, of the same settings as the core's
+    (`pipelines/settings.py`, `services` and `lake_location`)."""
     resources: dict[str, dg.ConfigurableResource] = {
-        "lake": LakeResource(
-            lake_root=str(settings.lake_root),
-            warehouse_path=str(settings.warehouse_path),
-            warehouse_sql=[str(folder) for folder in settings.warehouse_sql],
-        )
+        "lake": LakeResource(**lake_location(settings).model_dump())
     }
     for service, resource_class in RESOURCE_CLASSES.items():
-        options = dict(settings.service_options.get(service, {}))
-        if service in settings.paths:
-            options["paths"] = settings.paths[service]
         resources[service] = resource_class(
-            connections=[
-                ConnectionConfig(
-                    name=c.name,
-                    base_url=c.base_url,
-                    base_url_from=c.base_url_from,
-                    api_key_env=c.api_key_env,
-                )
-                for c in settings.connections[service]
-            ],
-            **options,
+            **service_settings(settings, service, connection=ConnectionConfig)
         )
     return resources
 

@@ -1,77 +1,51 @@
-"""`python -m pipelines sync`: the whole pull for scripts and cron. Each stream lands through
-the core's one run of a stream (`pipelines/stream_run.py`), in this process; where
-DAGSTER_HOME keeps an instance, through the same Dagster assets the UI runs instead, so the
-runs and their checks show in the UI.
-
-Without a range, each daily stream pulls the days of the one day policy (`days_to_sync`):
-what is missing from the days its service still serves, plus yesterday and today (what can
-still change): on an empty lake that is everything; on a synced one, two days.
+"""`python -m pipelines sync` where DAGSTER_HOME keeps an instance: the sync the core plans
+(`pipelines/sync.py`: which streams, in which order, for which days) run as Dagster runs of
+the same assets the UI runs, so the runs and their checks show in the UI. Without
+DAGSTER_HOME the command line lands in its own process, with no Dagster (`run_sync` there).
 """
 
 import importlib
-import os
-import traceback
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime
 from types import ModuleType
 
 import dagster as dg
 
 from assets import agent, webhooks
-from assets.console import FAILURE_CLASS, LOGGERS, console_config, log_level, own_lines_logger
+from assets.console import FAILURE_CLASS, LOGGERS, console_config
 from assets.factory import STARTED_BY_TAG, VIEWS_AT_END, VIEWS_TAG
 from assets.failures import EXIT_CODE
-from assets.partitions import daily
 from assets.resources import build_resources
 from assets.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
-from pipelines.agent.compaction import STREAMS as AGENT_STREAMS
-from pipelines.agent.compaction import compact_inbox as compact_agent
-from pipelines.errors import SetupError, SyncError
-from pipelines.inbox.compaction import Compacted, Log
-from pipelines.lake import Lake, LakeLocation
-from pipelines.lake.object_store import lake_fault
-from pipelines.mistakes import misnamed
-from pipelines.pull.damaged import set_aside_damaged
+from pipelines import sync
 from pipelines.pull.landing import PulledStream
 from pipelines.settings import Settings, load_settings
-from pipelines.stream import Stream
-from pipelines.stream_run import days_to_sync, run_stream, service_window, written_by
-from pipelines.warehouse import WarehouseBusy, WarehouseUnavailable, Written
-from pipelines.warehouse.relations import PULLED, refresh_warehouse
-from pipelines.webhooks.compaction import WEBHOOK_EVENTS, WEBHOOK_QUARANTINE
-from pipelines.webhooks.compaction import compact_inbox as compact_webhooks
+from pipelines.stream_run import written_by
+from pipelines.sync import COMMAND_LINE, Plan, SyncReport, shared_instance, sync_days, told_error
+from pipelines.warehouse import Written
+from pipelines.webhooks.compaction import WEBHOOK_QUARANTINE
 
-FIRST_PARTITION = daily.start.date()
-#: What `sync.runs` says started a run of the command line.
-COMMAND_LINE = "command line"
+#: Each receiver's Dagster run (`pipelines/sync.py`, `RECEIVERS`): its job's name, its assets.
+RECEIVER_RUNS = {
+    "webhooks": ("sync_datahub_webhook_events", webhooks.ASSETS),
+    "agent": ("sync_conversation_agent", agent.ASSETS),
+}
 
 
-@dataclass
-class SyncReport:
-    succeeded: list[str] = field(default_factory=list)
-    failed: dict[str, str] = field(default_factory=dict)
-    #: Each failure's exit code, by the same key as `failed`.
-    codes: dict[str, int] = field(default_factory=dict)
-    ranges: dict[str, tuple[date, date]] = field(default_factory=dict)
-    warehouse: str = ""
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return not self.failed
-
-    @property
-    def exit_code(self) -> int:
-        """0, or the highest exit code of its failures (docs/running.md): a damaged file
-        (4) over another run busy (3) over a setting (2) over the rest (1)."""
-        return max(self.codes.values(), default=0)
-
-    def fail(self, what: str, message: str, code: int) -> None:
-        self.failed[what] = message
-        self.codes[what] = code
+def run_sync(
+    streams: list[str] | None = None,
+    start: date | None = None,
+    end: date | None = None,
+    settings: Settings | None = None,
+) -> sync.SyncReport:
+    """The command line's sync: as Dagster runs where DAGSTER_HOME keeps an instance
+    (`shared_instance`), else in this process (`pipelines/sync.py`)."""
+    if not shared_instance():
+        return sync.run_sync(streams, start, end, settings)
+    plan = sync.plan_sync(streams, start, end, settings or load_settings())
+    report = SyncReport()
+    return sync.finish(plan, report, in_dagster(plan, report))
 
 
 def service_module(service: str) -> ModuleType:
@@ -84,68 +58,6 @@ def _asset_for(stream: PulledStream) -> dg.AssetsDefinition:
     return service_module(stream.service).ASSETS[stream.name]
 
 
-@dataclass(frozen=True)
-class Received:
-    """Relations a receiver stores and a sync lands by compacting its inbox into the lake:
-    `compact` lands them all (`compact_inbox` of `pipelines/webhooks/compaction.py` or
-    `pipelines/agent/compaction.py`), as one run of `assets` does in Dagster."""
-
-    job: str
-    assets: list[dg.AssetsDefinition]
-    streams: tuple[Stream, ...]
-    compact: Callable[[str, Lake, Log, Log], Compacted]
-
-    @property
-    def label(self) -> str:
-        return ", ".join(stream.relation for stream in self.streams)
-
-
-#: The receivers' relations: the data hub's webhooks, the AI agent's turns.
-RECEIVED = [
-    Received(
-        "sync_datahub_webhook_events",
-        webhooks.ASSETS,
-        (WEBHOOK_EVENTS, WEBHOOK_QUARANTINE),
-        compact_webhooks,
-    ),
-    Received("sync_conversation_agent", agent.ASSETS, tuple(AGENT_STREAMS), compact_agent),
-]
-
-
-def _names(stream: Stream) -> set[str]:
-    """What `--streams` knows a stream by: its service, its name, its relation."""
-    return {stream.service, stream.name, stream.relation}
-
-
-def selectable() -> list[Stream]:
-    """Every stream a sync lands: the pulled ones, then the receivers'."""
-    return [*PULLED, *(stream for received in RECEIVED for stream in received.streams)]
-
-
-def unknown_names(names: list[str]) -> str | None:
-    """What is wrong with the names `--streams` was given; None when each names a service,
-    a stream or a relation."""
-    unknown = misnamed(names, sorted({name for stream in selectable() for name in _names(stream)}))
-    if not unknown:
-        return None
-    return f"--streams: no stream is named {unknown}"
-
-
-def select_streams(names: list[str] | None) -> tuple[list[PulledStream], list[Received]]:
-    """The pulled streams and the receivers `names` select: a service (`comment`, every one
-    of its relations), a stream (`trigger_logs`) or a relation (`comment.trigger_logs`);
-    none means everything. A name that selects nothing is a `SetupError` (`unknown_names`)."""
-    if not names:
-        return list(PULLED), list(RECEIVED)
-    problem = unknown_names(names)
-    if problem:
-        raise SetupError(f"{problem}; `python -m pipelines sync --help` lists them")
-    wanted = set(names)
-    pulled = [s for s in PULLED if _names(s) & wanted]
-    received = [r for r in RECEIVED if any(_names(s) & wanted for s in r.streams)]
-    return pulled, received
-
-
 @contextmanager
 def dagster_instance() -> Iterator[dg.DagsterInstance]:
     """The instance of DAGSTER_HOME when set (runs show in the UI), else a throwaway one,
@@ -154,12 +66,6 @@ def dagster_instance() -> Iterator[dg.DagsterInstance]:
     made = dg.DagsterInstance.get() if shared_instance() else dg.DagsterInstance.ephemeral()
     with made as instance:
         yield instance
-
-
-def shared_instance() -> bool:
-    """Whether a Dagster instance is kept (DAGSTER_HOME): the command line's runs are then
-    Dagster runs, shown in its UI with their checks; else they run here, without Dagster."""
-    return bool(os.environ.get("DAGSTER_HOME"))
 
 
 def _checks_of(assets: list[dg.AssetsDefinition]) -> list[dg.AssetChecksDefinition]:
@@ -191,34 +97,6 @@ def failure_reason(event: dg.DagsterEvent) -> str:
     if error.cls_name == "Failure":  # raised with its whole explanation
         return error.message.strip().removeprefix(FAILURE_CLASS)
     return f"{error.cls_name}: {error.message.strip()}"
-
-
-def run_order(streams: list[PulledStream]) -> list[list[PulledStream]]:
-    """The sync's runs, in an order where each stream comes after the streams it reads
-    (`PulledStream.upstream`: broadcast reports after broadcasts, conversation members after
-    the messages they are seen in), declaration order otherwise. A daily stream is a run of
-    its own (it has its own range of days); snapshots of one service that follow each other
-    share one."""
-    left, ordered = list(streams), []
-    while left:
-        waiting = {(s.service, s.name) for s in left}
-        ready = next(s for s in left if not {(s.service, name) for name in s.upstream} & waiting)
-        left.remove(ready)
-        ordered.append(ready)
-    runs: list[list[PulledStream]] = []
-    for stream in ordered:
-        previous = runs[-1][-1] if runs else None
-        joins = (
-            previous is not None
-            and previous.service == stream.service
-            and not previous.partitioned
-            and not stream.partitioned
-        )
-        if joins:
-            runs[-1].append(stream)
-        else:
-            runs.append([stream])
-    return runs
 
 
 def job_name(streams: list[PulledStream]) -> str:
@@ -278,106 +156,8 @@ def compacted(result: dg.ExecuteInProcessResult) -> set[Written]:
     return written
 
 
-def run_sync(
-    streams: list[str] | None = None,
-    start: date | None = None,
-    end: date | None = None,
-    settings: Settings | None = None,
-) -> SyncReport:
-    """Land the streams `streams` selects (`select_streams`; everything without it), then
-    bring the warehouse's views up to date: through Dagster where its instance is kept
-    (`shared_instance`), else in this process."""
-    settings = settings or load_settings()
-    pulled, received = select_streams(streams)
-    lake = Lake(settings.lake_root)
-    lake.sweep_temporary()
-    report = SyncReport()
-    runs = run_order([s for s in pulled if settings.connections[s.service]])
-    plan = Plan(runs, received, settings, lake, (start, end))
-    written = (in_dagster if shared_instance() else in_this_process)(plan, report)
-    # The views are brought up to date once, here (the runs leave it: `VIEWS_TAG`), with
-    # what the landings and compactions wrote.
-    report.warehouse, failed = refreshed(settings, written)
-    if failed:
-        # The streams have landed; only the views are behind, and the report says why.
-        report.fail("warehouse", str(failed), failed.exit_code)
-    return report
-
-
-@dataclass(frozen=True)
-class Plan:
-    """What a sync lands: its runs of pulled streams (`run_order`), its receivers, and the
-    days asked for (`--start`, `--end`, either None)."""
-
-    runs: list[list[PulledStream]]
-    received: list[Received]
-    settings: Settings
-    lake: Lake
-    asked: tuple[date | None, date | None]
-
-
-def in_this_process(plan: Plan, report: SyncReport) -> set[Written]:
-    """Each stream's run (`pipelines/stream_run.run_stream`) and each receiver's compaction,
-    one after the other in this process; returns what they wrote."""
-    settings, lake = plan.settings, plan.lake
-    resources = build_resources(settings)
-    location: LakeLocation = resources["lake"]
-    console = own_lines_logger(log_level())
-    started_at = datetime.now(UTC)
-    written: set[Written] = set()
-    for stream in (stream for run in plan.runs for stream in run):
-        try:
-            days = sync_days(stream, lake, settings, plan.asked, report)
-        except Exception as error:  # each stream fails alone, told
-            report.fail(stream.relation, *told_error(error, settings))
-            continue
-        try:
-            run = run_stream(
-                stream,
-                resources[stream.service],
-                location,
-                days,
-                run_id=str(uuid.uuid4()),
-                started_by=COMMAND_LINE,
-                log=console.info,
-                warn=console.warning,
-                build_views=False,
-            )
-        except Exception as error:
-            report.fail(stream.relation, *told_error(error, settings))
-        else:
-            if run.landed.failed:
-                report.fail(stream.relation, run.failure(), 1)
-            else:
-                report.succeeded.append(stream.relation)
-        written |= written_by(stream, days, started_at)
-    for receiver in plan.received:  # what the webhook and agent receivers stored
-        try:
-            done = receiver.compact(location.lake_root, lake, console.info, console.warning)
-        except Exception as error:
-            report.fail(receiver.label, *told_error(error, settings))
-            continue
-        written |= done.written()
-        report.succeeded.append(receiver.label)
-    return written
-
-
-def told_error(error: Exception, settings: Settings) -> tuple[str, int]:
-    """What a stream's failure says, and its exit code: a product error's own message; the
-    lake's disk or store failing, told with its setting; anything else by its class and
-    message, its trace at DEBUG (`--debug`)."""
-    fault = lake_fault(error, settings.lake_root)
-    if fault is not None:
-        error = fault
-    if isinstance(error, SyncError):
-        return str(error), error.exit_code
-    if log_level() == "DEBUG":
-        traceback.print_exception(error)
-    return f"{type(error).__name__}: {error}", 1
-
-
 def in_dagster(plan: Plan, report: SyncReport) -> set[Written]:
-    """Each run of `run_order` and each receiver's as a run of the kept Dagster instance,
+    """Each run of the plan and each receiver's as a run of the kept Dagster instance,
     shown in its UI with its checks; returns what they wrote."""
     settings, lake = plan.settings, plan.lake
     resources = build_resources(settings)
@@ -399,7 +179,8 @@ def in_dagster(plan: Plan, report: SyncReport) -> set[Written]:
             for stream in run:
                 written |= written_by(stream, days, started_at)
         for receiver in plan.received:
-            run = _run(receiver.job, receiver.assets, resources, instance, report, receiver.label)
+            job, assets = RECEIVER_RUNS[receiver.name]
+            run = _run(job, assets, resources, instance, report, receiver.label)
             written |= compacted(run)
     return written
 
@@ -412,53 +193,3 @@ def range_tags(days: list[date] | None) -> dict[str, str] | None:
         ASSET_PARTITION_RANGE_START_TAG: days[0].isoformat(),
         ASSET_PARTITION_RANGE_END_TAG: days[-1].isoformat(),
     }
-
-
-def sync_days(
-    stream: PulledStream,
-    lake: Lake,
-    settings: Settings,
-    asked: tuple[date | None, date | None],
-    report: SyncReport,
-) -> list[date] | None:
-    """The days a partitioned stream's run lands (None for the rest): `--start` to `--end`,
-    else the one day policy (`days_to_sync`). Without both, damaged files of the days its
-    service still serves are set aside first, so their days are missing and this sync lands
-    them again (older days cannot be pulled again; with both, the landing reads every page
-    of its own days' files). The range and what was done are noted in `report`."""
-    if not stream.partitioned:
-        return None
-    start, end = asked
-    if start and end:
-        first, last = start, end
-    else:
-        for found in set_aside_damaged(lake, stream, service_window(stream)):
-            report.notes.append(
-                f"{stream.relation}: damaged file set aside: {found}; this sync lands it again"
-            )
-        names = [c.name for c in settings.connections[stream.service]]
-        first, last = days_to_sync(stream, lake, names, since=FIRST_PARTITION)
-        first, last = start or first, end or last
-    if first < FIRST_PARTITION:
-        report.notes.append(
-            f"{stream.relation}: days before {FIRST_PARTITION} are older than the "
-            "services serve (the first daily partition); synced from there"
-        )
-        first = FIRST_PARTITION
-    report.ranges[stream.relation] = (first, last)
-    return [first + timedelta(days=n) for n in range((last - first).days + 1)]
-
-
-def refreshed(
-    settings: Settings, written: set[Written] | None = None
-) -> tuple[str, WarehouseBusy | WarehouseUnavailable | None]:
-    """The views brought up to date: what was done, or why they could not be (a session's
-    unsaved changes, the lake's disk or store failing), its message said for a person.
-    `written`: what the sync's landings wrote, where known (`Warehouse.refresh`)."""
-    try:
-        done = refresh_warehouse(
-            settings.lake_root, settings.warehouse_path, settings.warehouse_sql, written
-        )
-    except (WarehouseBusy, WarehouseUnavailable) as failed:
-        return "", failed
-    return done, None

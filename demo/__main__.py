@@ -28,7 +28,7 @@ import duckdb
 import httpx
 
 import demo
-from assets import activities, definitions
+from assets import activities_command, definitions
 from assets.cli import run_push_command
 from assets.sync import run_sync
 from demo.shop import declare_shop, generate_shop
@@ -172,7 +172,7 @@ def plan_activity(settings) -> int:
     folder = Path(os.environ["ACTIVITIES_DIR"])
     folder.mkdir(exist_ok=True)
     (folder / "winter-sale-dm.toml").write_text(ACTIVITY.format(account=account))
-    return activities.run_command(argparse.Namespace(step="plan"), settings)
+    return activities_command.run_command(argparse.Namespace(step="plan"), settings)
 
 
 def write_settings(data: Path, settings: dict[str, str]) -> Path:

@@ -45,11 +45,12 @@ from typing import Any
 import httpx
 import pydantic
 
-from pipelines.clients.base import Service
+from pipelines.clients.base import Connection, Service
 from pipelines.clients.comment import CommentAutomation
 from pipelines.clients.conversation import ConversationService
 from pipelines.clients.datahub import DataHub
 from pipelines.errors import SetupError
+from pipelines.lake import LakeLocation
 from pipelines.lake.object_store import checked_root
 from pipelines.mistakes import VARIABLE_NAME, closest, refuse_keys
 from pipelines.state.budget import budget_location, check_location
@@ -294,4 +295,43 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         service_options=config.service,
         warehouse_sql=warehouse_sql(env.get("WAREHOUSE_SQL", "")),
         budget_store=check_location(budget_location(env)),
+    )
+
+
+def service_settings(
+    settings: Settings, service: str, connection: type[Connection] = Connection
+) -> dict[str, Any]:
+    """What a service is made of: its connections (as `connection`, the Dagster layer's
+    config class there) and its options, `[service.<service>]` and `[paths.<service>]` of
+    `sync.toml`."""
+    options: dict[str, Any] = dict(settings.service_options.get(service, {}))
+    if service in settings.paths:
+        options["paths"] = settings.paths[service]
+    connections = [
+        connection(
+            name=c.name,
+            base_url=c.base_url,
+            base_url_from=c.base_url_from,
+            api_key_env=c.api_key_env,
+        )
+        for c in settings.connections[service]
+    ]
+    return {"connections": connections, **options}
+
+
+def services(settings: Settings) -> dict[str, Service]:
+    """Each service's settings and connections, as the core's runs take them (the Dagster
+    layer makes its resources of the same, `assets/resources.py`)."""
+    return {
+        service: made(**service_settings(settings, service))
+        for service, made in SERVICE_CLASSES.items()
+    }
+
+
+def lake_location(settings: Settings) -> LakeLocation:
+    """Where the lake and the warehouse are, and the warehouse's extra SQL folders."""
+    return LakeLocation(
+        lake_root=str(settings.lake_root),
+        warehouse_path=str(settings.warehouse_path),
+        warehouse_sql=[str(folder) for folder in settings.warehouse_sql],
     )

@@ -5,11 +5,13 @@ It returns what happened; the Dagster layer only turns that into events and meta
 (`assets/factory.py`).
 
 Which days a run lands is the one day policy (`days_to_sync`): the days asked for, else
-the days of the service's window the lake is missing plus yesterday and today.
+the days of the service's window the lake is missing plus yesterday and today, never before
+the first day any run lands (`FIRST_DAY`, the first daily partition in the UI).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
@@ -23,10 +25,24 @@ from pipelines.pull.landing import Log, Pull, PulledStream, land, served_days, t
 from pipelines.pull.outcome import Landed
 from pipelines.stream import Stream
 from pipelines.warehouse import Written
-from pipelines.warehouse.relations import refresh_warehouse
+from pipelines.warehouse.relations import PULLED, refresh_warehouse
 
 #: What a run says of the views when its starter brings them up to date after it.
 VIEWS_LEFT = "views brought up to date when the sync ends"
+
+
+def first_day(on: date) -> date:
+    """The oldest day any daily stream's first sync reaches (`Stream.history_days`), counted
+    back from `on`. The partitions start there, not at a fixed date, so that the UI never
+    shows a year of days the services stopped serving long ago; a day that slips out of a
+    service's window while a process runs says so when run (`run_stream`), it does not
+    fail."""
+    return on - timedelta(days=max(s.history_days for s in PULLED if s.daily) - 1)
+
+
+#: The first day any run lands, and the first daily partition in the UI: SYNC_START_DATE (an
+#: ISO date) where a deployment starts later, else `first_day` of the day the process started.
+FIRST_DAY = date.fromisoformat(os.environ.get("SYNC_START_DATE") or first_day(today()).isoformat())
 
 
 @dataclass
@@ -66,14 +82,14 @@ def days_to_sync(
     lake: Lake,
     connections: Collection[str],
     on: date | None = None,
-    since: date | None = None,
+    since: date = FIRST_DAY,
 ) -> tuple[date, date]:
     """The days a run lands when none are asked for: from the oldest day of the service's
-    window (`service_window`, from `since` where the deployment starts later) that a
+    window (`service_window`, from `since`: a deployment may start later) that a
     connection's files lack, else yesterday, to today. On an empty lake that is the whole
     window; on a synced one, yesterday and today (the days that can still change)."""
     last = on or today()
-    window = [d for d in service_window(stream, last) if since is None or d >= since]
+    window = [d for d in service_window(stream, last) if d >= since]
     landed = [set(lake.days(stream, c)) for c in connections]  # a listing each, not a day
     missing = [d for d in window if any(d not in days for days in landed)]
     return min([*missing, last - timedelta(days=1)]), last

@@ -10,15 +10,15 @@ from types import SimpleNamespace
 import duckdb
 import pytest
 
-from assets import cli, sync
+from assets import sync
 from assets.cli import main, record_types
 from assets.console import RECORD_METADATA, own_lines_logger
-from assets.sync import RECEIVED, select_streams
 from pipelines.agent.inbox import open_agent_inbox
 from pipelines.agent.reply import Answer
 from pipelines.agent.request import request_key
 from pipelines.push.run import ORDER
 from pipelines.settings import ENVIRONMENT_CONNECTIONS, load_settings
+from pipelines.sync import RECEIVERS, select_streams
 from pipelines.warehouse.relations import PULLED
 from pipelines.webhooks.inbox import Inbox
 from tests.agent.conftest import body_of, message, turn
@@ -52,8 +52,7 @@ def no_run(monkeypatch):
     def started():
         raise AssertionError("a Dagster run was started")
 
-    for module in (cli, sync):
-        monkeypatch.setattr(module, "dagster_instance", started)
+    monkeypatch.setattr(sync, "dagster_instance", started)
 
 
 @pytest.mark.parametrize(
@@ -124,7 +123,7 @@ def test_a_service_selects_every_relation_of_it_the_receivers_too():
         "conversation.agent_requests, conversation.agent_messages"
     ]
     pulled, received = select_streams(["datahub.webhook_quarantine", "agent_messages"])
-    assert pulled == [] and received == RECEIVED
+    assert pulled == [] and received == RECEIVERS
 
 
 def test_a_sync_of_the_receivers_relations_compacts_their_inboxes(no_services, capsys):

@@ -11,12 +11,12 @@ import pytest
 from assets.definitions import defs
 from assets.partitions import daily
 from assets.resources import LakeResource
-from assets.sync import SyncReport, sync_days
 from assets.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 from pipelines.lake import Lake
 from pipelines.pull.landing import today
 from pipelines.settings import load_settings
 from pipelines.stream_run import service_window
+from pipelines.sync import SyncReport, sync_days
 from pipelines.warehouse.relations import PULLED
 
 STREAMS = [s for s in PULLED if s.service == "comment" and s.partitioned]

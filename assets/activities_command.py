@@ -1,0 +1,92 @@
+"""The command line's `activities plan|apply` (docs/activities.md): the activity files of
+ACTIVITIES_DIR planned against the comment automation service, and applied, in this process
+with no Dagster (the UI's `activities` job is `assets/activities.py`)."""
+
+import argparse
+import getpass
+import os
+import sys
+
+from pipelines.activities import (
+    Outcome,
+    Refused,
+    activities_dir,
+    apply_activities,
+    plan_activities,
+)
+from pipelines.push.run import refresh
+from pipelines.settings import Settings, lake_location, services
+
+LOG_QUERY = "SELECT * FROM sync.activity_changes ORDER BY applied_at DESC"
+
+
+def add_command(commands: argparse._SubParsersAction) -> None:
+    """`activities plan` and `activities apply` in the command line's table."""
+    parser = commands.add_parser(
+        "activities",
+        help="make the comment automation activities match ACTIVITIES_DIR (plan, apply)",
+    )
+    steps = parser.add_subparsers(dest="step", required=True)
+    steps.add_parser("plan", help="what apply would change, per connection, and drift; no write")
+    apply = steps.add_parser("apply", help="make the service match the folder")
+    apply.add_argument(
+        "--allow-activate",
+        action="store_true",
+        help="allow making activities active (the account replies to real people)",
+    )
+    apply.add_argument(
+        "--allow-delete",
+        action="store_true",
+        help="allow deleting activities (and their trigger logs at the service)",
+    )
+    apply.add_argument("--by", help="who applies, for the log (default: the OS user)")
+
+
+def run_command(args: argparse.Namespace, settings: Settings) -> int:
+    service, location = services(settings)["comment"], lake_location(settings)
+    lake = location.lake()
+    folder = activities_dir()
+    print(f"activities: {folder} (ACTIVITIES_DIR)")
+    if args.step == "plan":
+        outcome = plan_activities(service, lake, folder)
+        _print(outcome, flags=True)
+        if any(p.changes for p in outcome.plans):
+            print("\nto make it so: python -m pipelines activities apply")
+        return 0
+    try:
+        outcome = apply_activities(
+            service,
+            lake,
+            folder,
+            by=args.by or _os_user(),
+            allow_activate=args.allow_activate,
+            allow_delete=args.allow_delete,
+        )
+    except Refused as refused:
+        for line in refused.lines:
+            print(f"error: {line}", file=sys.stderr)
+        return refused.exit_code
+    _print(outcome, flags=False)
+    if outcome.applied:
+        print(f"\napplied {outcome.applied} change(s); the log: {LOG_QUERY}")
+        # The changes are made: a refresh that fails is reported, not failed (as a push's).
+        print(f"warehouse: {refresh(location)}")
+    else:
+        print("\nnothing to apply: the service matches the folder")
+    return 0
+
+
+def _print(outcome: Outcome, flags: bool) -> None:
+    if not outcome.plans:
+        print("no activity files")
+    for plan in outcome.plans:
+        print(f"\nconnection {plan.connection}")
+        for line in plan.lines(flags=flags):
+            print(f"  {line}")
+
+
+def _os_user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no name for the uid (a container)
+        return f"uid {os.getuid()}"

@@ -1,0 +1,329 @@
+"""`python -m pipelines sync` as cron runs it: every stream a selection names landed through
+the core's one run of a stream (`pipelines/stream_run.py`) in this process, with no Dagster,
+the receivers' inboxes compacted into the lake, and the warehouse's views brought up to date
+once, at the end. Where DAGSTER_HOME keeps an instance the command line runs the same
+selection as Dagster runs instead (`assets/sync.py`), with what this module decides: which
+streams, in which order, for which days.
+
+Without a range, each daily stream lands the days of the one day policy (`days_to_sync`):
+what is missing from the days its service still serves, plus yesterday and today (what can
+still change): on an empty lake that is everything; on a synced one, two days.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import traceback
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+
+from pipelines.agent.compaction import STREAMS as AGENT_STREAMS
+from pipelines.agent.compaction import compact_inbox as compact_agent
+from pipelines.errors import SetupError, SyncError
+from pipelines.inbox.compaction import Compacted, Log
+from pipelines.lake import Lake
+from pipelines.lake.object_store import lake_fault
+from pipelines.mistakes import misnamed
+from pipelines.pull.damaged import set_aside_damaged
+from pipelines.pull.landing import PulledStream
+from pipelines.settings import Settings, lake_location, load_settings, services
+from pipelines.stream import Stream
+from pipelines.stream_run import FIRST_DAY, days_to_sync, run_stream, service_window, written_by
+from pipelines.warehouse import WarehouseBusy, WarehouseUnavailable, Written
+from pipelines.warehouse.relations import PULLED, refresh_warehouse
+from pipelines.webhooks.compaction import WEBHOOK_EVENTS, WEBHOOK_QUARANTINE
+from pipelines.webhooks.compaction import compact_inbox as compact_webhooks
+
+#: What `sync.runs` says started a run of the command line.
+COMMAND_LINE = "command line"
+
+
+@dataclass
+class SyncReport:
+    succeeded: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+    #: Each failure's exit code, by the same key as `failed`.
+    codes: dict[str, int] = field(default_factory=dict)
+    ranges: dict[str, tuple[date, date]] = field(default_factory=dict)
+    warehouse: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+    @property
+    def exit_code(self) -> int:
+        """0, or the highest exit code of its failures (docs/running.md): a damaged file
+        (4) over another run busy (3) over a setting (2) over the rest (1)."""
+        return max(self.codes.values(), default=0)
+
+    def fail(self, what: str, message: str, code: int) -> None:
+        self.failed[what] = message
+        self.codes[what] = code
+
+
+@dataclass(frozen=True)
+class Receiver:
+    """Relations a receiver stores and a sync lands by compacting its inbox into the lake:
+    `compact` lands them all (`compact_inbox` of `pipelines/webhooks/compaction.py` or
+    `pipelines/agent/compaction.py`)."""
+
+    name: str
+    streams: tuple[Stream, ...]
+    compact: Callable[[str, Lake, Log, Log], Compacted]
+
+    @property
+    def label(self) -> str:
+        return ", ".join(stream.relation for stream in self.streams)
+
+
+#: The receivers' relations: the data hub's webhooks, the AI agent's turns.
+RECEIVERS = [
+    Receiver("webhooks", (WEBHOOK_EVENTS, WEBHOOK_QUARANTINE), compact_webhooks),
+    Receiver("agent", tuple(AGENT_STREAMS), compact_agent),
+]
+
+
+def _names(stream: Stream) -> set[str]:
+    """What `--streams` knows a stream by: its service, its name, its relation."""
+    return {stream.service, stream.name, stream.relation}
+
+
+def selectable() -> list[Stream]:
+    """Every stream a sync lands: the pulled ones, then the receivers'."""
+    return [*PULLED, *(stream for receiver in RECEIVERS for stream in receiver.streams)]
+
+
+def unknown_names(names: list[str]) -> str | None:
+    """What is wrong with the names `--streams` was given; None when each names a service,
+    a stream or a relation."""
+    unknown = misnamed(names, sorted({name for stream in selectable() for name in _names(stream)}))
+    if not unknown:
+        return None
+    return f"--streams: no stream is named {unknown}"
+
+
+def select_streams(names: list[str] | None) -> tuple[list[PulledStream], list[Receiver]]:
+    """The pulled streams and the receivers `names` select: a service (`comment`, every one
+    of its relations), a stream (`trigger_logs`) or a relation (`comment.trigger_logs`);
+    none means everything. A name that selects nothing is a `SetupError` (`unknown_names`)."""
+    if not names:
+        return list(PULLED), list(RECEIVERS)
+    problem = unknown_names(names)
+    if problem:
+        raise SetupError(f"{problem}; `python -m pipelines sync --help` lists them")
+    wanted = set(names)
+    pulled = [s for s in PULLED if _names(s) & wanted]
+    received = [r for r in RECEIVERS if any(_names(s) & wanted for s in r.streams)]
+    return pulled, received
+
+
+def run_order(streams: list[PulledStream]) -> list[list[PulledStream]]:
+    """The sync's runs, in an order where each stream comes after the streams it reads
+    (`PulledStream.upstream`: broadcast reports after broadcasts, conversation members after
+    the messages they are seen in), declaration order otherwise. A daily stream is a run of
+    its own (it has its own range of days); snapshots of one service that follow each other
+    share one."""
+    left, ordered = list(streams), []
+    while left:
+        waiting = {(s.service, s.name) for s in left}
+        ready = next(s for s in left if not {(s.service, name) for name in s.upstream} & waiting)
+        left.remove(ready)
+        ordered.append(ready)
+    runs: list[list[PulledStream]] = []
+    for stream in ordered:
+        previous = runs[-1][-1] if runs else None
+        joins = (
+            previous is not None
+            and previous.service == stream.service
+            and not previous.partitioned
+            and not stream.partitioned
+        )
+        if joins:
+            runs[-1].append(stream)
+        else:
+            runs.append([stream])
+    return runs
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a sync lands: its runs of pulled streams (`run_order`), its receivers, and the
+    days asked for (`--start`, `--end`, either None)."""
+
+    runs: list[list[PulledStream]]
+    received: list[Receiver]
+    settings: Settings
+    lake: Lake
+    asked: tuple[date | None, date | None]
+
+
+def plan_sync(
+    streams: list[str] | None, start: date | None, end: date | None, settings: Settings
+) -> Plan:
+    """The sync of what `streams` selects (`select_streams`), in its order, the leftovers of
+    a killed run swept from the lake first."""
+    pulled, received = select_streams(streams)
+    lake = Lake(settings.lake_root)
+    lake.sweep_temporary()
+    runs = run_order([s for s in pulled if settings.connections[s.service]])
+    return Plan(runs, received, settings, lake, (start, end))
+
+
+def run_sync(
+    streams: list[str] | None = None,
+    start: date | None = None,
+    end: date | None = None,
+    settings: Settings | None = None,
+) -> SyncReport:
+    """Land the streams `streams` selects (everything without it) in this process, then
+    bring the warehouse's views up to date."""
+    plan = plan_sync(streams, start, end, settings or load_settings())
+    report = SyncReport()
+    return finish(plan, report, land(plan, report))
+
+
+def finish(plan: Plan, report: SyncReport, written: set[Written]) -> SyncReport:
+    """The views brought up to date once, with what the landings and compactions wrote."""
+    report.warehouse, failed = refreshed(plan.settings, written)
+    if failed:
+        # The streams have landed; only the views are behind, and the report says why.
+        report.fail("warehouse", str(failed), failed.exit_code)
+    return report
+
+
+def land(plan: Plan, report: SyncReport) -> set[Written]:
+    """Each stream's run (`run_stream`) and each receiver's compaction, one after the other
+    in this process; returns what they wrote."""
+    settings, lake = plan.settings, plan.lake
+    service = services(settings)
+    location = lake_location(settings)
+    console = console_logger()
+    started_at = datetime.now(UTC)
+    written: set[Written] = set()
+    for stream in (stream for run in plan.runs for stream in run):
+        try:
+            days = sync_days(stream, lake, settings, plan.asked, report)
+        except Exception as error:  # each stream fails alone, told
+            report.fail(stream.relation, *told_error(error, settings))
+            continue
+        try:
+            run = run_stream(
+                stream,
+                service[stream.service],
+                location,
+                days,
+                run_id=str(uuid.uuid4()),
+                started_by=COMMAND_LINE,
+                log=console.info,
+                warn=console.warning,
+                build_views=False,
+            )
+        except Exception as error:
+            report.fail(stream.relation, *told_error(error, settings))
+        else:
+            if run.landed.failed:
+                report.fail(stream.relation, run.failure(), 1)
+            else:
+                report.succeeded.append(stream.relation)
+        written |= written_by(stream, days, started_at)
+    for receiver in plan.received:  # what the webhook and agent receivers stored
+        try:
+            done = receiver.compact(location.lake_root, lake, console.info, console.warning)
+        except Exception as error:
+            report.fail(receiver.label, *told_error(error, settings))
+            continue
+        written |= done.written()
+        report.succeeded.append(receiver.label)
+    return written
+
+
+def shared_instance() -> bool:
+    """Whether DAGSTER_HOME keeps a Dagster instance: the command line's sync is then Dagster
+    runs, shown in its UI with their checks (`assets/sync.py`); else it runs here."""
+    return bool(os.environ.get("DAGSTER_HOME"))
+
+
+def log_level() -> str:
+    """What the command line prints (SYNC_LOG_LEVEL: DEBUG, INFO, WARNING, ERROR), read at
+    each run."""
+    return os.environ.get("SYNC_LOG_LEVEL", "INFO").upper()
+
+
+def console_logger(level: str | None = None) -> logging.Logger:
+    """The command line's console: each line its message alone, on stderr (stdout is the
+    command's result), from `level` (`log_level`) up."""
+    logger = logging.Logger("sync", level or log_level())
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logger.addHandler(handler)
+    return logger
+
+
+def told_error(error: Exception, settings: Settings) -> tuple[str, int]:
+    """What a stream's failure says, and its exit code: a product error's own message; the
+    lake's disk or store failing, told with its setting; anything else by its class and
+    message, its trace at DEBUG (`--debug`)."""
+    fault = lake_fault(error, settings.lake_root)
+    if fault is not None:
+        error = fault
+    if isinstance(error, SyncError):
+        return str(error), error.exit_code
+    if log_level() == "DEBUG":
+        traceback.print_exception(error)
+    return f"{type(error).__name__}: {error}", 1
+
+
+def sync_days(
+    stream: PulledStream,
+    lake: Lake,
+    settings: Settings,
+    asked: tuple[date | None, date | None],
+    report: SyncReport,
+) -> list[date] | None:
+    """The days a partitioned stream's run lands (None for the rest): `--start` to `--end`,
+    else the one day policy (`days_to_sync`). Without both, damaged files of the days its
+    service still serves are set aside first, so their days are missing and this sync lands
+    them again (older days cannot be pulled again; with both, the landing reads every page
+    of its own days' files). The range and what was done are noted in `report`."""
+    if not stream.partitioned:
+        return None
+    start, end = asked
+    if start and end:
+        first, last = start, end
+    else:
+        for found in set_aside_damaged(lake, stream, service_window(stream)):
+            report.notes.append(
+                f"{stream.relation}: damaged file set aside: {found}; this sync lands it again"
+            )
+        names = [c.name for c in settings.connections[stream.service]]
+        first, last = days_to_sync(stream, lake, names)
+        first, last = start or first, end or last
+    if first < FIRST_DAY:
+        report.notes.append(
+            f"{stream.relation}: days before {FIRST_DAY} are older than the "
+            "services serve (the first daily partition); synced from there"
+        )
+        first = FIRST_DAY
+    report.ranges[stream.relation] = (first, last)
+    return [first + timedelta(days=n) for n in range((last - first).days + 1)]
+
+
+def refreshed(
+    settings: Settings, written: set[Written] | None = None
+) -> tuple[str, WarehouseBusy | WarehouseUnavailable | None]:
+    """The views brought up to date: what was done, or why they could not be (a session's
+    unsaved changes, the lake's disk or store failing), its message said for a person.
+    `written`: what the sync's landings wrote, where known (`Warehouse.refresh`)."""
+    try:
+        done = refresh_warehouse(
+            settings.lake_root, settings.warehouse_path, settings.warehouse_sql, written
+        )
+    except (WarehouseBusy, WarehouseUnavailable) as failed:
+        return "", failed
+    return done, None
