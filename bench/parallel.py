@@ -57,7 +57,7 @@ def one_sync(base: str, way: str, round_: int) -> dict:
     config = data / "demo-sync.toml"
     config.write_text(sync_toml(config.read_text(), WAYS[way]))
     env = {**os.environ, **env, "PYTHONPATH": str(ROOT)}
-    env.pop("DAGSTER_HOME", None)  # the throwaway instance, as cron runs it
+    env.pop("DAGSTER_HOME", None)  # as cron runs it: no Dagster run
     traffic(base, reset=True)
     measured = measured_run(["pipelines", "sync"], env)
     seen = traffic(base)

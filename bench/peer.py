@@ -263,7 +263,7 @@ def run(base: str, contender: Contender, expected: int) -> dict:
     data = DATA / slug
     shutil.rmtree(data, ignore_errors=True)
     env = pipeline_env(base, data, (contender.service,), UNPACED)
-    env.pop("DAGSTER_HOME")  # the default: a throwaway instance, no event log on disk
+    env.pop("DAGSTER_HOME")  # as cron runs it: no Dagster run, no event log on disk
     measured = measured_run(contender.argv(data), env)
     if measured.exit_code:
         raise RuntimeError(f"{contender.work}, {contender.name}: exited {measured.exit_code}")

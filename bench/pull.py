@@ -4,9 +4,9 @@ On a frozen `--scale large` sandbox with its rate limits off (and the pipeline's
 for the full trigger log history of one workspace (1,100,000 logs) and the message history
 of one conversation region (1,050,000 messages):
 
-- the pipeline: `python -m pipelines sync --streams <stream>` in a process of its own, with
-  Dagster's default throwaway instance (as a cron job runs it without DAGSTER_HOME): the
-  whole command, start to exit (imports, the run, checks, the warehouse views), its peak
+- the pipeline: `python -m pipelines sync --streams <stream>` in a process of its own, as a
+  cron job runs it without DAGSTER_HOME (it lands in its own process, no Dagster run): the
+  whole command, start to exit (imports, the run, the warehouse views), its peak
   resident memory, and the stream's own seconds: the command less the same command for
   `comment.workspace` (one request), its fixed cost. The rows landed must equal the truth;
 - the floor, in the same run: a bare loop that fetches the same pages (or the same backup
@@ -91,7 +91,7 @@ def pipeline(base: str, name: str, stream: str, services: tuple[str, ...], *rang
     data = DATA / name
     shutil.rmtree(data, ignore_errors=True)
     env = pipeline_env(base, data, services, UNPACED)
-    env.pop("DAGSTER_HOME")  # the default: a throwaway instance, no event log on disk
+    env.pop("DAGSTER_HOME")  # as cron runs it: no Dagster run, no event log on disk
     argv = ["pipelines", "sync", "--streams", stream, *range_]
     measured = measured_run(argv, env)
     if measured.exit_code:
