@@ -27,6 +27,7 @@ from pipelines.errors import SyncError
 from pipelines.lake import Lake, verified_lake
 from pipelines.lake.object_store import lake_fault
 from pipelines.mistakes import misnamed
+from pipelines.process import lasting_imports
 from pipelines.pull.damaged import missing
 from pipelines.settings import Settings, load_settings
 from pipelines.sync import (
@@ -89,13 +90,14 @@ def run_push_command(
     resend_keys: list[str] | None = None,
 ) -> int:
     """The `push` job in this process; prints the plan's figures per record type."""
-    import dagster as dg
+    with lasting_imports():  # Dagster, the push's jobs and its validation models
+        import dagster as dg
 
-    from assets import push
-    from assets.console import LOGGERS, console_config
-    from assets.resources import build_resources
-    from assets.sync import dagster_instance, failure_code, failure_reason
-    from pipelines.push.plan import OUTCOMES
+        from assets import push
+        from assets.console import LOGGERS, console_config
+        from assets.resources import build_resources
+        from assets.sync import dagster_instance, failure_code, failure_reason
+        from pipelines.push.plan import OUTCOMES
 
     name = (push.push_dry_run if dry_run else push.push).name
     job = dg.Definitions(
@@ -137,8 +139,8 @@ def sync_command():
     (`assets/sync.py`), else this process's own, with no Dagster imported
     (`pipelines/sync.py`)."""
     if shared_instance():
-        from assets.sync import run_sync
-
+        with lasting_imports():  # Dagster
+            from assets.sync import run_sync
         return run_sync
     from pipelines.sync import run_sync
 

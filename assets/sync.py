@@ -19,6 +19,7 @@ from assets.failures import EXIT_CODE
 from assets.resources import build_resources
 from assets.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 from pipelines import sync
+from pipelines.process import lasting_imports
 from pipelines.pull.landing import PulledStream
 from pipelines.settings import Settings, load_settings
 from pipelines.stream_run import written_by
@@ -51,7 +52,8 @@ def run_sync(
 def service_module(service: str) -> ModuleType:
     """A service's assets and checks (`assets/comment.py`, ...), imported when a sync first
     runs one of its streams: a sync of one service does not build the others' assets."""
-    return importlib.import_module(f"assets.{service}")
+    with lasting_imports():
+        return importlib.import_module(f"assets.{service}")
 
 
 def _asset_for(stream: PulledStream) -> dg.AssetsDefinition:

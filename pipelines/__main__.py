@@ -9,7 +9,8 @@ cheaper (a fourth, below, its peak memory: Arrow's allocator):
 - The imports (Dagster, pyarrow, the services' models) make objects that live as long as
   the process. Collected while they are made, they were walked again and again
   (bench: peer). The collector waits until they are made, then leaves them out of every
-  later collection (`gc.freeze`); the run's own garbage is collected as usual.
+  later collection (`process.lasting_imports`); the run's own garbage is collected as usual.
+  A command that imports more when it runs (Dagster, for a push) does the same there.
 - httpx and httpcore import two optional modules the command never uses: httpcore's async
   locks (anyio) and httpx's own command line (with pygments and click). They are
   refused while those two load (`pipelines.refused`); the command makes no async request.
@@ -56,15 +57,12 @@ def _end_without_teardown() -> None:
 
 
 atexit.register(_end_without_teardown)
-gc.disable()
-process.prepare()
-with refused("anyio", "httpx._main"):
-    import httpcore  # noqa: F401
-    import httpx  # noqa: F401
-from assets.cli import main  # noqa: E402
-
-gc.freeze()
-gc.enable()
+with process.lasting_imports():
+    process.prepare()
+    with refused("anyio", "httpx._main"):
+        import httpcore  # noqa: F401
+        import httpx  # noqa: F401
+    from assets.cli import main
 try:
     returned = main()
 except BrokenPipeError:

@@ -3,7 +3,10 @@
 receiver and the demo. Not on import: importing a module of the product changes nothing
 beyond it."""
 
+import gc
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pyarrow as pa
 
@@ -35,3 +38,21 @@ def _pyarrow_without_pandas() -> None:
         return
     with refused("pandas"):
         pa.array([0])
+
+
+@contextmanager
+def lasting_imports() -> Iterator[None]:
+    """Imports whose objects live as long as the process (Dagster, pyarrow, the services'
+    models): collected while they are made, they were walked again and again (bench: peer,
+    push). The cyclic collector waits until they are made, then leaves them out of every
+    later collection (`gc.freeze`); the process's own garbage is collected as usual. For
+    the command line's start and for what one of its commands imports only when it runs
+    (Dagster, for a push)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        if enabled:
+            gc.enable()
