@@ -6,10 +6,9 @@ answers the lake lacks (docs/agent.md). `python -m pipelines sync` runs it too."
 # No `from __future__ import annotations`: Dagster reads the context and resource annotations.
 import dagster as dg
 
-from assets.catalog import stream_metadata
-from assets.factory import owners, service_tag, views_after
+from assets.factory import views_after
 from assets.failures import tells_errors
-from assets.inbox import inbox_sensor
+from assets.inbox import Inbox, compaction, landed
 from assets.resources import LakeResource
 from pipelines.agent.compaction import AGENT_MESSAGES, AGENT_REQUESTS, compact_inbox, stale_days
 from pipelines.agent.inbox import inbox_path, open_agent_inbox
@@ -30,15 +29,7 @@ DESCRIPTIONS = {
 
 @dg.multi_asset(
     specs=[
-        dg.AssetSpec(
-            key=[stream.service, stream.name],
-            group_name=stream.service,
-            kinds={"python", "parquet", "sqlite"},
-            metadata=stream_metadata(stream),
-            tags=service_tag(stream.service),
-            owners=owners(),
-            description=DESCRIPTIONS[stream],
-        )
+        dg.AssetSpec(**landed(stream, DESCRIPTIONS[stream]))
         for stream in (AGENT_REQUESTS, AGENT_MESSAGES)
     ],
 )
@@ -73,22 +64,18 @@ def agent_conversations(context: dg.AssetExecutionContext, lake: LakeResource):
     )
 
 
-conversation_agent = dg.define_asset_job(
+conversation_agent, conversation_agent_sensor = compaction(
     "conversation_agent",
-    selection=dg.AssetSelection.assets(agent_conversations),
-    description="Compact the agent inbox into conversation.agent_requests and agent_messages.",
-)
-
-
-conversation_agent_sensor = inbox_sensor(
-    conversation_agent,
-    description="Runs the compaction when the agent inbox holds turns the lake lacks.",
-    opened=lambda lake_root: open_agent_inbox(lake_root, create=False),
-    inbox_path=inbox_path,
-    stale_days=stale_days,
-    # The newest request and the newest answer, each over every stale day.
-    newest=lambda stale: "-".join(str(max(tops[n] for tops in stale.values())) for n in (0, 1)),
-    up_to_date="every turn the agent stored is in the lake",
+    agent_conversations,
+    Inbox(
+        lambda lake_root: open_agent_inbox(lake_root, create=False),
+        inbox_path,
+        stale_days,
+        # The newest request and the newest answer, each over every stale day.
+        newest=lambda stale: "-".join(str(max(day[n] for day in stale.values())) for n in (0, 1)),
+        into="conversation.agent_requests and agent_messages",
+        holds="turns and answers",
+    ),
 )
 
 

@@ -1,48 +1,78 @@
-"""The sensor a receiver's inbox has (assets/webhooks.py, assets/agent.py): it asks for the
-compaction job's run while the inbox holds what the lake lacks, one run per newest state of
-the inbox."""
+"""A receiver's compaction job and its sensor (assets/webhooks.py, assets/agent.py): the
+sensor asks for the job's run while the inbox holds what the lake lacks, one run per newest
+state of the inbox. Each receiver says only what differs (`Inbox`)."""
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
 
+from assets.catalog import stream_metadata
+from assets.factory import owners, service_tag
 from assets.resources import LakeResource
 from pipelines.lake import Lake
+from pipelines.stream import Stream
 
 
-def inbox_sensor(
-    job: Any,  # what `dg.define_asset_job` returns
-    *,
-    description: str,
-    opened: Callable[[str], Any],
-    inbox_path: Callable[[str], Path],
-    stale_days: Callable[[Any, Lake], dict[date, Any]],
-    newest: Callable[[dict[date, Any]], str],
-    up_to_date: str,
-) -> dg.SensorDefinition:
-    """`opened(lake_root)`: the inbox, None where there is none yet; `stale_days`: the days
-    whose files lack what it holds, with its newest ids for each; `newest` names that state
-    in the run key, so an evaluation while the run is queued asks for no other."""
+@dataclass(frozen=True)
+class Inbox:
+    """What a receiver's inbox is to its sensor. `opened(lake_root)`: the inbox, None where
+    there is none yet; `stale_days`: the days whose files lack what it holds, with its newest
+    ids for each; `newest` names that state in the run key, so an evaluation while the run
+    is queued asks for no other; `into`: what the job compacts it into; `holds`: what it
+    holds, in a sentence."""
+
+    opened: Callable[[str], Any]
+    path: Callable[[str], Path]
+    stale_days: Callable[[Any, Lake], dict[date, Any]]
+    newest: Callable[[dict[date, Any]], str]
+    into: str
+    holds: str
+
+
+def compaction(
+    name: str, asset: dg.AssetsDefinition, inbox: Inbox
+) -> tuple[Any, dg.SensorDefinition]:
+    """The job `name` that compacts the inbox into `asset`, and its sensor `<name>_sensor`."""
+    job = dg.define_asset_job(
+        name,
+        selection=dg.AssetSelection.assets(asset),
+        description=f"Compact the {inbox.holds} of its inbox into {inbox.into}.",
+    )
 
     @dg.sensor(
-        name=f"{job.name}_sensor",
+        name=f"{name}_sensor",
         job=job,
         minimum_interval_seconds=60,
         default_status=dg.DefaultSensorStatus.RUNNING,
-        description=description,
+        description=f"Runs the compaction when the inbox holds {inbox.holds} the lake lacks.",
     )
     def sensor(lake: LakeResource) -> dg.RunRequest | dg.SkipReason:
-        inbox = opened(lake.lake_root)
-        if inbox is None:
-            return dg.SkipReason(f"no inbox at {inbox_path(lake.lake_root)}")
-        with inbox:
-            stale = stale_days(inbox, lake.lake())
-            inbox_uuid = inbox.uuid
+        opened = inbox.opened(lake.lake_root)
+        if opened is None:
+            return dg.SkipReason(f"no inbox at {inbox.path(lake.lake_root)}")
+        with opened:
+            stale = inbox.stale_days(opened, lake.lake())
+            inbox_uuid = opened.uuid
         if not stale:
-            return dg.SkipReason(up_to_date)
-        return dg.RunRequest(run_key=f"{inbox_uuid}-{newest(stale)}")
+            return dg.SkipReason(f"every one of the inbox's {inbox.holds} is in the lake")
+        return dg.RunRequest(run_key=f"{inbox_uuid}-{inbox.newest(stale)}")
 
-    return sensor
+    return job, sensor
+
+
+def landed(stream: Stream, description: str) -> dict[str, Any]:
+    """A relation a receiver lands, as Dagster's asset (or asset spec) takes it: keyed and
+    grouped by its service, described for the catalog by its columns."""
+    return {
+        "key": [stream.service, stream.name],
+        "group_name": stream.service,
+        "kinds": {"python", "parquet", "sqlite"},
+        "metadata": stream_metadata(stream),
+        "tags": service_tag(stream.service),
+        "owners": owners(),
+        "description": description,
+    }

@@ -7,10 +7,9 @@ it when the inbox holds events the lake lacks (docs/webhooks.md).
 # No `from __future__ import annotations`: Dagster reads the context and resource annotations.
 import dagster as dg
 
-from assets.catalog import stream_metadata
-from assets.factory import owners, service_tag, views_after
+from assets.factory import views_after
 from assets.failures import tells_errors
-from assets.inbox import inbox_sensor
+from assets.inbox import Inbox, compaction, landed
 from assets.resources import LakeResource
 from pipelines.webhooks.compaction import (
     WEBHOOK_EVENTS,
@@ -21,20 +20,15 @@ from pipelines.webhooks.inbox import inbox_path, open_inbox
 
 
 @dg.asset(
-    key=[WEBHOOK_EVENTS.service, WEBHOOK_EVENTS.name],
-    group_name=WEBHOOK_EVENTS.service,
-    kinds={"python", "parquet", "sqlite"},
-    metadata=stream_metadata(WEBHOOK_EVENTS),
-    tags=service_tag(WEBHOOK_EVENTS.service),
-    owners=owners(),
-    description=(
+    **landed(
+        WEBHOOK_EVENTS,
         "Every webhook event the receiver accepted, once each, by the UTC day of its "
         "`timestamp`: days holding events the lake lacks are rewritten whole from the inbox "
         "(`WEBHOOK_INBOX`, else the deployment's Postgres where `SYNC_STORE` is set, else "
         "`webhooks/inbox.sqlite3` beside the lake). An event whose "
         "`data` the warehouse cannot read as JSON goes to `datahub/webhook_quarantine` of its "
-        "day instead, with the reason and its raw body."
-    ),
+        "day instead, with the reason and its raw body.",
+    )
 )
 @tells_errors
 def webhook_events(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
@@ -58,21 +52,17 @@ def webhook_events(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.
     )
 
 
-datahub_webhooks = dg.define_asset_job(
+datahub_webhooks, datahub_webhooks_sensor = compaction(
     "datahub_webhooks",
-    selection=dg.AssetSelection.assets(webhook_events),
-    description="Compact the webhook inbox into datahub.webhook_events.",
-)
-
-
-datahub_webhooks_sensor = inbox_sensor(
-    datahub_webhooks,
-    description="Runs the compaction when the inbox holds events the lake lacks.",
-    opened=lambda lake_root: open_inbox(lake_root, create=False),
-    inbox_path=inbox_path,
-    stale_days=stale_days,
-    newest=lambda stale: str(max(stale.values())),
-    up_to_date="every stored webhook event is in the lake",
+    webhook_events,
+    Inbox(
+        lambda lake_root: open_inbox(lake_root, create=False),
+        inbox_path,
+        stale_days,
+        newest=lambda stale: str(max(stale.values())),
+        into="datahub.webhook_events",
+        holds="webhook events",
+    ),
 )
 
 
