@@ -1,5 +1,5 @@
 """The daily partitions of time-based streams, from the first day any run lands
-(`pipelines/stream_run.py`, `FIRST_DAY`); today is `pipelines/pull/landing.py`'s `today`."""
+(`pipelines/stream_run.py`, `first_sync_day`); today is `pipelines/pull/landing.py`'s `today`."""
 
 from __future__ import annotations
 
@@ -7,10 +7,12 @@ import dagster as dg
 
 from pipelines.pull.landing import PulledStream
 from pipelines.stream import Stream
-from pipelines.stream_run import FIRST_DAY
+from pipelines.stream_run import first_sync_day
 
 #: Today's partition exists from midnight UTC (end_offset=1): hourly runs re-pull it.
-daily = dg.DailyPartitionsDefinition(start_date=FIRST_DAY.isoformat(), end_offset=1, timezone="UTC")
+daily = dg.DailyPartitionsDefinition(
+    start_date=first_sync_day().isoformat(), end_offset=1, timezone="UTC"
+)
 
 #: A backfill of any range is one run that fetches the range in one pass.
 single_run = dg.BackfillPolicy.single_run()

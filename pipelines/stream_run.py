@@ -6,7 +6,7 @@ It returns what happened; the Dagster layer only turns that into events and meta
 
 Which days a run lands is the one day policy (`days_to_sync`): the days asked for, else
 the days of the service's window the lake is missing plus yesterday and today, never before
-the first day any run lands (`FIRST_DAY`, the first daily partition in the UI).
+the first day any run lands (`first_sync_day`, the first daily partition in the UI).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 
-from pipelines.errors import SyncError, first_line
+from pipelines.errors import SetupError, SyncError, first_line
 from pipelines.lake import Lake, LakeLocation
 from pipelines.lake.object_store import lake_fault
 from pipelines.lake.run_history import RUNS, RunRecord, connection_outcomes, outcome_of, record_run
@@ -40,9 +40,23 @@ def first_day(on: date) -> date:
     return on - timedelta(days=max(s.history_days for s in PULLED if s.daily) - 1)
 
 
-#: The first day any run lands, and the first daily partition in the UI: SYNC_START_DATE (an
-#: ISO date) where a deployment starts later, else `first_day` of the day the process started.
-FIRST_DAY = date.fromisoformat(os.environ.get("SYNC_START_DATE") or first_day(today()).isoformat())
+#: Where a deployment that starts later than the services' windows says so.
+START_VARIABLE = "SYNC_START_DATE"
+
+
+def first_sync_day() -> date:
+    """The first day any run lands, and the first daily partition in the UI: SYNC_START_DATE
+    (`YYYY-MM-DD`) where a deployment starts later, else `first_day` of today."""
+    value = os.environ.get(START_VARIABLE, "").strip()
+    if not value:
+        return first_day(today())
+    try:
+        return date.fromisoformat(value)
+    except ValueError:
+        raise SetupError(
+            f"{START_VARIABLE}={value!r} is not a day: give one as YYYY-MM-DD, or unset it to "
+            "start at the oldest day the services serve"
+        ) from None
 
 
 @dataclass
@@ -82,13 +96,14 @@ def days_to_sync(
     lake: Lake,
     connections: Collection[str],
     on: date | None = None,
-    since: date = FIRST_DAY,
+    since: date | None = None,
 ) -> tuple[date, date]:
     """The days a run lands when none are asked for: from the oldest day of the service's
-    window (`service_window`, from `since`: a deployment may start later) that a
+    window (`service_window`, from `since`, else `first_sync_day`) that a
     connection's files lack, else yesterday, to today. On an empty lake that is the whole
     window; on a synced one, yesterday and today (the days that can still change)."""
     last = on or today()
+    since = since or first_sync_day()
     window = [d for d in service_window(stream, last) if d >= since]
     landed = [set(lake.days(stream, c)) for c in connections]  # a listing each, not a day
     missing = [d for d in window if any(d not in days for days in landed)]

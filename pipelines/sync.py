@@ -32,7 +32,13 @@ from pipelines.pull.damaged import set_aside_damaged
 from pipelines.pull.landing import PulledStream
 from pipelines.settings import Settings, lake_location, load_settings, services
 from pipelines.stream import Stream
-from pipelines.stream_run import FIRST_DAY, days_to_sync, run_stream, service_window, written_by
+from pipelines.stream_run import (
+    days_to_sync,
+    first_sync_day,
+    run_stream,
+    service_window,
+    written_by,
+)
 from pipelines.warehouse import WarehouseBusy, WarehouseUnavailable, Written
 from pipelines.warehouse.relations import PULLED, refresh_warehouse
 from pipelines.webhooks.compaction import WEBHOOK_EVENTS, WEBHOOK_QUARANTINE
@@ -293,6 +299,7 @@ def sync_days(
     of its own days' files). The range and what was done are noted in `report`."""
     if not stream.partitioned:
         return None
+    oldest = first_sync_day()
     start, end = asked
     if start and end:
         first, last = start, end
@@ -302,14 +309,14 @@ def sync_days(
                 f"{stream.relation}: damaged file set aside: {found}; this sync lands it again"
             )
         names = [c.name for c in settings.connections[stream.service]]
-        first, last = days_to_sync(stream, lake, names)
+        first, last = days_to_sync(stream, lake, names, since=oldest)
         first, last = start or first, end or last
-    if first < FIRST_DAY:
+    if first < oldest:
         report.notes.append(
-            f"{stream.relation}: days before {FIRST_DAY} are older than the "
+            f"{stream.relation}: days before {oldest} are older than the "
             "services serve (the first daily partition); synced from there"
         )
-        first = FIRST_DAY
+        first = oldest
     report.ranges[stream.relation] = (first, last)
     return [first + timedelta(days=n) for n in range((last - first).days + 1)]
 

@@ -3,7 +3,7 @@ range and the hourly schedules take the same days. Yesterday and today on a sync
 the oldest day a connection lacks otherwise, the whole served window on an empty lake."""
 
 from dataclasses import replace
-from datetime import UTC, datetime, time, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 
 import dagster as dg
 import pytest
@@ -12,10 +12,11 @@ from assets.definitions import defs
 from assets.partitions import daily
 from assets.resources import LakeResource
 from assets.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
+from pipelines.errors import SetupError
 from pipelines.lake import Lake
 from pipelines.pull.landing import today
 from pipelines.settings import load_settings
-from pipelines.stream_run import service_window
+from pipelines.stream_run import first_sync_day, service_window
 from pipelines.sync import SyncReport, sync_days
 from pipelines.warehouse.relations import PULLED
 
@@ -94,3 +95,11 @@ def test_a_services_schedule_follows_its_streams_declared_cadence(monkeypatch):
     monkeypatch.setattr(definitions, "PULLED", one_daily)
     with pytest.raises(ValueError, match="declare all or none `hourly`"):
         definitions._days_schedule("comment")
+
+
+def test_a_start_date_that_is_not_a_day_is_one_message_naming_it(monkeypatch):
+    monkeypatch.setenv("SYNC_START_DATE", "last monday")
+    with pytest.raises(SetupError, match=r"SYNC_START_DATE='last monday' is not a day: give"):
+        first_sync_day()
+    monkeypatch.setenv("SYNC_START_DATE", "2026-10-01")
+    assert first_sync_day() == date(2026, 10, 1)
