@@ -121,8 +121,8 @@ class Landed:
 
 
 def with_connection(rows: Rows, connection: str) -> Iterator[dict | pa.Table]:
-    # One column of the name, sliced for each table (a page's piece of a day, mostly):
-    # repeating the name for each was slow over a year of trigger logs.
+    # One column of the name, grown as needed and sliced for each table (a page's piece of
+    # a day, mostly), rather than the name repeated anew for each.
     names = pa.array([], pa.string())
     for row in rows:
         if isinstance(row, pa.Table):
