@@ -36,7 +36,7 @@ DESCRIPTIONS = {
 @tells_errors
 def agent_conversations(context: dg.AssetExecutionContext, lake: LakeResource):
     done = compact_inbox(lake.lake_root, lake.lake(), context.log.info, context.log.warning)
-    if not done.inbox_counts:  # no inbox yet
+    if not done.found:
         for stream in (AGENT_REQUESTS, AGENT_MESSAGES):
             yield dg.MaterializeResult(
                 asset_key=[stream.service, stream.name],

@@ -33,7 +33,7 @@ from pipelines.webhooks.inbox import inbox_path, open_inbox
 @tells_errors
 def webhook_events(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
     done = compact_inbox(lake.lake_root, lake.lake(), context.log.info, context.log.warning)
-    if not done.inbox_counts:  # no inbox yet
+    if not done.found:
         return dg.MaterializeResult(metadata={"rows": 0, "days": 0, "inbox": done.inbox})
     # The views are rebuilt only where they do not read what was written: a first file, a
     # new day, a closed day compacted again (pipelines/warehouse/__init__.py).

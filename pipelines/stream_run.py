@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
 from pipelines.errors import SetupError, SyncError, first_line
 from pipelines.lake import Lake, LakeLocation
 from pipelines.lake.object_store import lake_fault
 from pipelines.lake.run_history import RUNS, RunRecord, connection_outcomes, outcome_of, record_run
-from pipelines.pull.damaged import SetAside, set_aside_damaged
+from pipelines.pull.damaged import set_aside_damaged
 from pipelines.pull.landing import Log, Pull, PulledStream, land, served_days, today
 from pipelines.pull.outcome import Landed
 from pipelines.stream import Stream
@@ -68,10 +68,6 @@ class StreamRun:
     #: The run's days, oldest first (None: a snapshot, or a stream of today only).
     days: list[date] | None
     landed: Landed
-    #: Files of the run's days found damaged and set aside before it landed them again.
-    damaged: list[SetAside] = field(default_factory=list)
-    #: What was done to the views (`refresh_views`).
-    views: str = ""
 
     def failure(self) -> str:
         """Why the run failed where connections failed: each one and what to do, and which
@@ -134,13 +130,13 @@ def run_stream(
     # `files_readable` names them meanwhile.
     own_days = set(days) if days is not None and stream.daily else None
     try:
-        run.damaged = set_aside_damaged(lake, stream, own_days, pages=True)
+        damaged = set_aside_damaged(lake, stream, own_days, pages=True)
     except OSError as error:  # the lake's disk or store, before anything was pulled
         fault = lake_fault(error, location.lake_root)
         if fault is None:
             raise
         raise fault from None
-    for found in run.damaged:
+    for found in damaged:
         warn(f"{stream.relation}: damaged file set aside, landed again: {found}")
     served, not_served = served_days(stream, days or [], today())
     if not_served:
@@ -165,8 +161,8 @@ def run_stream(
         raise
     landed = run.landed
     landed.not_served = not_served
-    if run.damaged:
-        landed.figures["damaged_set_aside"] = [str(found) for found in run.damaged]
+    if damaged:
+        landed.figures["damaged_set_aside"] = [str(found) for found in damaged]
     if landed.drift:
         warn(
             f"{stream.relation}: the service sent what its declared schema does not hold "
@@ -174,11 +170,9 @@ def run_stream(
             "see `_extra` and the check schema_matches"
         )
     write_record(lake, record(landed, None), warn)
-    written = written_by(stream, days, started_at)
     if build_views:
-        run.views = refresh_views(location, written, log, warn)
+        refresh_views(location, written_by(stream, days, started_at), log, warn)
     else:
-        run.views = VIEWS_LEFT
         log(f"warehouse: {VIEWS_LEFT}")
     return run
 

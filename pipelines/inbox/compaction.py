@@ -41,6 +41,12 @@ class Compacted:
     inbox: str = ""
     inbox_counts: dict[str, int] = field(default_factory=dict)
 
+    @property
+    def found(self) -> bool:
+        """Whether there was an inbox to compact (none is made before a receiver's first
+        event)."""
+        return bool(self.inbox_counts)
+
     def written(self) -> set[tuple[str, date | None]]:
         """What the compaction rewrote, as the warehouse's refresh is told it."""
         return {(stream.relation, day) for stream in self.rewritten() for day in self.days}
