@@ -23,6 +23,7 @@ from pipelines.clients.base import Service
 from pipelines.errors import Unavailable
 from pipelines.lake import LakeLocation
 from pipelines.lake.object_store import lake_fault
+from pipelines.process import collector_paused
 from pipelines.push import imports
 from pipelines.push.lease import Lease, holder_name, no_push_alive, wait_seconds
 from pipelines.push.ledger import Ledger
@@ -216,11 +217,15 @@ def _push(
                     report.without_view.append(record_type)
                     log(f"{record_type}: {missing_view(outbound.view)}; nothing planned")
                     continue
-                rows = outbound_rows(warehouse, outbound.view)
-                accepted = ledger.latest(record_type)
-                plan = make_plan(
-                    record_type, rows, accepted, definitions, resend_in_doubt, senders_gone
-                )
+                with collector_paused():  # the rows, the ledger's entries and the plan
+                    plan = make_plan(
+                        record_type,
+                        outbound_rows(warehouse, outbound.view),
+                        ledger.latest(record_type),
+                        definitions,
+                        resend_in_doubt,
+                        senders_gone,
+                    )
                 figures = plan.figures()
                 rejections = plan.rejections
                 if not dry_run:

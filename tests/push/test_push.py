@@ -1,6 +1,7 @@
 """The push against the sandbox's ground truth: newest version wins, nothing lost, nothing
 sent twice, every refusal kept with its reason."""
 
+import gc
 import os
 import random
 import shutil
@@ -28,7 +29,8 @@ from demo import SQL_DIR as DEMO_SQL
 from demo.shop import SHOP_STREAMS, generate_shop, new_customer_id
 from pipelines.clients.datahub import DataHubClient
 from pipelines.lake import Lake
-from pipelines.push import imports, send
+from pipelines.push import imports, plan, send
+from pipelines.push import run as push_run
 from pipelines.push.ledger import PUSHED, Ledger, as_json
 from pipelines.push.plan import OUTBOUND, OUTCOMES, content_hash, row_key
 from pipelines.push.run import connection_failed, outbound_rows
@@ -418,6 +420,27 @@ def test_a_dry_run_sends_nothing_and_predicts_the_real_run(start_sandbox, sync_e
         f"{OUTBOUND[record_type].service}/records/{record_type}" for record_type in done
     }
     assert by_asset["datahub/records/order"]["sent"].value == done["order"]["sent"] > 0
+
+
+def test_a_push_plans_with_the_collector_paused_and_resumes_it(
+    start_sandbox, sync_env, monkeypatch
+):
+    """The plan's rows, ledger entries and bodies outlive its making: the cyclic collector
+    waits until they are made (`pipelines/process.py`, `collector_paused`), then runs again
+    for the sends."""
+    sandbox = start_sandbox()
+    resources = pushable(sandbox, sync_env)
+    collecting = []
+
+    def make_plan(*args, **kwargs):
+        collecting.append(gc.isenabled())
+        return plan.make_plan(*args, **kwargs)
+
+    monkeypatch.setattr(push_run, "make_plan", make_plan)
+    planned = run_push(resources, dry_run=True)
+    assert sum(figures["new"] for figures in planned.values()) > 0
+    assert collecting == [False] * len(planned)
+    assert gc.isenabled()
 
 
 #: A contact whose latest shop change was valid, so its profile was accepted.
