@@ -245,34 +245,59 @@ _ONE_LINE, _LINES = (
 )
 
 
-def _log_table(body: bytes) -> LogTable:
-    """Arrow parses the page in C++ without the GIL while the pipeline lands the last one
-    (bench: pull throughput); a field the service added comes as a column of its own, kept
-    in `_extra`. A body it cannot read exactly (a time without offset, a missing field, a
-    value of another type, a cut answer) goes the general way, which names what is wrong."""
+def log_tables(bodies: list[bytes]) -> list[LogTable | None]:
+    """Pages of logs read as one: Arrow parses them in one call, in C++ without the GIL, and
+    the columns are made once for all of them; each call costs a fixed part besides its
+    rows (bench: pull). A field the service added comes as a column of its own, kept in
+    `_extra`. When they cannot all be read so, each is read alone; None for a page that
+    cannot (a time without offset, a missing field, a value of another type, a cut answer),
+    which `log_table` reads the general way."""
     try:
-        # A body on one line (as the service sends it) is parsed faster as such; one
-        # pretty-printed has line breaks between its values.
-        options = _ONE_LINE if b"\n" not in body else _LINES
-        read = pajson.ReadOptions(use_threads=False, block_size=max(len(body), 1 << 16))
-        page = pajson.read_json(pa.BufferReader(body), read_options=read, parse_options=options)
-        if page.num_rows != 1 or any(page[name].null_count for name in _PAGE_TEXTS.names):
-            raise ValueError("not one page")
-        (listed,) = page["logs"].chunks  # one row, so one chunk: no copy to combine
-        logs = pa.Table.from_struct_array(listed.flatten())
-        if any(logs[name].null_count for name in _REQUIRED):
-            raise ValueError("a required field is missing")
-        moments = pc.cast(logs["created_at"], TIMESTAMP)
-        logs = logs.set_column(logs.schema.get_field_index("created_at"), "created_at", moments)
-        new = logs.select([name for name in logs.column_names if name not in LOG_SCHEMA.names])
-        extra = extra_column(new, None, (), logs.num_rows)
-        logs = logs.select(LOG_SCHEMA.names).append_column(EXTRA.name, extra)
-        if not logs.schema.equals(LOG_TABLE):  # a cast of the same types still copies
-            logs = logs.cast(LOG_TABLE, safe=False)
-        return LogTable(logs, page["total"][0].as_py())
+        return list(_read_pages(bodies))
     except (pa.ArrowInvalid, ValueError):
-        validated = whole_json(LOGS_PAGE.validate_json)(body)
-        return LogTable(_log_rows_table(validated["logs"]), validated["total"])
+        if len(bodies) == 1:
+            return [None]
+        return [table for body in bodies for table in log_tables([body])]
+
+
+def _read_pages(bodies: list[bytes]) -> list[LogTable]:
+    # Each body on one line, as the service sends it, is a line of one JSON document per
+    # page; one pretty-printed has line breaks between its values, so it is read alone.
+    if len(bodies) > 1 and any(b"\n" in body for body in bodies):
+        raise ValueError("not one line each")
+    text = b"\n".join(bodies)
+    options = _ONE_LINE if b"\n" not in bodies[0] else _LINES
+    read = pajson.ReadOptions(use_threads=False, block_size=max(len(text), 1 << 16))
+    pages = pajson.read_json(pa.BufferReader(text), read_options=read, parse_options=options)
+    if pages.num_rows != len(bodies) or any(pages[name].null_count for name in _PAGE_TEXTS.names):
+        raise ValueError("not one page each")
+    listed = pages["logs"].combine_chunks()
+    logs = pa.Table.from_struct_array(listed.flatten())
+    if any(logs[name].null_count for name in _REQUIRED):
+        raise ValueError("a required field is missing")
+    moments = pc.cast(logs["created_at"], TIMESTAMP)
+    logs = logs.set_column(logs.schema.get_field_index("created_at"), "created_at", moments)
+    new = logs.select([name for name in logs.column_names if name not in LOG_SCHEMA.names])
+    extra = extra_column(new, None, (), logs.num_rows)
+    logs = logs.select(LOG_SCHEMA.names).append_column(EXTRA.name, extra)
+    if not logs.schema.equals(LOG_TABLE):  # a cast of the same types still copies
+        logs = logs.cast(LOG_TABLE, safe=False)
+    offsets = listed.offsets.to_pylist()
+    totals = pages["total"].to_pylist()
+    return [
+        LogTable(logs.slice(start - offsets[0], end - start), total)
+        for start, end, total in zip(offsets, offsets[1:], totals, strict=False)
+    ]
+
+
+def _log_table(body: bytes) -> LogTable:
+    """One page: read by Arrow (`log_tables`), else checked log by log, which names what is
+    wrong with a body that is not one."""
+    (table,) = log_tables([body])
+    if table is not None:
+        return table
+    validated = whole_json(LOGS_PAGE.validate_json)(body)
+    return LogTable(_log_rows_table(validated["logs"]), validated["total"])
 
 
 def _as_utc(text: str | None) -> datetime | None:
@@ -358,6 +383,12 @@ class CommentClient:
         """A page of `logs` as Arrow: what a pull lands (`logs` serves probes and checks)."""
         params = {"days": days, "page": page, "limit": limit}
         return self.transport.get_decoded("/logs", _log_table, params=params)
+
+    def log_body(self, *, days: int, page: int, limit: int = LOGS_PAGE_LIMIT) -> bytes:
+        """A page of `logs` as the service sent it, to be read with others (`log_tables`);
+        one that cannot be is asked for again by `log_table`."""
+        params = {"days": days, "page": page, "limit": limit}
+        return self.transport.get_decoded("/logs", bytes, params=params)
 
     def stats(self, days: int) -> Stats:
         return self.transport.get("/stats", Stats, params={"days": days})

@@ -71,23 +71,51 @@ class _RecentIds:
 READ_AHEAD_PAGES = 4
 
 
-class _ReadAhead(Generic[Row]):
+#: What a fetch returns before `decode` makes it a page: a page itself, unless a walk reads
+#: its answers together (`offset_pages`).
+Fetched = TypeVar("Fetched")
+
+
+class _ReadAhead(Generic[Fetched, Row]):
     """Fetches the next pages in threads of their own while the caller lands this one. A
     page asked for that is not the next one read ahead (after a step back) is fetched
-    again, in order, and what was read ahead is dropped: the list has shifted since."""
+    again, in order, and what was read ahead is dropped: the list has shifted since. The
+    answers read ahead by the time one is asked for are decoded with it, in one call."""
 
-    def __init__(self, fetch: Callable[[int], Page[Row]], depth: int) -> None:
+    def __init__(
+        self,
+        fetch: Callable[[int], Fetched],
+        decode: Callable[[list[Fetched]], list[Page[Row]]],
+        depth: int,
+    ) -> None:
         self._fetch = fetch
+        self._decode = decode
         self.depth = depth
         self._pool = ThreadPoolExecutor(max_workers=max(depth, 1), thread_name_prefix="read-ahead")
-        self._ahead: deque[tuple[int, Future[Page[Row]]]] = deque()
+        self._ahead: deque[tuple[int, Future]] = deque()
+        self._decoded: dict[int, Page[Row]] = {}
 
     def fetch(self, page_number: int) -> Page[Row]:
         if self._ahead and self._ahead[0][0] == page_number:
-            return self._ahead.popleft()[1].result()
+            _, future = self._ahead.popleft()
+            if page_number not in self._decoded:
+                self._decode_arrived(page_number, future)
+            return self._decoded.pop(page_number)
         wait([future for _, future in self._ahead])  # their answers are unused
         self._ahead.clear()
-        return self._fetch(page_number)
+        self._decoded.clear()
+        return self._decode([self._fetch(page_number)])[0]
+
+    def _decode_arrived(self, page_number: int, future: Future) -> None:
+        """`page_number`'s answer, waited for, and with it those read ahead after it that
+        have arrived: decoded together, kept until asked for."""
+        numbers, fetched = [page_number], [future.result()]
+        for number, ahead in self._ahead:
+            if number in self._decoded or not ahead.done():
+                break
+            numbers.append(number)
+            fetched.append(ahead.result())
+        self._decoded.update(zip(numbers, self._decode(fetched), strict=True))
 
     def read_ahead(self, after: int, pages: int) -> None:
         """Have up to `depth` pages after `after` on their way, none past page `pages - 1`."""
@@ -106,8 +134,9 @@ MAX_STALLED_FETCHES = 20
 
 
 def offset_pages(
-    fetch: Callable[[int], Page[Row]],
+    fetch: Callable[[int], Page[Row]] | Callable[[int], Fetched],
     *,
+    decode: Callable[[list[Fetched]], list[Page[Row]]] = list,
     limit: int,
     row_id: Callable[[Row], Hashable],
     start_page: int = 0,
@@ -124,10 +153,11 @@ def offset_pages(
     at the first row outside the window (the list is ordered, so none follows).
 
     `read_ahead` pages are requested before they are needed, except past `total` or past
-    a page whose last row is already outside the window.
+    a page whose last row is already outside the window. `decode`: the pages of answers
+    `fetch` returned, given together as they arrive (by default `fetch` returns pages).
     """
     seen = _RecentIds(limit * memory_pages)
-    reader = _ReadAhead(fetch, read_ahead)
+    reader = _ReadAhead(fetch, decode, read_ahead)
     try:
         offset = start_page * limit  # position of the next unread row, in the current numbering
         total: int | None = None

@@ -7,7 +7,8 @@ import pyarrow as pa
 import pytest
 
 from pipelines.clients import comment
-from pipelines.clients.comment import LOG_TABLE, _log_rows_table, _log_table
+from pipelines.clients.comment import LOG_TABLE, _log_rows_table, _log_table, log_tables
+from pipelines.streams.comment.trigger_logs import _Listing
 from pipelines.transport import TruncatedBody
 
 LOG = {
@@ -93,3 +94,52 @@ def test_an_empty_page_is_an_empty_table():
     read = _log_table(page())
     assert read.logs.num_rows == 0 and read.logs.schema.equals(LOG_TABLE)
     assert isinstance(read.logs, pa.Table)
+
+
+def test_pages_read_together_are_each_page_as_read_alone(monkeypatch):
+    """Several answers read in one call (`log_tables`): each page its own logs, in order,
+    with its own total, a new field kept, an empty page empty."""
+    bodies = [
+        page(LOG, LOG | {"id": "l2"}),
+        page(),
+        page(LOG | {"id": "l3", "tag": 7}).replace(b'"total": 40', b'"total": 41'),
+    ]
+    alone = [_log_table(body) for body in bodies]
+    with monkeypatch.context() as patched:
+        patched.setattr(comment, "LOGS_PAGE", None)  # the general reader would fail
+        together = log_tables(bodies)
+    assert [read.total for read in together] == [40, 40, 41]
+    assert [read.logs.num_rows for read in together] == [2, 0, 1]
+    for read, expected in zip(together, alone, strict=True):
+        assert read.logs.schema.equals(LOG_TABLE) and read.logs.equals(expected.logs)
+    assert extra(together[2].logs["_extra"][0].as_py()) == {"new": {"tag": 7}}
+
+
+def test_a_page_arrow_cannot_read_leaves_the_others_read():
+    """A time without offset cannot be read by Arrow: that page is None (its caller reads
+    it the general way), the pages beside it are read, a pretty-printed one alone."""
+    odd = page(LOG | {"created_at": "2026-01-01T09:00:00"})
+    pretty = page(LOG | {"id": "l4"}, indent=2)
+    first, second, third = log_tables([page(LOG), odd, pretty])
+    assert second is None
+    assert first.logs["id"].to_pylist() == ["l1"] and third.logs["id"].to_pylist() == ["l4"]
+    assert log_tables([page(LOG)[:-30]]) == [None]
+
+
+def test_a_listed_page_arrow_cannot_read_is_asked_again_and_read_the_general_way():
+    """In a walk of the list (`pipelines/streams/comment/trigger_logs.py`), the answers read
+    together; one Arrow cannot read is asked for again, by the call that reads it log by
+    log."""
+    odd = page(LOG | {"id": "l5", "created_at": "2026-01-01T09:00:00"})
+    asked = []
+
+    class Client:
+        def log_table(self, *, days: int, page: int):
+            asked.append((days, page))
+            return _log_table(odd)
+
+    first = _log_table(page(LOG))
+    listing = _Listing(Client(), 30, first)
+    pages = listing.decode([listing.fetch(0), (1, page(LOG | {"id": "l2"})), (2, odd)])
+    assert asked == [(30, 2)]
+    assert [[listed[0] for listed in p.rows] for p in pages] == [["l1"], ["l2"], ["l5"]]

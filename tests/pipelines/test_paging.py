@@ -1,6 +1,7 @@
 """Pagination strategies against lists that shift while they are read."""
 
 import threading
+import time
 
 import pytest
 
@@ -35,11 +36,21 @@ class ShiftingList:
         return page
 
 
-def read_all(listing: ShiftingList, limit: int = 10, read_ahead: int = 0) -> list[int]:
+def read_all(
+    listing: ShiftingList, limit: int = 10, read_ahead: int = 0, batches: list | None = None
+) -> list[int]:
     """The list read page by page. Without read-ahead by default: the shifting lists below
-    change on every fetch, so the fetches must be the walk's own to be repeatable."""
+    change on every fetch, so the fetches must be the walk's own to be repeatable.
+    `batches`, a list: the answers are decoded apart from their fetch, and each call's
+    count of them is appended."""
+    fetch, decode = listing.fetch(limit), list
+    if batches is not None:
+        fetch, decode = (
+            (lambda number: ("answer", listing.fetch(limit)(number))),
+            (lambda answers: batches.append(len(answers)) or [page for _, page in answers]),
+        )
     pages = offset_pages(
-        listing.fetch(limit), limit=limit, row_id=lambda row: row, read_ahead=read_ahead
+        fetch, decode=decode, limit=limit, row_id=lambda row: row, read_ahead=read_ahead
     )
     return [row for page in pages for row in page]
 
@@ -87,8 +98,35 @@ def test_inserts_and_deletes_together_lose_and_double_nothing():
     assert set(range(1, 201)) - deleted <= set(got)
 
 
+def test_answers_read_ahead_are_decoded_together_once_each():
+    """The answers that have arrived when the next page is asked for are decoded in one
+    call with it; each page once, in order."""
+    listing, batches = ShiftingList(95), []
+    fetch = listing.fetch(10)
+    rows = []
+    for read, page in enumerate(
+        offset_pages(
+            lambda number: ("answer", fetch(number)),
+            decode=lambda answers: batches.append(len(answers)) or [p for _, p in answers],
+            limit=10,
+            row_id=lambda row: row,
+            read_ahead=4,
+        )
+    ):
+        rows += page
+        deadline = time.monotonic() + 30
+        while listing.fetches < min(10, read + 5):  # the pages read ahead have arrived
+            assert time.monotonic() < deadline
+            time.sleep(0.001)
+    assert rows == list(range(95, 0, -1))
+    # Page 0 read alone, then pages 1-4 and 5-8 as they arrived together, page 9 alone
+    # ([1, 4, 4, 1], but a thread may not have marked its answer arrived just yet).
+    assert sum(batches) == 10 and batches[0] == 1 and len(batches) < 10
+
+
+@pytest.mark.parametrize("batched", [False, True])
 @pytest.mark.parametrize("read_ahead", [1, 2, 4])
-def test_read_ahead_over_a_shifting_list_loses_and_doubles_nothing(read_ahead):
+def test_read_ahead_over_a_shifting_list_loses_and_doubles_nothing(read_ahead, batched):
     """Pages read ahead were fetched before the list shifted again: they are used only when
     they are the next page asked for, so a step back drops them and fetches anew."""
     deleted: set[int] = set()
@@ -101,7 +139,7 @@ def test_read_ahead_over_a_shifting_list_loses_and_doubles_nothing(read_ahead):
             deleted.add(listing.rows.pop(0))
 
     listing = ShiftingList(300, on_fetch=churn)
-    got = read_all(listing, read_ahead=read_ahead)
+    got = read_all(listing, read_ahead=read_ahead, batches=[] if batched else None)
     assert len(got) == len(set(got))
     assert set(range(1, 301)) - deleted <= set(got)
 

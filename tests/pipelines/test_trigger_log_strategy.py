@@ -158,7 +158,7 @@ def test_a_changed_fingerprint_re_pages_the_day(frozen_sandbox, tmp_path):
 def test_days_outside_the_served_window_are_not_asked_for(start_sandbox, tmp_path, monkeypatch):
     asked: list[dict] = []
     totals: list[int] = []
-    original = CommentClient.log_table
+    original, original_body = CommentClient.log_table, CommentClient.log_body
 
     def recording(self, **params):
         asked.append(params)
@@ -166,7 +166,12 @@ def test_days_outside_the_served_window_are_not_asked_for(start_sandbox, tmp_pat
         totals.append(answer.total)
         return answer
 
+    def recording_body(self, **params):  # the walk's pages, read together later
+        asked.append(params)
+        return original_body(self, **params)
+
     monkeypatch.setattr(CommentClient, "log_table", recording)
+    monkeypatch.setattr(CommentClient, "log_body", recording_body)
     sandbox = start_sandbox(history_days=365)  # old days that hold logs
     pull = Puller(sandbox, Lake(tmp_path))
     today = sandbox.app.sandbox.clock.today()

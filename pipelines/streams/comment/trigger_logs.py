@@ -37,10 +37,11 @@ from pipelines.clients.comment import (
     CommentAutomation,
     CommentClient,
     LogTable,
+    log_tables,
 )
 from pipelines.lake import Lake
 from pipelines.pull.landing import PulledStream, Turn
-from pipelines.pull.paging import Page, first_page_holding, offset_pages
+from pipelines.pull.paging import Fetched, Page, first_page_holding, offset_pages
 from pipelines.stream import connection_schema
 from pipelines.streams.comment.served import served_since
 
@@ -190,6 +191,7 @@ def paged_days(
     listing = _Listing(client, window_days, first)
     pieces = day_pieces(
         listing.fetch,
+        listing.decode,
         start_page=start_page,
         start_at=int(start.timestamp()),
         end_at=int(end.timestamp()),
@@ -199,20 +201,38 @@ def paged_days(
 
 
 class _Listing:
-    """The list's pages as `offset_pages` fetches them. The first page, already read to
-    choose the way, is used once; a later look at page 0 (after a shift) asks again."""
+    """The list's pages as `offset_pages` fetches and decodes them: each answer as it came
+    (read-ahead threads fetch them), then those arrived read together (`log_tables`). The
+    first page, already read to choose the way, is used once; a later look at page 0 (after
+    a shift) asks again."""
 
     def __init__(self, client: CommentClient, window_days: int, first: LogTable) -> None:
         self._client = client
         self._window_days = window_days
         self._unused_first: LogTable | None = first
 
-    def fetch(self, page: int) -> Page[_Listed]:
+    def fetch(self, page: int) -> tuple[int, bytes | LogTable]:
         # Read-ahead threads fetch only pages after the current one, never page 0.
         if page == 0 and self._unused_first is not None:
             answer, self._unused_first = self._unused_first, None
-        else:
-            answer = self._client.log_table(days=self._window_days, page=page)
+            return page, answer
+        return page, self._client.log_body(days=self._window_days, page=page)
+
+    def decode(self, fetched: list[tuple[int, bytes | LogTable]]) -> list[Page[_Listed]]:
+        bodies = [answer for _, answer in fetched if isinstance(answer, bytes)]
+        read = iter(log_tables(bodies) if bodies else ())
+        return [
+            self._page(
+                answer
+                if isinstance(answer, LogTable)
+                # One Arrow cannot read fast is asked for again, and read the general way.
+                else next(read) or self._client.log_table(days=self._window_days, page=page)
+            )
+            for page, answer in fetched
+        ]
+
+    @staticmethod
+    def _page(answer: LogTable) -> Page[_Listed]:
         table = answer.logs
         ids = table["id"].to_pylist()
         # Whole seconds since the epoch (integer division: every moment is after 1970), the
@@ -223,7 +243,12 @@ class _Listing:
 
 
 def day_pieces(
-    fetch: Callable[[int], Page[_Listed]], *, start_page: int, start_at: int, end_at: int
+    fetch: Callable[[int], Fetched],
+    decode: Callable[[list[Fetched]], list[Page[_Listed]]],
+    *,
+    start_page: int,
+    start_at: int,
+    end_at: int,
 ) -> Iterator[DayPiece]:
     """The logs of [`start_at`, `end_at`) (seconds since the epoch), newest first, as runs of
     one page on one day; a repeat after a shift of the list is dropped by id. A batch is
@@ -231,6 +256,7 @@ def day_pieces(
     last_day: int | None = None
     for batch in offset_pages(
         fetch,
+        decode=decode,
         limit=LOGS_PAGE_LIMIT,
         row_id=itemgetter(ID),
         start_page=start_page,
