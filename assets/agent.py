@@ -8,10 +8,14 @@ import dagster as dg
 
 from assets.factory import views_after
 from assets.failures import tells_errors
-from assets.inbox import Inbox, compaction, landed
+from assets.inbox import compaction, landed
 from assets.resources import LakeResource
-from pipelines.agent.compaction import AGENT_MESSAGES, AGENT_REQUESTS, compact_inbox, stale_days
-from pipelines.agent.inbox import inbox_path, open_agent_inbox
+from pipelines.agent.compaction import (
+    AGENT_COMPACTION,
+    AGENT_MESSAGES,
+    AGENT_REQUESTS,
+    compact_inbox,
+)
 
 DESCRIPTIONS = {
     AGENT_REQUESTS: (
@@ -65,17 +69,7 @@ def agent_conversations(context: dg.AssetExecutionContext, lake: LakeResource):
 
 
 conversation_agent, conversation_agent_sensor = compaction(
-    "conversation_agent",
-    agent_conversations,
-    Inbox(
-        lambda lake_root: open_agent_inbox(lake_root, create=False),
-        inbox_path,
-        stale_days,
-        # The newest request and the newest answer, each over every stale day.
-        newest=lambda stale: "-".join(str(max(day[n] for day in stale.values())) for n in (0, 1)),
-        into="conversation.agent_requests and agent_messages",
-        holds="turns and answers",
-    ),
+    "conversation_agent", agent_conversations, AGENT_COMPACTION
 )
 
 

@@ -1,11 +1,8 @@
 """A receiver's compaction job and its sensor (assets/webhooks.py, assets/agent.py): the
 sensor asks for the job's run while the inbox holds what the lake lacks, one run per newest
-state of the inbox. Each receiver says only what differs (`Inbox`)."""
+state of the inbox. What differs between receivers is declared in the core
+(`pipelines/inbox/compaction.py`, `InboxCompaction`)."""
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import date
-from pathlib import Path
 from typing import Any
 
 import dagster as dg
@@ -13,34 +10,18 @@ import dagster as dg
 from assets.catalog import stream_metadata
 from assets.factory import owners, service_tag
 from assets.resources import LakeResource
-from pipelines.lake import Lake
+from pipelines.inbox.compaction import InboxCompaction
 from pipelines.stream import Stream
 
 
-@dataclass(frozen=True)
-class Inbox:
-    """What a receiver's inbox is to its sensor. `opened(lake_root)`: the inbox, None where
-    there is none yet; `stale_days`: the days whose files lack what it holds, with its newest
-    ids for each; `newest` names that state in the run key, so an evaluation while the run
-    is queued asks for no other; `into`: what the job compacts it into; `holds`: what it
-    holds, in a sentence."""
-
-    opened: Callable[[str], Any]
-    path: Callable[[str], Path]
-    stale_days: Callable[[Any, Lake], dict[date, Any]]
-    newest: Callable[[dict[date, Any]], str]
-    into: str
-    holds: str
-
-
 def compaction(
-    name: str, asset: dg.AssetsDefinition, inbox: Inbox
+    name: str, asset: dg.AssetsDefinition, inbox: InboxCompaction
 ) -> tuple[Any, dg.SensorDefinition]:
     """The job `name` that compacts the inbox into `asset`, and its sensor `<name>_sensor`."""
     job = dg.define_asset_job(
         name,
         selection=dg.AssetSelection.assets(asset),
-        description=f"Compact the {inbox.holds} of its inbox into {inbox.into}.",
+        description=f"Compact the {inbox.holds} of its inbox into {inbox.label}.",
     )
 
     @dg.sensor(
@@ -53,7 +34,7 @@ def compaction(
     def sensor(lake: LakeResource) -> dg.RunRequest | dg.SkipReason:
         opened = inbox.opened(lake.lake_root)
         if opened is None:
-            return dg.SkipReason(f"no inbox at {inbox.path(lake.lake_root)}")
+            return dg.SkipReason(f"no inbox at {inbox.place.path(lake.lake_root)}")
         with opened:
             stale = inbox.stale_days(opened, lake.lake())
             inbox_uuid = opened.uuid

@@ -9,14 +9,9 @@ import dagster as dg
 
 from assets.factory import views_after
 from assets.failures import tells_errors
-from assets.inbox import Inbox, compaction, landed
+from assets.inbox import compaction, landed
 from assets.resources import LakeResource
-from pipelines.webhooks.compaction import (
-    WEBHOOK_EVENTS,
-    compact_inbox,
-    stale_days,
-)
-from pipelines.webhooks.inbox import inbox_path, open_inbox
+from pipelines.webhooks.compaction import WEBHOOK_COMPACTION, WEBHOOK_EVENTS, compact_inbox
 
 
 @dg.asset(
@@ -53,16 +48,7 @@ def webhook_events(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.
 
 
 datahub_webhooks, datahub_webhooks_sensor = compaction(
-    "datahub_webhooks",
-    webhook_events,
-    Inbox(
-        lambda lake_root: open_inbox(lake_root, create=False),
-        inbox_path,
-        stale_days,
-        newest=lambda stale: str(max(stale.values())),
-        into="datahub.webhook_events",
-        holds="webhook events",
-    ),
+    "datahub_webhooks", webhook_events, WEBHOOK_COMPACTION
 )
 
 

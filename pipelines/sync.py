@@ -17,14 +17,12 @@ import os
 import sys
 import traceback
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 
-from pipelines.agent.compaction import STREAMS as AGENT_STREAMS
-from pipelines.agent.compaction import compact_inbox as compact_agent
+from pipelines.agent.compaction import AGENT_COMPACTION
 from pipelines.errors import SetupError, SyncError
-from pipelines.inbox.compaction import Compacted, Log
+from pipelines.inbox.compaction import InboxCompaction
 from pipelines.lake import Lake
 from pipelines.lake.object_store import lake_fault
 from pipelines.mistakes import misnamed
@@ -41,8 +39,7 @@ from pipelines.stream_run import (
 )
 from pipelines.warehouse import WarehouseBusy, WarehouseUnavailable, Written
 from pipelines.warehouse.relations import PULLED, refresh_warehouse
-from pipelines.webhooks.compaction import WEBHOOK_EVENTS, WEBHOOK_QUARANTINE
-from pipelines.webhooks.compaction import compact_inbox as compact_webhooks
+from pipelines.webhooks.compaction import WEBHOOK_COMPACTION
 
 #: What `sync.runs` says started a run of the command line.
 COMMAND_LINE = "command line"
@@ -73,26 +70,8 @@ class SyncReport:
         self.codes[what] = code
 
 
-@dataclass(frozen=True)
-class Receiver:
-    """Relations a receiver stores and a sync lands by compacting its inbox into the lake:
-    `compact` lands them all (`compact_inbox` of `pipelines/webhooks/compaction.py` or
-    `pipelines/agent/compaction.py`)."""
-
-    name: str
-    streams: tuple[Stream, ...]
-    compact: Callable[[str, Lake, Log, Log], Compacted]
-
-    @property
-    def label(self) -> str:
-        return ", ".join(stream.relation for stream in self.streams)
-
-
 #: The receivers' relations: the data hub's webhooks, the AI agent's turns.
-RECEIVERS = [
-    Receiver("webhooks", (WEBHOOK_EVENTS, WEBHOOK_QUARANTINE), compact_webhooks),
-    Receiver("agent", tuple(AGENT_STREAMS), compact_agent),
-]
+RECEIVERS = [WEBHOOK_COMPACTION, AGENT_COMPACTION]
 
 
 def _names(stream: Stream) -> set[str]:
@@ -114,7 +93,7 @@ def unknown_names(names: list[str]) -> str | None:
     return f"--streams: no stream is named {unknown}"
 
 
-def select_streams(names: list[str] | None) -> tuple[list[PulledStream], list[Receiver]]:
+def select_streams(names: list[str] | None) -> tuple[list[PulledStream], list[InboxCompaction]]:
     """The pulled streams and the receivers `names` select: a service (`comment`, every one
     of its relations), a stream (`trigger_logs`) or a relation (`comment.trigger_logs`);
     none means everything. A name that selects nothing is a `SetupError` (`unknown_names`)."""
@@ -163,7 +142,7 @@ class Plan:
     days asked for (`--start`, `--end`, either None)."""
 
     runs: list[list[PulledStream]]
-    received: list[Receiver]
+    received: list[InboxCompaction]
     settings: Settings
     lake: Lake
     asked: tuple[date | None, date | None]

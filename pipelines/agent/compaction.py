@@ -19,7 +19,7 @@ from datetime import date
 
 import pyarrow as pa
 
-from pipelines.agent.inbox import inbox_path, open_agent_inbox
+from pipelines.agent.inbox import PLACE, inbox_path, open_agent_inbox
 from pipelines.agent.reply import HANDOVER, OUTCOMES
 from pipelines.agent.request import AgentRequest, NotARequest, parse_request
 from pipelines.agent.turns import Inbox, StoredTurn
@@ -257,3 +257,16 @@ def compact(inbox: Inbox, lake: Lake) -> Compaction:
         done.messages += messages
         done.days.append(day)
     return done
+
+
+#: The AI agent receiver's inbox, compacted by a sync and by its sensor's runs.
+AGENT_COMPACTION = plumbing.InboxCompaction(
+    "agent",
+    tuple(STREAMS),
+    compact_inbox,
+    PLACE,
+    stale_days,
+    # The newest request and the newest answer, each over every stale day.
+    newest=lambda stale: "-".join(str(max(day[n] for day in stale.values())) for n in (0, 1)),
+    holds="turns and answers",
+)

@@ -11,9 +11,10 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from itertools import islice
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from pipelines.errors import SetupError
+from pipelines.inbox.storage import Place
 from pipelines.lake import Lake
 from pipelines.stream import Stream
 
@@ -53,6 +54,30 @@ class Compacted:
 
     def rewritten(self) -> tuple[Stream, ...]:
         raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class InboxCompaction:
+    """A receiver's inbox as a sync and a sensor know it: the relations it lands by
+    compacting the inbox (`compact`), where the inbox lives (`place`), the days whose files
+    lack what it holds, with its newest ids for each (`stale_days`), that state in one name
+    (`newest`: a sensor asks for one run per state), and what it holds, in words."""
+
+    name: str
+    streams: tuple[Stream, ...]
+    compact: Callable[[str, Lake, Log, Log], Compacted]
+    place: Place
+    stale_days: Callable[[Any, Lake], dict[date, Any]]
+    newest: Callable[[dict[date, Any]], str]
+    holds: str
+
+    @property
+    def label(self) -> str:
+        return ", ".join(stream.relation for stream in self.streams)
+
+    def opened(self, lake_root: str) -> Any:
+        """The inbox, None where there is none yet (a receiver makes it at its first row)."""
+        return self.place.open(lake_root, create=False)
 
 
 def landed(lake: Lake, stream: Stream) -> dict[date, dict[str, str]]:

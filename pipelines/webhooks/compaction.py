@@ -36,7 +36,7 @@ from pipelines.inbox.compaction import FILE_NAME, ForeignInbox, storable
 from pipelines.lake import Lake
 from pipelines.stream import TIMESTAMP, Stream, described
 from pipelines.webhooks.events import StoredEvent, WebhookInbox
-from pipelines.webhooks.inbox import inbox_path, open_inbox
+from pipelines.webhooks.inbox import PLACE, inbox_path, open_inbox
 
 RECEIVED_AT = described("received_at", TIMESTAMP, "When the receiver stored the event.")
 #: The first columns of both streams: which event it is, by the inbox's key and envelope.
@@ -260,3 +260,15 @@ def compact(inbox: WebhookInbox, lake: Lake) -> Compaction:
             done.quarantined += quarantined
             done.days.append(day)
     return done
+
+
+#: The webhook receiver's inbox, compacted by a sync and by its sensor's runs.
+WEBHOOK_COMPACTION = plumbing.InboxCompaction(
+    "webhooks",
+    (WEBHOOK_EVENTS, WEBHOOK_QUARANTINE),
+    compact_inbox,
+    PLACE,
+    stale_days,
+    newest=lambda stale: str(max(stale.values())),
+    holds="webhook events",
+)
