@@ -21,6 +21,7 @@ import duckdb
 
 from assets import activities_command
 from assets.live import display_wanted, live_progress
+from pipelines import sync
 from pipelines.clients import conversation
 from pipelines.clients.datahub import SUBMIT_OPERATIONS
 from pipelines.errors import SyncError
@@ -31,6 +32,7 @@ from pipelines.process import lasting_imports
 from pipelines.pull.damaged import missing
 from pipelines.settings import Settings, load_settings
 from pipelines.sync import (
+    SyncReport,
     refreshed,
     select_streams,
     selectable,
@@ -134,17 +136,20 @@ def run_push_command(
     return 0
 
 
-def sync_command():
-    """The sync's runner: Dagster runs where DAGSTER_HOME keeps an instance
-    (`assets/sync.py`), else this process's own, with no Dagster imported
-    (`pipelines/sync.py`)."""
+def run_sync(
+    streams: list[str] | None = None,
+    start: date | None = None,
+    end: date | None = None,
+    settings: Settings | None = None,
+) -> SyncReport:
+    """The command line's sync: as Dagster runs where DAGSTER_HOME keeps an instance
+    (`assets/sync.py`), so they show in the UI; else in this process, with no Dagster
+    imported (`pipelines/sync.py`)."""
     if shared_instance():
         with lasting_imports():  # Dagster
-            from assets.sync import run_sync
-        return run_sync
-    from pipelines.sync import run_sync
-
-    return run_sync
+            from assets.sync import run_in_dagster
+        return run_in_dagster(streams, start, end, settings)
+    return sync.run_sync(streams, start, end, settings)
 
 
 def run_check_command() -> int:
@@ -377,7 +382,7 @@ def run_command(args: argparse.Namespace) -> int:
     # On a terminal, a live display of each stream's landing (`assets/live.py`); else, and
     # with --debug, the plain lines alone.
     with live_progress(display_wanted(args.debug)):
-        report = sync_command()(args.streams, args.start, args.end, settings)
+        report = run_sync(args.streams, args.start, args.end, settings)
     for relation, (first, last) in report.ranges.items():
         print(f"{relation}: {first} .. {last}")
     for note in report.notes:

@@ -1,7 +1,8 @@
 """`python -m pipelines sync` where DAGSTER_HOME keeps an instance: the sync the core plans
 (`pipelines/sync.py`: which streams, in which order, for which days) run as Dagster runs of
 the same assets the UI runs, so the runs and their checks show in the UI. Without
-DAGSTER_HOME the command line lands in its own process, with no Dagster (`run_sync` there).
+DAGSTER_HOME the command line lands in its own process, with no Dagster (`assets/cli.py`,
+`run_sync`, chooses).
 """
 
 import importlib
@@ -34,16 +35,13 @@ RECEIVER_RUNS = {
 }
 
 
-def run_sync(
+def run_in_dagster(
     streams: list[str] | None = None,
     start: date | None = None,
     end: date | None = None,
     settings: Settings | None = None,
 ) -> sync.SyncReport:
-    """The command line's sync: as Dagster runs where DAGSTER_HOME keeps an instance
-    (`shared_instance`), else in this process (`pipelines/sync.py`)."""
-    if not shared_instance():
-        return sync.run_sync(streams, start, end, settings)
+    """The sync the core plans, as Dagster runs of the kept instance (`dagster_instance`)."""
     plan = sync.plan_sync(streams, start, end, settings or load_settings())
     report = SyncReport()
     return sync.finish(plan, report, in_dagster(plan, report))

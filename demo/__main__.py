@@ -29,8 +29,7 @@ import httpx
 
 import demo
 from assets import activities_command, definitions
-from assets.cli import run_push_command
-from assets.sync import run_sync
+from assets.cli import run_push_command, run_sync
 from demo.shop import declare_shop, generate_shop
 from pipelines.lake import Lake
 from pipelines.settings import load_settings

@@ -14,11 +14,10 @@ import duckdb
 import httpx
 import pytest
 
-from assets.cli import main
+from assets.cli import main, run_sync
 from assets.comment import ASSETS, rows_equal_service_total
 from assets.resources import SetupProblem, resources_or_problem
 from assets.setup_check import check_setup
-from assets.sync import run_sync
 from bench.common import ROOT
 from pipelines.settings import load_settings
 from pipelines.transport import RetryPolicy, ServiceError, Transport

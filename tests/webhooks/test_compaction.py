@@ -10,8 +10,8 @@ import duckdb
 import pytest
 
 from assets import webhooks
+from assets.cli import run_sync
 from assets.resources import LakeResource
-from assets.sync import run_sync
 from pipelines.inbox.compaction import ForeignInbox
 from pipelines.lake import Lake
 from pipelines.settings import ENVIRONMENT_CONNECTIONS, load_settings
