@@ -164,6 +164,17 @@ def stale_days(inbox: Inbox, lake: Lake) -> dict[date, tuple[int, int]]:
     }
 
 
+#: The AI agent receiver's inbox, compacted by a sync and by its sensor's runs.
+AGENT_COMPACTION = plumbing.InboxCompaction(
+    "agent",
+    tuple(STREAMS),
+    compact_inbox,
+    PLACE,
+    stale_days,
+    holds="turns and answers",
+)
+
+
 def _request_row(turn: StoredTurn, request: AgentRequest | None) -> dict:
     answer = turn.answer
     member = request.member if request else None
@@ -257,16 +268,3 @@ def compact(inbox: Inbox, lake: Lake) -> Compaction:
         done.messages += messages
         done.days.append(day)
     return done
-
-
-#: The AI agent receiver's inbox, compacted by a sync and by its sensor's runs.
-AGENT_COMPACTION = plumbing.InboxCompaction(
-    "agent",
-    tuple(STREAMS),
-    compact_inbox,
-    PLACE,
-    stale_days,
-    # The newest request and the newest answer, each over every stale day.
-    newest=lambda stale: "-".join(str(max(day[n] for day in stale.values())) for n in (0, 1)),
-    holds="turns and answers",
-)

@@ -60,15 +60,14 @@ class Compacted:
 class InboxCompaction:
     """A receiver's inbox as a sync and a sensor know it: the relations it lands by
     compacting the inbox (`compact`), where the inbox lives (`place`), the days whose files
-    lack what it holds, with its newest ids for each (`stale_days`), that state in one name
-    (`newest`: a sensor asks for one run per state), and what it holds, in words."""
+    lack what it holds, with its newest id of each kind for each (`stale_days`: an id, or a
+    tuple of them), and what it holds, in words."""
 
     name: str
     streams: tuple[Stream, ...]
     compact: Callable[[str, Lake, Log, Log], Compacted]
     place: Place
-    stale_days: Callable[[Any, Lake], dict[date, Any]]
-    newest: Callable[[dict[date, Any]], str]
+    stale_days: Callable[[Any, Lake], Mapping[date, int | tuple[int, ...]]]
     holds: str
 
     @property
@@ -78,6 +77,13 @@ class InboxCompaction:
     def opened(self, lake_root: str) -> Any:
         """The inbox, None where there is none yet (a receiver makes it at its first row)."""
         return self.place.open(lake_root, create=False)
+
+    @staticmethod
+    def newest(stale: Mapping[date, int | tuple[int, ...]]) -> str:
+        """The state `stale_days` found, in one name: the newest id of each kind over every
+        stale day (a sensor asks for one run per state)."""
+        ids = [top if isinstance(top, tuple) else (top,) for top in stale.values()]
+        return "-".join(str(max(kind)) for kind in zip(*ids, strict=True))
 
 
 def landed(lake: Lake, stream: Stream) -> dict[date, dict[str, str]]:

@@ -132,6 +132,17 @@ def stale_days(inbox: WebhookInbox, lake: Lake) -> dict[date, int]:
     return {day: top for day, top in inbox.day_watermarks().items() if top > tops.get(day, 0)}
 
 
+#: The webhook receiver's inbox, compacted by a sync and by its sensor's runs.
+WEBHOOK_COMPACTION = plumbing.InboxCompaction(
+    "webhooks",
+    (WEBHOOK_EVENTS, WEBHOOK_QUARANTINE),
+    compact_inbox,
+    PLACE,
+    stale_days,
+    holds="webhook events",
+)
+
+
 def _reason(text: str) -> str:
     text = storable(text) or ""
     return text if len(text) <= REASON_CHARS else text[: REASON_CHARS - 1] + "…"
@@ -260,15 +271,3 @@ def compact(inbox: WebhookInbox, lake: Lake) -> Compaction:
             done.quarantined += quarantined
             done.days.append(day)
     return done
-
-
-#: The webhook receiver's inbox, compacted by a sync and by its sensor's runs.
-WEBHOOK_COMPACTION = plumbing.InboxCompaction(
-    "webhooks",
-    (WEBHOOK_EVENTS, WEBHOOK_QUARANTINE),
-    compact_inbox,
-    PLACE,
-    stale_days,
-    newest=lambda stale: str(max(stale.values())),
-    holds="webhook events",
-)

@@ -47,12 +47,13 @@ def test_the_sensor_and_the_asset_land_the_turns_and_the_views_show_them(
             key = request_key(document)
             inbox.store(key, NOON + timedelta(minutes=n), body_of(document))
         inbox.store_answer(request_key(first), Answer(HANDOVER, "default"), NOON)
-        assert isinstance(evaluate(), dg.RunRequest)
+        # One run per state of the inbox: its newest request, then its newest answer.
+        assert evaluate().run_key == f"{inbox.uuid}-2-1"
         materialize()
         assert isinstance(evaluate(), dg.SkipReason)
         # An answer stored after the compaction makes its day stale again.
         inbox.store_answer(request_key(second), Answer("On its way.", "replied"), NOON)
-        assert isinstance(evaluate(), dg.RunRequest)
+        assert evaluate().run_key == f"{inbox.uuid}-2-2"
         materialize()
 
     with duckdb.connect(resource.warehouse_path, read_only=True) as con:
