@@ -55,7 +55,12 @@ class PushReport:
     without_view: list[str] = field(default_factory=list)
 
 
-def outbound_rows(warehouse: duckdb.DuckDBPyConnection, view: str) -> list[dict]:
+#: Rows of an outbound view read at a time: a plan keeps the bodies it may send, and the view's
+#: rows (every version of every key) only while it reads them (bench: push, peak memory).
+ROWS_AT_A_TIME = 10_000
+
+
+def outbound_rows(warehouse: duckdb.DuckDBPyConnection, view: str) -> Iterator[dict]:
     """The rows of `outbound.<view>` (`warehouse`: `Warehouse.in_memory()`), its timestamps
     with timezone in UTC whatever the machine's zone: a body, and so the content hash the
     ledger tells versions apart by, must not change with the host that plans it (and DuckDB
@@ -63,7 +68,8 @@ def outbound_rows(warehouse: duckdb.DuckDBPyConnection, view: str) -> list[dict]
     warehouse.execute("SET TimeZone = 'UTC'")
     cursor = warehouse.execute(f"SELECT * FROM outbound.{view}")
     columns = [column[0] for column in cursor.description]
-    return [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
+    while batch := cursor.fetchmany(ROWS_AT_A_TIME):
+        yield from (dict(zip(columns, row, strict=True)) for row in batch)
 
 
 def outbound_views(warehouse: duckdb.DuckDBPyConnection) -> set[str]:

@@ -68,7 +68,7 @@ def outbound(resources, view: str) -> list[dict]:
     """The rows of `outbound.<view>`, as the push reads them."""
     lake = resources["lake"]
     with warehouse_of(lake.lake_root, lake.warehouse_path, lake.warehouse_sql).in_memory() as con:
-        return outbound_rows(con, view)
+        return list(outbound_rows(con, view))
 
 
 def run_push(resources, dry_run=False, record_types=(), check=True, materialized=None):
