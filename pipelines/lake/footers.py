@@ -1,7 +1,8 @@
 """What a daily stream's files hold, from their footers, without reading again a footer the
-lake's listing shows unchanged: a check over a year of days (`rows_equal_service_total`)
-then costs an hourly run the footers of the days that run wrote, not one request per day
-kept on an object store.
+lake's listing shows unchanged: a check over a year of days (`rows_equal_service_total`),
+and a sync's look for damaged files over its service's window before it chooses its days
+(`pipelines/pull/damaged.py`), then cost an hourly run the footers of the files written
+since, not one request per day kept on an object store.
 
 Kept in `<lake>/_footers/<service>/<stream>.parquet`: each file's path in the lake, its size
 and when it was last written as the listing shows them, its rows and its `pulled_at`
@@ -23,6 +24,7 @@ from datetime import date
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from pipelines.errors import first_line
 from pipelines.lake import Lake
 from pipelines.stream import Stream
 
@@ -51,10 +53,15 @@ Kept = dict[str, tuple[tuple[int, int], Footer]]
 
 
 def footers(
-    lake: Lake, stream: Stream, listed: list[pafs.FileInfo], days: Collection[date] | None
+    lake: Lake,
+    stream: Stream,
+    listed: list[pafs.FileInfo],
+    days: Collection[date] | None,
+    unreadable: dict[str, str] | None = None,
 ) -> dict[str, Footer]:
     """The footer of each file `listed` (`Lake.listing` of `days`, None for the whole
-    stream), by path."""
+    stream), by path. A footer that cannot be read raises, unless `unreadable` is given: the
+    file is then left out, and why is put there by its path."""
     place = f"{lake.root}/{FOLDER}/{stream.service}/{stream.name}.parquet"
     kept = _read(lake, place)
     found: dict[str, Footer] = {}
@@ -65,7 +72,13 @@ def footers(
         if name in kept and kept[name][0] == seen:
             found[info.path] = kept[name][1]
         else:
-            footer = lake.footer(info.path)
+            try:
+                footer = lake.footer(info.path)
+            except pa.ArrowInvalid as problem:
+                if unreadable is None:
+                    raise
+                unreadable[info.path] = first_line(problem)
+                continue
             pulled = (footer.metadata or {}).get(b"pulled_at")
             found[info.path] = Footer(footer.num_rows, None if pulled is None else pulled.decode())
         current[name] = (seen, found[info.path])

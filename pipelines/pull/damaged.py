@@ -9,7 +9,8 @@ lake, which is the state: the same run lands it again where it is among the run'
 snapshot, the next sync otherwise.
 
 How deep a file is read depends on the reader:
-- footers only, of every file, before a sync chooses its range (cheap: one small read each);
+- footers only, of every file, before a sync chooses its range (one small read each, and
+  none for a file unchanged since its footer was read: `pipelines/lake/footers.py`);
 - every page, checksums verified (pipelines/lake/__init__.py writes them), of the files a run is
   about to land or merge, of every file when a query of the warehouse fails, and of every
   file in the check `files_readable`, which sets aside what it finds like any reader.
@@ -31,6 +32,7 @@ import pyarrow.parquet as pq
 
 from pipelines.errors import first_line
 from pipelines.lake import Lake, file_day
+from pipelines.lake.footers import footers
 from pipelines.pull.landing import served_days, today
 from pipelines.stream import Stream
 
@@ -113,12 +115,21 @@ def set_aside_damaged(
     lake: Lake, stream: Stream, days: Collection[date] | None = None, pages: bool = False
 ) -> list[SetAside]:
     """Every file of `stream` (of a daily stream, of `days` only where given) that cannot be
-    read (its footer, or with `pages` every page), moved aside."""
+    read (its footer, or with `pages` every page), moved aside. Footers are read through
+    what the lake keeps of them (`pipelines/lake/footers.py`): a file the listing shows
+    unchanged since its footer was read is not read again, so a sync's look over its
+    service's whole window costs the files written since the last one."""
+    listed = lake.listing(stream, days)
+    written = {info.path: info.mtime_ns for info in listed}
+    if pages:
+        reasons = {path: unreadable(lake, path, pages=True) for path in sorted(written)}
+    else:
+        reasons = {}
+        footers(lake, stream, listed, days, unreadable=reasons)
     found = []
-    for path, written in sorted(lake.written(stream, days).items()):
-        reason = unreadable(lake, path, pages)
+    for path, reason in sorted(reasons.items()):
         # A landing beside this one may have just replaced the file whole: that one is new.
-        if reason is not None and lake.modified_ns(path) == written:
+        if reason is not None and lake.modified_ns(path) == written[path]:
             found.append(set_aside(lake, path, reason, lands_again(stream, path)))
     return found
 

@@ -13,7 +13,7 @@ from assets.checks import files_readable_check
 from assets.cli import main
 from assets.factory import asset_key
 from assets.resources import resources_or_problem
-from pipelines.lake import Lake
+from pipelines.lake import Lake, file_day
 from pipelines.pull.damaged import (
     FOLDER,
     REASON_SUFFIX,
@@ -104,6 +104,36 @@ def test_the_warehouse_keeps_opening_with_a_damaged_file_and_sets_it_aside(
     assert "damaged file(s) set aside" in out and str(damaged) in out
     assert damaged_of(lake, TRIGGER_LOGS)
     assert "comment.trigger_logs" in out and "row counts not shown" not in out
+
+
+def test_a_sync_reads_again_only_the_footers_written_since_and_still_finds_a_damaged_one(
+    frozen_sandbox, sync_env, capsys, monkeypatch
+):
+    """Before it chooses its days, a sync looks for damaged files over its service's whole
+    window through the footers the lake keeps (`pipelines/lake/footers.py`): a file unchanged
+    since its footer was read costs no read, so the look grows with what was written since,
+    not with the lake's history; a file damaged since is read, and set aside."""
+    sync_env(frozen_sandbox)
+    for _ in range(2):  # the second sync's look reads every footer once, and keeps them
+        assert main(["sync", "--streams", "trigger_logs"]) == 0
+    lake = Lake(os.environ["LAKE_ROOT"])
+    old = [p for p in lake.files(TRIGGER_LOGS) if file_day(p) < today() - timedelta(days=1)]
+    assert len(old) > 10
+    read: list[str] = []
+    footer = Lake.footer
+    monkeypatch.setattr(Lake, "footer", lambda lake, path: read.append(path) or footer(lake, path))
+
+    assert main(["sync", "--streams", "trigger_logs"]) == 0
+    assert not set(read) & set(old)
+
+    damaged = Path(old[len(old) // 2])
+    damage(damaged, "truncated")
+    capsys.readouterr()
+    assert main(["sync", "--streams", "trigger_logs"]) == 0
+    assert f"damaged file set aside: {damaged}" in capsys.readouterr().out
+    assert set(read) & set(old) == {str(damaged)}
+    truth = frozen_sandbox.truth_days("comment", workspace_id(frozen_sandbox), "trigger_logs")
+    assert landed_days(lake) == {day: count for day, count in truth.items() if count}
 
 
 def flip_a_page_bit(path: Path, at: float = 3 / 4) -> None:
