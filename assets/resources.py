@@ -1,9 +1,8 @@
 """The Dagster resources: each service's settings (`pipelines/clients/`) and the lake's
 location (`pipelines/lake/__init__.py`) as configurable resources, built from `Settings`. A
-connection
-names the variable that holds its key (`Connection.api_key_env`), read when a transport
-opens: Dagster stores the variable's name, never the key, and a missing key fails its own
-connection, not every resource."""
+connection names the variable that holds its key (`Connection.api_key_env`), read when a
+transport opens: Dagster stores the variable's name, never the key, and a missing key fails
+its own connection, not every resource."""
 
 from __future__ import annotations
 

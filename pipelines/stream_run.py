@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
 from pipelines.errors import SetupError, SyncError, first_line
-from pipelines.lake import Lake, LakeLocation
+from pipelines.lake import Lake, LakeLocation, file_day, file_stem
 from pipelines.lake.object_store import lake_fault
 from pipelines.lake.run_history import RUNS, RunRecord, connection_outcomes, outcome_of, record_run
 from pipelines.pull.damaged import set_aside_damaged
@@ -101,8 +101,9 @@ def days_to_sync(
     last = on or today()
     since = since or first_sync_day()
     window = [d for d in service_window(stream, last) if d >= since]
-    landed = [set(lake.days(stream, c)) for c in connections]  # a listing each, not a day
-    missing = [d for d in window if any(d not in days for days in landed)]
+    # One listing for every connection, not a read a day.
+    landed = {(file_stem(path), file_day(path)) for path in lake.files(stream, window)}
+    missing = [d for d in window if any((c, d) not in landed for c in connections)]
     return min([*missing, last - timedelta(days=1)]), last
 
 
