@@ -90,6 +90,7 @@ def run_push_command(
     record_types: list[str],
     resend_in_doubt: bool = False,
     resend_keys: list[str] | None = None,
+    retry_refused: bool = False,
 ) -> int:
     """The `push` job in this process; prints the plan's figures per record type."""
     with lasting_imports():  # Dagster, the push's jobs and its validation models
@@ -110,6 +111,7 @@ def run_push_command(
         "record_types": record_types,
         "resend_in_doubt": resend_in_doubt,
         "resend_keys": resend_keys or [],
+        "retry_refused": retry_refused,
     }
     with dagster_instance() as instance:
         result = job.execute_in_process(
@@ -292,6 +294,12 @@ def parser() -> Parser:
         help="send again only these rows in doubt, by their key in sync.rejected (source "
         "in_doubt); the others stay in doubt",
     )
+    push.add_argument(
+        "--retry-refused",
+        action="store_true",
+        help="send again now the rows the service refused, though unchanged (by default one "
+        "waits for a change, or for its retry: an hour, doubling up to a day)",
+    )
     commands.add_parser(
         "warehouse",
         help="rebuild the warehouse's views and print the rows of each relation",
@@ -369,7 +377,11 @@ def run_command(args: argparse.Namespace) -> int:
         return activities_command.run_command(args, settings)
     if args.command == "push":
         return run_push_command(
-            args.dry_run, args.types or [], args.resend_in_doubt, args.resend or []
+            args.dry_run,
+            args.types or [],
+            args.resend_in_doubt,
+            args.resend or [],
+            args.retry_refused,
         )
     if args.command == "warehouse":
         outcome, failed = refreshed(settings)

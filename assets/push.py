@@ -113,6 +113,9 @@ class PushConfig(dg.Config):
     #: `key` where `source` is `in_doubt`); the others stay in doubt. Name their record types
     #: in `record_types` too.
     resend_keys: list[str] = []
+    #: Send again now the rows the service refused, though unchanged (by default one waits
+    #: for a change, or for its retry: an hour, doubling up to a day).
+    retry_refused: bool = False
 
 
 @dg.op(pool=pool("datahub"), description="Plan, and unless a dry run, send the outbound rows.")
@@ -137,6 +140,7 @@ def push_to_datahub(
         resend_in_doubt=config.resend_in_doubt or frozenset(config.resend_keys),
         log=context.log.info,
         run_id=context.run_id,
+        retry_refused=config.retry_refused,
     )
     metadata = {
         record_type: dg.MetadataValue.json(figures)

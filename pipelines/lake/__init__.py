@@ -207,7 +207,7 @@ class Lake:
                 **{k.encode(): v.encode() for k, v in (metadata or {}).items()},
             }
         )
-        with self._placed(self.path(stream, connection, day)) as temporary:
+        with self.placed(self.path(stream, connection, day)) as temporary:
             writer = PartitionWriter(
                 pq.ParquetWriter(temporary, schema, compression="zstd", write_page_checksum=True),
                 schema,
@@ -220,7 +220,7 @@ class Lake:
                 raise
 
     @contextmanager
-    def _placed(self, target: str) -> Iterator[str]:
+    def placed(self, target: str) -> Iterator[str]:
         """A local temporary file that becomes `target` whole when the block succeeds.
 
         The one place where the two kinds of lake differ: on a local disk the file is
@@ -261,7 +261,7 @@ class Lake:
 
     def put(self, path: str, table: pa.Table) -> None:
         """Write a file of the lake's own (not a stream's) whole, or not at all."""
-        with self._placed(path) as temporary:
+        with self.placed(path) as temporary:
             pq.write_table(table, temporary, compression="zstd", write_page_checksum=True)
 
     def drop(self, stream: Stream, connection: str, day: date) -> None:

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from enum import Enum
-from typing import Any
+from typing import Any, Protocol
 
 from pipelines.push import validation
 from pipelines.push.ledger import Entry, as_json
@@ -48,8 +48,62 @@ class Planned:
     in_doubt: bool = False
 
 
-#: A row's key columns; its key is their values joined by ":".
-KeyColumns = Callable[[Mapping[str, Any]], tuple[str, ...]]
+class KeyColumns(Protocol):
+    """A row's key columns; its key is their values joined by ":" (a missing `connection` is
+    the default one). `sql` says the same key in DuckDB, over a view with the columns given,
+    so the warehouse can tell which keys changed (`pipelines/push/changes.py`); where the two
+    differ for a row (a column DuckDB writes otherwise than Python), the record type is
+    planned whole, as if nothing were known of the last push."""
+
+    def __call__(self, row: Mapping[str, Any]) -> tuple[str, ...]: ...
+
+    def sql(self, view_columns: Sequence[str]) -> str: ...
+
+
+def _value_sql(column: str, view_columns: Sequence[str]) -> str:
+    """A key column's text in DuckDB, as `row_key` writes it."""
+    quoted = f'"{column}"'
+    if column == "connection":
+        present = f"nullif(CAST({quoted} AS VARCHAR), '')" if column in view_columns else "NULL"
+        return f"coalesce({present}, '{DEFAULT_CONNECTION}')"
+    if column not in view_columns:
+        return "''"
+    return f"coalesce(CAST({quoted} AS VARCHAR), '')"
+
+
+@dataclass(frozen=True)
+class _Columns:
+    """A key made of the same columns in every row."""
+
+    names: tuple[str, ...]
+
+    def __call__(self, _row: Mapping[str, Any]) -> tuple[str, ...]:
+        return self.names
+
+    def sql(self, view_columns: Sequence[str]) -> str:
+        return " || ':' || ".join(_value_sql(c, view_columns) for c in self.names)
+
+
+class _ImportKey:
+    """An import row is keyed by the attribute it matches on and that attribute's value, so
+    two rows matching on different attributes are different keys. A row without a usable
+    `import_key` is keyed by that column alone (validation rejects it)."""
+
+    def __call__(self, row: Mapping[str, Any]) -> tuple[str, ...]:
+        attribute = row.get("import_key")
+        return ("import_key", attribute) if isinstance(attribute, str) else ("import_key",)
+
+    def sql(self, view_columns: Sequence[str]) -> str:
+        if "import_key" not in view_columns:
+            return "''"
+        named = " ".join(
+            f"WHEN '{c}' THEN {_value_sql(c, view_columns)}"
+            for c in sorted({*view_columns, "connection"})
+            if not {"'", '"'} & set(c)
+        )
+        return f"coalesce(\"import_key\" || ':' || CASE \"import_key\" {named} ELSE '' END, '')"
+
+
 #: A row and the custom field definitions of the connection it goes to: the body to send, or
 #: None and every problem found.
 Validator = Callable[
@@ -70,16 +124,7 @@ class Sending(Enum):
 
 
 def _columns(*names: str) -> KeyColumns:
-    """A key made of the same columns in every row."""
-    return lambda _row: names
-
-
-def _import_key_columns(row: Mapping[str, Any]) -> tuple[str, ...]:
-    """An import row is keyed by the attribute it matches on and that attribute's value, so
-    two rows matching on different attributes are different keys. A row without a usable
-    `import_key` is keyed by that column alone (validation rejects it)."""
-    attribute = row.get("import_key")
-    return ("import_key", attribute) if isinstance(attribute, str) else ("import_key",)
+    return _Columns(names)
 
 
 def _submitted(record_type: str) -> Validator:
@@ -159,7 +204,7 @@ OUTBOUND: dict[str, Outbound] = {
     # may name), then profiles, records, events.
     "member_import": Outbound(
         "member_imports",
-        _import_key_columns,
+        _ImportKey(),
         _import_row,
         timestamped=False,
         sending=Sending.MEMBER_IMPORT,
@@ -214,7 +259,19 @@ OUTBOUND: dict[str, Outbound] = {
         asks_arrival=True,
     ),
 }
-OUTCOMES = ("new", "changed", "unchanged", "stale", "waiting", "in_doubt", "rejected")
+#: A key the service refused at an earlier push, unchanged since, and not due for its retry
+#: (`pipelines/push/changes.py`): not planned, not sent.
+REFUSED_BEFORE = "refused_before"
+OUTCOMES = (
+    "new",
+    "changed",
+    "unchanged",
+    "stale",
+    "waiting",
+    "in_doubt",
+    "rejected",
+    REFUSED_BEFORE,
+)
 #: The ledger state of an at-most-once row whose request went and whose answer did not come.
 SENDING = "sending"
 
@@ -235,6 +292,18 @@ class Plan:
     to_send: list[Planned] = field(default_factory=list)
     counts: Counter = field(default_factory=Counter)
     rejections: list[dict] = field(default_factory=list)
+    #: Each key's decision, an outcome other than `rejected`; a key none of whose rows is
+    #: valid, or whose newest version conflicts with the ledger's, has none.
+    decided: dict[str, str] = field(default_factory=dict)
+    #: The rows of each key counted `rejected`.
+    rejected_rows: Counter = field(default_factory=Counter)
+
+    def count(self, key: str, outcome: str, rows: int = 1) -> None:
+        self.counts[outcome] += rows
+        if outcome == "rejected":
+            self.rejected_rows[key] += rows
+        else:
+            self.decided[key] = outcome
 
     def figures(self) -> dict[str, int]:
         return {outcome: self.counts[outcome] for outcome in OUTCOMES}
@@ -301,7 +370,7 @@ def make_plan(
         of_key = versions[key]
         of_key.last_is_invalid = bool(problems)
         if problems:
-            plan.counts["rejected"] += 1
+            plan.count(key, "rejected")
             plan.rejections += [
                 _rejection(key, p.field, p.reason, "validation", row) for p in problems
             ]
@@ -354,7 +423,7 @@ def _newest(plan: Plan, key: str, versions: Versions, outbound: Outbound) -> Pla
         return _wait(plan, key, _latest(versions.valid), reason, column)
     newest = {c.content_hash: c for c in versions.valid if c.timestamp == newest_time}
     if len(newest) > 1:
-        plan.counts["rejected"] += len(newest)
+        plan.count(key, "rejected", len(newest))
         plan.rejections += [
             _rejection(
                 key,
@@ -376,7 +445,7 @@ def _latest(valid: list[Planned]) -> Planned:
 
 
 def _wait(plan: Plan, key: str, held_back: Planned, why: str, column: str) -> None:
-    plan.counts["waiting"] += 1
+    plan.count(key, "waiting")
     reason = f"not sent, waiting for a valid newest version: {why}"
     plan.rejections.append(_rejection(key, column, reason, "waiting", held_back.body))
     return None
@@ -403,7 +472,7 @@ def _in_doubt_still(
 
 
 def _in_doubt(plan: Plan, key: str, row: Planned, outbound: Outbound) -> None:
-    plan.counts["in_doubt"] += 1
+    plan.count(key, "in_doubt")
     if outbound.at_most_once:
         reason = (
             "in doubt: a push sent this and its answer never came (killed, stalled, or the "
@@ -453,21 +522,21 @@ def _decide(
     if candidate is None:
         return
     if entry is None or entry.state in ("failed", SENDING):
-        plan.counts["new"] += 1
+        plan.count(key, "new")
         in_doubt = entry is not None and entry.state == SENDING
         plan.to_send.append(replace(candidate, in_doubt=in_doubt))
         return
     if entry.content_hash == candidate.content_hash or _same_record(
         entry.content, candidate.content
     ):
-        plan.counts["unchanged"] += 1
+        plan.count(key, "unchanged")
         return
     if outbound.timestamped and entry.timestamp is not None:
         if candidate.timestamp < entry.timestamp:
-            plan.counts["stale"] += 1
+            plan.count(key, "stale")
             return
         if candidate.timestamp == entry.timestamp:
-            plan.counts["rejected"] += 1
+            plan.count(key, "rejected")
             plan.rejections.append(
                 _rejection(
                     key,
@@ -480,7 +549,7 @@ def _decide(
             return
     changed = outbound.diff(candidate, entry)
     if changed is None:
-        plan.counts["unchanged"] += 1
+        plan.count(key, "unchanged")
         return
-    plan.counts["changed"] += 1
+    plan.count(key, "changed")
     plan.to_send.append(changed)

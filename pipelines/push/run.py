@@ -12,9 +12,11 @@ demo's examples). A record type whose view is missing plans and sends nothing, a
 the others proceed."""
 
 import json
-from collections.abc import Iterator, Mapping
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 
 import duckdb
 import httpx
@@ -25,10 +27,11 @@ from pipelines.lake import LakeLocation
 from pipelines.lake.object_store import lake_fault
 from pipelines.process import collector_paused
 from pipelines.push import imports
+from pipelines.push.changes import Batch, Changes, KeysDiffer, context_of
 from pipelines.push.lease import Lease, holder_name, no_push_alive, wait_seconds
-from pipelines.push.ledger import Ledger
-from pipelines.push.plan import OUTBOUND, OUTCOMES, Resend, Sending, make_plan
-from pipelines.push.send import Client, send_plan
+from pipelines.push.ledger import Ledger, now
+from pipelines.push.plan import OUTBOUND, OUTCOMES, Plan, Resend, Sending, make_plan
+from pipelines.push.send import Client, Sent, send_plan
 from pipelines.streams.datahub import CUSTOM_FIELDS
 from pipelines.transport import CallStats
 from pipelines.warehouse import WarehouseBusy, WarehouseUnavailable
@@ -137,11 +140,13 @@ def run_push(
     resend_in_doubt: Resend = False,
     log=print,
     run_id: str | None = None,
+    retry_refused: bool = False,
 ) -> PushReport:
     """`services`: the settings of each service a record type goes to, by name (`datahub`,
     `conversation`). A push holds the lake's lease (`pipelines/push/lease.py`) from before it
     reads the ledger until its last answer is journaled; a dry run sends nothing and takes
-    none."""
+    none. `retry_refused`: send again the rows the service refused, changed or not, without
+    waiting for their retry (`pipelines/push/changes.py`)."""
     log(f"warehouse: {refresh(lake)}")
     with ExitStack() as held:
         lease = None
@@ -149,9 +154,12 @@ def run_push(
             lease = Lease(lake.lake().place.uri, holder_name(run_id))
             lease.acquire(wait_seconds(), log)
             held.callback(lease.release)
+        planned = partial(
+            _push, lake, services, dry_run, record_types, resend_in_doubt, log, lease, retry_refused
+        )
         try:
             try:
-                return _push(lake, services, dry_run, record_types, resend_in_doubt, log, lease)
+                return planned()
             except duckdb.Error as error:
                 # A damaged file fails the views before anything is sent: a pulled one is
                 # set aside and the push planned again; a ledger file's is refused.
@@ -159,7 +167,7 @@ def run_push(
                 if not damaged:
                     raise views_failed(error) from None
                 log(damaged_note(damaged))
-                return _push(lake, services, dry_run, record_types, resend_in_doubt, log, lease)
+                return planned()
         except httpx.TransportError as error:
             # A service's connection failed past its retries (a write that may have been
             # taken is never retried): said as the service's, not as the library's text.
@@ -188,6 +196,82 @@ def connection_failed(error: httpx.TransportError) -> Unavailable:
     )
 
 
+def _send(plan: Plan, to: Mapping[str, Client], ledger: Ledger, lease: Lease | None) -> Sent:
+    if OUTBOUND[plan.record_type].sending is Sending.MEMBER_IMPORT:
+        return imports.send_imports(plan, to, ledger, IMPORT_DEADLINE_SECONDS, lease=lease)
+    return send_plan(plan, to, ledger, lease=lease)
+
+
+@dataclass
+class RecordTypePush:
+    """One record type planned, and unless a dry run (`send` None) sent, a batch of keys at
+    a time: the keys DuckDB hands over as changed since the last push (`changes.py`), or,
+    where it keys a row otherwise than Python, every row of the view at once."""
+
+    record_type: str
+    ledger: Ledger
+    send: Callable[[Plan], Sent] | None
+    custom_fields: Mapping[str, list[dict]]
+    resend_in_doubt: Resend
+
+    def run(
+        self, warehouse: duckdb.DuckDBPyConnection, senders_gone: bool, retry_refused: bool
+    ) -> tuple[dict[str, int], list[dict]]:
+        """The figures and the rejected rows of the record type."""
+        self.ledger.compact()  # the answers of a push killed before its end, among them
+        context = context_of(self.record_type, self.custom_fields)
+        changes = Changes(
+            warehouse, self.ledger.lake, self.record_type, context, now(), retry_refused
+        )
+        figures: Counter = Counter()
+        rejections: list[dict] = []
+        try:
+            self._planned(changes.batches(), senders_gone, figures, rejections, changes)
+        except KeysDiffer:
+            figures = Counter(sent=figures["sent"], refused=figures["refused"])
+            rejections = []
+            rows = outbound_rows(warehouse, OUTBOUND[self.record_type].view)
+            whole = Batch(list(rows), self.ledger.latest(self.record_type))
+            self._planned([whole], senders_gone, figures, rejections, None)
+        else:
+            figures.update(changes.carried())
+            rejections += changes.carried_rejections()
+            if self.send is not None:
+                self.ledger.compact()  # the refusals' entries, which the kept marks read
+                changes.keep()
+        shown = [*OUTCOMES, *([] if self.send is None else ["sent", "refused"])]
+        return {name: figures[name] for name in shown}, rejections
+
+    def _planned(
+        self,
+        batches: Iterable[Batch],
+        senders_gone: bool,
+        figures: Counter,
+        rejections: list[dict],
+        changes: Changes | None,
+    ) -> None:
+        for batch in batches:
+            with collector_paused():  # the rows, the ledger's entries and the plan
+                plan = make_plan(
+                    self.record_type,
+                    batch.rows,
+                    batch.accepted,
+                    self.custom_fields,
+                    self.resend_in_doubt,
+                    senders_gone,
+                )
+            figures.update(plan.counts)
+            rejections += plan.rejections
+            refused: set[str] = set()
+            if self.send is not None:
+                sent = self.send(plan)
+                figures.update(sent=sent.accepted, refused=sent.refused)
+                rejections += sent.rejections
+                refused = {r["key"] for r in sent.rejections}
+            if changes is not None:
+                changes.decided(plan, refused)
+
+
 def _push(
     lake: LakeLocation,
     services: Mapping[str, Service],
@@ -196,6 +280,7 @@ def _push(
     resend_in_doubt: Resend,
     log,
     lease: Lease | None,
+    retry_refused: bool,
 ) -> PushReport:
     report = PushReport(dry_run)
     # Whether what a push marked `sending` and never had answered may still be sent by it.
@@ -223,28 +308,13 @@ def _push(
                     report.without_view.append(record_type)
                     log(f"{record_type}: {missing_view(outbound.view)}; nothing planned")
                     continue
-                with collector_paused():  # the rows, the ledger's entries and the plan
-                    plan = make_plan(
-                        record_type,
-                        outbound_rows(warehouse, outbound.view),
-                        ledger.latest(record_type),
-                        definitions,
-                        resend_in_doubt,
-                        senders_gone,
-                    )
-                figures = plan.figures()
-                rejections = plan.rejections
+                sender = None
                 if not dry_run:
-                    to = clients[outbound.service]
-                    if outbound.sending is Sending.MEMBER_IMPORT:
-                        sent = imports.send_imports(
-                            plan, to, ledger, IMPORT_DEADLINE_SECONDS, lease=lease
-                        )
-                    else:
-                        sent = send_plan(plan, to, ledger, lease=lease)
-                    rejections = rejections + sent.rejections
-                    figures |= {"sent": sent.accepted, "refused": sent.refused}
-                    ledger.compact()  # the record type's acknowledgements into `sync.pushed`
+                    sender = partial(
+                        _send, to=clients[outbound.service], ledger=ledger, lease=lease
+                    )
+                pushed = RecordTypePush(record_type, ledger, sender, definitions, resend_in_doubt)
+                figures, rejections = pushed.run(warehouse, senders_gone, retry_refused)
                 ledger.reject(record_type, rejections)
                 report.figures[record_type] = figures
                 log(f"{record_type}: " + ", ".join(f"{k} {v}" for k, v in figures.items()))

@@ -49,6 +49,27 @@ REJECTED = Stream(
 )
 STREAMS = [PUSHED, REJECTED]
 
+#: What a push decided for each key without a request, so that the next one plans only what
+#: changed (`pipelines/push/changes.py`): one file per record type, replaced by each push
+#: that decides anything anew. Not a relation of the warehouse: the push's own bookkeeping.
+PUSH_STATE = Stream(
+    "sync",
+    "push_state",
+    pa.schema(
+        [
+            ("key", pa.string()),
+            ("fingerprint", pa.uint64()),  # the hash of the key's rows in the view
+            ("mark", pa.uint64()),  # the hash of its latest ledger entry; null: none
+            ("outcome", pa.string()),  # unchanged, stale, waiting, rejected or refused
+            ("rejected", pa.int64()),  # its rows counted rejected
+            ("refusals", pa.int64()),  # the service's refusals of these rows in a row
+            ("retry_at", TIMESTAMP),  # when a refused key is sent again
+            ("context", pa.string()),  # the rules and definitions it was decided under
+        ]
+    ),
+    key=("key",),
+)
+
 
 class LedgerDamaged(Damaged):
     """A file of the push ledger cannot be read: it alone says what the hub accepted."""

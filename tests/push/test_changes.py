@@ -1,0 +1,201 @@
+"""The push decides in DuckDB which keys may need a request (pipelines/push/changes.py): a push
+with nothing new plans no row in Python, one with N changed keys plans those N, a row the
+service refused waits for a change or its retry, and what is skipped still counts in the
+figures and in `sync.rejected`. Run through `RecordTypePush` (pipelines/push/run.py) with the
+real ledger, journal and sender; the service is a stand-in that refuses what it is told to.
+The sandbox shows the same end to end (test_push.py)."""
+
+from datetime import UTC, datetime, timedelta
+from functools import partial
+
+import duckdb
+import pyarrow as pa
+import pytest
+import time_machine
+
+from pipelines.lake import Lake
+from pipelines.push import run as push_run
+from pipelines.push.ledger import Ledger, rejected_now
+from pipelines.push.plan import make_plan
+from pipelines.push.run import RecordTypePush
+from pipelines.streams.pushed import PUSH_STATE
+from pipelines.transport import ServiceError
+from tests.push.test_plan import ELEVEN, TEN, order
+
+NOW = datetime(2026, 11, 2, 8, tzinfo=UTC)
+ORDERS = 30
+
+
+class Hub:
+    """Takes every order but those it is told to refuse; remembers what it was sent."""
+
+    def __init__(self) -> None:
+        self.refuse: set[str] = set()
+        self.sent: list[str] = []
+
+    def submit(self, record_type: str, body: dict, idempotent: bool = True) -> str:
+        self.sent.append(body["id"])
+        if body["id"] in self.refuse:
+            refusal = {"error": {"code": "invalid_value", "field": "items"}}
+            raise ServiceError("push to", "default", 422, refusal)
+        return f"ev-{len(self.sent)}"
+
+
+class Shop:
+    """`outbound.orders` over a table of rows that a test changes, in the push's DuckDB."""
+
+    def __init__(self, tmp_path, monkeypatch) -> None:
+        self.lake = Lake(tmp_path / "lake")
+        self.journal = tmp_path / "journal"
+        self.con = duckdb.connect()
+        self.con.execute("CREATE SCHEMA outbound")
+        self.hub = Hub()
+        self.rows = [order(TEN, id=f"ord-{n:02}") for n in range(ORDERS)]
+        # Invalid (a currency of four letters): rejected, kept in sync.rejected.
+        self.rows.append(order(TEN, id="ord-bad", currency="TWDX"))
+        # Newest version invalid: the key waits.
+        self.rows += [order(TEN, id="ord-wait"), order(ELEVEN, id="ord-wait", currency="TWDX")]
+        self.planned: list[list[str]] = []  # the keys of each plan made
+        monkeypatch.setattr(push_run, "make_plan", self._spied)
+
+    def _spied(self, record_type, rows, *args, **kwargs):
+        rows = list(rows)
+        self.planned.append([row["id"] for row in rows])
+        return make_plan(record_type, rows, *args, **kwargs)
+
+    def push(self, dry_run: bool = False, retry_refused: bool = False) -> dict[str, int]:
+        self.con.register("shop_rows", pa.Table.from_pylist(self.rows))
+        self.con.execute("CREATE OR REPLACE TABLE shop_orders AS SELECT * FROM shop_rows")
+        self.con.execute("CREATE OR REPLACE VIEW outbound.orders AS SELECT * FROM shop_orders")
+        self.planned.clear()
+        with Ledger(self.lake, self.journal) as ledger:
+            sender = None
+            if not dry_run:
+                sender = partial(
+                    push_run._send, to={"default": self.hub}, ledger=ledger, lease=None
+                )
+            pushed = RecordTypePush("order", ledger, sender, {}, False)
+            figures, rejections = pushed.run(self.con, True, retry_refused)
+            if not dry_run:
+                ledger.reject("order", rejections)
+        return figures
+
+    def planned_keys(self) -> set[str]:
+        return {key for keys in self.planned for key in keys}
+
+    def rejected(self) -> set[tuple[str, str, str]]:
+        rows = rejected_now(self.lake, "order", 1000)
+        return {(row["key"], row["source"], row["field"]) for row in rows}
+
+
+@pytest.fixture
+def shop(tmp_path, monkeypatch):
+    with time_machine.travel(NOW, tick=True):
+        yield Shop(tmp_path, monkeypatch)
+
+
+def test_a_push_with_nothing_new_plans_no_row_and_counts_as_the_last(shop):
+    first = shop.push()
+    assert first["new"] == ORDERS and sorted(shop.hub.sent) == [
+        f"ord-{n:02}" for n in range(ORDERS)
+    ]
+    second = shop.push()  # what was sent is now unchanged: decided in Python once more
+    assert second["unchanged"] == ORDERS and second["sent"] == 0
+    rejected = shop.rejected()
+    assert ("ord-bad", "validation", "currency") in rejected
+    assert ("ord-wait", "waiting", "timestamp") in rejected
+
+    third = shop.push()
+    assert shop.planned == []  # no row of the view reached Python
+    assert third == second
+    assert shop.rejected() == rejected  # the skipped keys' rejections are kept
+    assert shop.push(dry_run=True) == {
+        k: v for k, v in second.items() if k not in ("sent", "refused")
+    }
+    assert shop.planned == []
+    assert len(shop.hub.sent) == ORDERS
+
+
+def test_a_push_with_n_changed_keys_plans_those_n(shop):
+    shop.push()
+    shop.push()
+    changed = {"ord-03", "ord-17", "ord-29"}
+    shop.rows += [order(ELEVEN, id=key, status="returned") for key in sorted(changed)]
+    shop.rows.append(order(TEN, id="ord-new"))
+    shop.hub.sent.clear()
+    figures = shop.push()
+    assert shop.planned_keys() == changed | {"ord-new"}
+    assert sorted(shop.hub.sent) == sorted(changed | {"ord-new"})
+    assert (figures["changed"], figures["new"], figures["unchanged"]) == (3, 1, ORDERS - 3)
+    # A key that left the view is forgotten: it counts nowhere.
+    shop.rows = [row for row in shop.rows if row["id"] != "ord-05"]
+    assert shop.push()["unchanged"] == ORDERS - 1 + 1  # ord-new is unchanged now
+    assert shop.planned_keys() == changed | {"ord-new"}  # planned once more after their send
+
+
+def test_the_fixed_invalid_row_is_planned_and_sent(shop):
+    shop.push()
+    shop.push()
+    shop.rows = [row for row in shop.rows if row["id"] != "ord-wait"]
+    shop.rows += [order(TEN, id="ord-wait"), order(ELEVEN, id="ord-wait", status="returned")]
+    shop.hub.sent.clear()
+    figures = shop.push()
+    assert shop.planned_keys() == {"ord-wait"}
+    assert shop.hub.sent == ["ord-wait"] and figures["waiting"] == 0
+    assert not any(key == "ord-wait" for key, _, _ in shop.rejected())
+
+
+def test_a_refused_row_waits_for_a_change_or_its_retry(shop):
+    shop.hub.refuse = {"ord-07"}
+    first = shop.push()
+    assert first["refused"] == 1 and ("ord-07", "service", "items") in shop.rejected()
+    shop.hub.sent.clear()
+
+    again = shop.push()  # unchanged: not sent again, still listed, counted apart
+    assert "ord-07" not in shop.hub.sent and "ord-07" not in shop.planned_keys()
+    assert again["refused_before"] == 1 and again["refused"] == 0
+    assert ("ord-07", "service", "items") in shop.rejected()
+
+    with time_machine.travel(NOW + timedelta(minutes=59), tick=True):
+        shop.push()
+        assert shop.hub.sent == []
+    with time_machine.travel(NOW + timedelta(minutes=61), tick=True):
+        retried = shop.push()  # its first retry, an hour after the refusal
+    assert shop.hub.sent == ["ord-07"] and retried["refused"] == 1
+    with time_machine.travel(NOW + timedelta(minutes=61 + 100), tick=True):
+        shop.push()  # the wait doubled: two hours after the second refusal
+    assert shop.hub.sent == ["ord-07"]
+    with time_machine.travel(NOW + timedelta(minutes=61 + 121), tick=True):
+        shop.push()
+    assert shop.hub.sent == ["ord-07", "ord-07"]
+
+    shop.push(retry_refused=True)  # asked for: sent at once
+    assert shop.hub.sent.count("ord-07") == 3
+
+    shop.hub.refuse.clear()
+    shop.rows.append(order(ELEVEN, id="ord-07", status="returned"))  # changed: sent at once
+    fixed = shop.push()
+    assert shop.hub.sent.count("ord-07") == 4 and fixed["sent"] == 1
+    assert not any(key == "ord-07" for key, _, _ in shop.rejected())
+
+
+def test_a_lost_or_damaged_state_plans_everything_again_with_the_same_figures(shop):
+    shop.push()
+    settled = shop.push()
+    path = shop.lake.path(PUSH_STATE, "order")
+    with shop.lake.fs.open_output_stream(path) as out:
+        out.write(b"not parquet")
+    assert shop.push() == settled and len(shop.planned_keys()) == ORDERS + 2
+    shop.lake.fs.delete_file(path)
+    assert shop.push() == settled and len(shop.planned_keys()) == ORDERS + 2
+    shop.push()
+    assert shop.planned == []
+
+
+def test_a_key_duckdb_writes_otherwise_plans_the_view_whole(shop):
+    """A key column of a type DuckDB writes otherwise than Python (a boolean: `true`
+    against `True`): every row is planned, as before the state was kept."""
+    shop.rows = [order(TEN, id=True)]
+    figures = shop.push()
+    assert figures["rejected"] == 1 and shop.planned == [[True]]
+    assert not shop.lake.exists(shop.lake.path(PUSH_STATE, "order"))
