@@ -36,11 +36,11 @@ def compaction(
         if opened is None:
             return dg.SkipReason(f"no inbox at {inbox.place.path(lake.lake_root)}")
         with opened:
-            stale = inbox.stale_days(opened, lake.lake())
+            pending = inbox.pending(opened, lake.lake())
             inbox_uuid = opened.uuid
-        if not stale:
+        if pending is None:
             return dg.SkipReason(f"every one of the inbox's {inbox.holds} is in the lake")
-        return dg.RunRequest(run_key=f"{inbox_uuid}-{inbox.newest(stale)}")
+        return dg.RunRequest(run_key=f"{inbox_uuid}-{pending}")
 
     return job, sensor
 

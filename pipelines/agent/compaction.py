@@ -13,7 +13,7 @@ crash between them leaves the day stale, and the next run rewrites both.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import date
 
@@ -141,8 +141,13 @@ def compact_inbox(lake_root: str, lake: Lake, log: plumbing.Log, warn: plumbing.
     return done
 
 
-def stale_days(inbox: Inbox, lake: Lake) -> dict[date, tuple[int, int]]:
+def stale_days(inbox: Inbox, lake: Lake) -> Mapping[date, tuple[int, int]]:
     """Days whose files lack requests or answers the inbox holds, with its newest ids."""
+    return plumbing.stale_days(inbox, lake, AGENT_REQUESTS, lambda: _every_stale_day(inbox, lake))
+
+
+def _every_stale_day(inbox: Inbox, lake: Lake) -> dict[date, tuple[int, int]]:
+    """`stale_days` from every landed day's file and the whole inbox."""
     days = plumbing.landed(lake, AGENT_REQUESTS)
     others = plumbing.foreign(inbox.uuid, days)
     if others:
@@ -170,7 +175,6 @@ AGENT_COMPACTION = plumbing.InboxCompaction(
     tuple(STREAMS),
     compact_inbox,
     PLACE,
-    stale_days,
     holds="turns and answers",
 )
 
@@ -262,9 +266,11 @@ def _compact_day(inbox: Inbox, lake: Lake, day: date, tops: tuple[int, int]) -> 
 def compact(inbox: Inbox, lake: Lake) -> Compaction:
     """Rewrite every stale day from the inbox; each file is replaced atomically."""
     done = Compaction()
+    newest = inbox.newest()
     for day, tops in sorted(stale_days(inbox, lake).items()):
         requests, messages = _compact_day(inbox, lake, day, tops)
         done.requests += requests
         done.messages += messages
         done.days.append(day)
+    plumbing.compacted(lake, AGENT_REQUESTS, inbox, newest)
     return done

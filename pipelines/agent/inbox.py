@@ -55,6 +55,7 @@ CREATE TABLE IF NOT EXISTS answers (
     outcome TEXT NOT NULL,
     error TEXT
 );
+CREATE INDEX IF NOT EXISTS answers_by_day ON answers (day, id);
 CREATE TABLE IF NOT EXISTS rejected (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     received_at TEXT NOT NULL,
@@ -108,12 +109,25 @@ class AgentInbox(AnswerKeeping, SQLiteInbox):
             )
         return self.first_answer(key)
 
-    def day_watermarks(self) -> dict[date, tuple[int, int]]:
-        """Per day that holds requests: the newest request id and the newest answer id."""
+    def newest(self) -> tuple[int, int]:
+        """The newest request id and the newest answer id (0 while there is none)."""
+        [tops] = self.read(
+            "SELECT (SELECT coalesce(max(id), 0) FROM requests), "
+            "(SELECT coalesce(max(id), 0) FROM answers)"
+        )
+        return tops
+
+    def day_watermarks(
+        self, after_request: int = 0, after_answer: int = 0
+    ) -> dict[date, tuple[int, int]]:
+        """Per day with a request id > `after_request` or an answer id > `after_answer` (the
+        days stored since, found by id): its newest request id and its newest answer id."""
         rows = self.read(
-            "SELECT r.day, r.top, coalesce(a.top, 0) FROM "
-            "(SELECT day, max(id) AS top FROM requests GROUP BY day) AS r LEFT JOIN "
-            "(SELECT day, max(id) AS top FROM answers GROUP BY day) AS a ON a.day = r.day"
+            "SELECT day, (SELECT max(id) FROM requests WHERE day = d.day), "
+            "coalesce((SELECT max(id) FROM answers WHERE day = d.day), 0) FROM "
+            "(SELECT day FROM requests WHERE id > ? UNION SELECT day FROM answers WHERE id > ?) "
+            "AS d",
+            (after_request, after_answer),
         )
         return {date.fromisoformat(day): (requests, answers) for day, requests, answers in rows}
 

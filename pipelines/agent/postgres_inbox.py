@@ -34,6 +34,7 @@ SETUP = (
     "request_key text NOT NULL, day date NOT NULL, answered_at timestamptz NOT NULL, "
     "reply_text bytea NOT NULL, outcome text NOT NULL, error bytea, "
     "UNIQUE (inbox, request_key))",
+    f"CREATE INDEX IF NOT EXISTS {ANSWERS}_by_day ON {ANSWERS} (inbox, day, id)",
     f"CREATE TABLE IF NOT EXISTS {REJECTED} ("
     "id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, inbox text NOT NULL, "
     "received_at timestamptz NOT NULL, reason text NOT NULL, body bytea NOT NULL)",
@@ -101,13 +102,25 @@ class PostgresAgentInbox(AnswerKeeping, PostgresInbox):
         )
         return self.first_answer(key)
 
-    def day_watermarks(self) -> dict[date, tuple[int, int]]:
-        rows = self._db.run(
-            f"SELECT r.day, r.top, coalesce(a.top, 0) FROM "
-            f"(SELECT day, max(id) AS top FROM {REQUESTS} WHERE inbox = %(inbox)s GROUP BY day) "
-            f"AS r LEFT JOIN (SELECT day, max(id) AS top FROM {ANSWERS} "
-            "WHERE inbox = %(inbox)s GROUP BY day) AS a ON a.day = r.day",
+    def newest(self) -> tuple[int, int]:
+        [(requests, answers)] = self._db.run(
+            f"SELECT (SELECT coalesce(max(id), 0) FROM {REQUESTS} WHERE inbox = %(inbox)s), "
+            f"(SELECT coalesce(max(id), 0) FROM {ANSWERS} WHERE inbox = %(inbox)s)",
             {"inbox": self.scope},
+        )
+        return requests, answers
+
+    def day_watermarks(
+        self, after_request: int = 0, after_answer: int = 0
+    ) -> dict[date, tuple[int, int]]:
+        rows = self._db.run(
+            f"SELECT d.day, (SELECT max(id) FROM {REQUESTS} AS r WHERE r.inbox = %(inbox)s "
+            f"AND r.day = d.day), coalesce((SELECT max(id) FROM {ANSWERS} AS a "
+            "WHERE a.inbox = %(inbox)s AND a.day = d.day), 0) FROM "
+            f"(SELECT day FROM {REQUESTS} WHERE inbox = %(inbox)s AND id > %(after_request)s "
+            f"UNION SELECT day FROM {ANSWERS} WHERE inbox = %(inbox)s "
+            "AND id > %(after_answer)s) AS d",
+            {"inbox": self.scope, "after_request": after_request, "after_answer": after_answer},
         )
         return {day: (requests, answers) for day, requests, answers in rows}
 

@@ -3,7 +3,9 @@
 the uuid of the inbox they came from and the newest inbox ids they hold (the watermarks), and
 are rewritten whole, from the inbox, when it holds newer rows of their day. Files compacted
 from another inbox stop the run (`ForeignInbox`): a new inbox restarts ids at 1, so its
-watermarks mean nothing beside the old ones."""
+watermarks mean nothing beside the old ones. How far a compaction got over all days is kept
+too (`pipelines/lake/watermarks.py`), so finding what is new reads the rows stored since,
+not every day's file nor every row of the inbox."""
 
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ from typing import Any, TypeVar
 
 from pipelines.errors import SetupError
 from pipelines.inbox.storage import Place
-from pipelines.lake import Lake
+from pipelines.lake import Lake, watermarks
+from pipelines.lake.watermarks import Watermark
 from pipelines.stream import Stream
 
 #: The name of each day's file (the lake's "connection" slot): where its rows come from.
@@ -59,15 +62,13 @@ class Compacted:
 @dataclass(frozen=True)
 class InboxCompaction:
     """A receiver's inbox as a sync and a sensor know it: the relations it lands by
-    compacting the inbox (`compact`), where the inbox lives (`place`), the days whose files
-    lack what it holds, with its newest id of each kind for each (`stale_days`: an id, or a
-    tuple of them), and what it holds, in words."""
+    compacting the inbox (`compact`; the first carries the watermarks), where the inbox
+    lives (`place`), and what it holds, in words."""
 
     name: str
     streams: tuple[Stream, ...]
     compact: Callable[[str, Lake, Log, Log], Compacted]
     place: Place
-    stale_days: Callable[[Any, Lake], Mapping[date, int | tuple[int, ...]]]
     holds: str
 
     @property
@@ -78,12 +79,36 @@ class InboxCompaction:
         """The inbox, None where there is none yet (a receiver makes it at its first row)."""
         return self.place.open(lake_root, create=False)
 
-    @staticmethod
-    def newest(stale: Mapping[date, int | tuple[int, ...]]) -> str:
-        """The state `stale_days` found, in one name: the newest id of each kind over every
-        stale day (a sensor asks for one run per state)."""
-        ids = [top if isinstance(top, tuple) else (top,) for top in stale.values()]
-        return "-".join(str(max(kind)) for kind in zip(*ids, strict=True))
+    def pending(self, inbox: Any, lake: Lake) -> str | None:
+        """The inbox's newest id of each kind, in one name, while the lake's watermark is
+        not at them (a sensor asks for one run per state); None when it is, or the inbox is
+        empty. It reads those ids and the watermark's one file, however long the history:
+        the run finds the days (`stale_days`)."""
+        newest = inbox.newest()
+        if not any(newest) or watermarks.read(lake, self.streams[0]) == Watermark(
+            inbox.uuid, newest
+        ):
+            return None
+        return "-".join(str(top) for top in newest)
+
+
+def stale_days(
+    inbox: Any, lake: Lake, stream: Stream, every_day: Callable[[], Mapping[date, T]]
+) -> Mapping[date, T]:
+    """The days whose files lack rows the inbox holds, with the inbox's newest id(s) of
+    each: the days of the rows stored since `stream`'s watermark where it is this inbox's,
+    else `every_day()`, which compares each landed day's file with the whole inbox (a first
+    compaction, a watermark lost or forgotten, another inbox's)."""
+    mark = watermarks.read(lake, stream)
+    if mark is None or mark.source != inbox.uuid:
+        return every_day()
+    return inbox.day_watermarks(*mark.ids)
+
+
+def compacted(lake: Lake, stream: Stream, inbox: Any, newest: tuple[int, ...]) -> None:
+    """Keep `stream`'s watermark at `newest`: the inbox's ids read before its stale days
+    were, so a row stored meanwhile is the next compaction's, never skipped."""
+    watermarks.write(lake, stream, Watermark(inbox.uuid, newest))
 
 
 def landed(lake: Lake, stream: Stream) -> dict[date, dict[str, str]]:

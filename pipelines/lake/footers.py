@@ -7,7 +7,9 @@ since, not one request per day kept on an object store.
 Kept in `<lake>/_footers/<service>/<stream>.parquet`: each file's path in the lake, its size
 and when it was last written as the listing shows them, its rows and its `pulled_at`
 (`pipelines/pull/landing.py`). A listed file whose size and time both match is taken from there
-(rsync's quick check); any other's footer is read. An object store keeps whole
+(rsync's quick check); any other's footer is read. A file that left the window looked at (of
+a day before it, or no longer listed) is forgotten, so what is kept is bounded by the files
+of the window, not by every file the stream ever had. An object store keeps whole
 seconds, so a day file written again within the second of its last write, to the same size
 to the byte, would be taken as unchanged until it is written again. The file is only a
 cache: written whole or not at all (`Lake.put`), it may be deleted, and one that cannot be
@@ -25,7 +27,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from pipelines.errors import first_line
-from pipelines.lake import Lake
+from pipelines.lake import Lake, file_day
 from pipelines.stream import Stream
 
 FOLDER = "_footers"
@@ -82,9 +84,22 @@ def footers(
             pulled = (footer.metadata or {}).get(b"pulled_at")
             found[info.path] = Footer(footer.num_rows, None if pulled is None else pulled.decode())
         current[name] = (seen, found[info.path])
-    if any(kept.get(name) != entry for name, entry in current.items()):
-        # What was kept of days outside `days` stays; of a whole stream, only what is listed.
-        others = {} if days is None else {n: e for n, e in kept.items() if n not in current}
+    # Of a whole stream, only what is listed stays. Of some days, what was kept of the later
+    # days stays too (another caller's window may end later); a file of `days` not listed,
+    # or of a day before them, has left the window and is forgotten, so the kept file holds
+    # the files of the windows looked at, not every file the stream ever had.
+    first = min(days, default=None) if days is not None else None
+    others = {
+        name: entry
+        for name, entry in kept.items()
+        if first is not None
+        and name not in current
+        and file_day(name) > first
+        and file_day(name) not in days
+    }
+    if others.keys() | current.keys() != kept.keys() or any(
+        kept[name] != entry for name, entry in current.items()
+    ):
         _write(lake, place, others | current)
     return found
 

@@ -31,7 +31,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from pipelines.errors import first_line
-from pipelines.lake import Lake, file_day
+from pipelines.lake import Lake, file_day, watermarks
 from pipelines.lake.footers import footers
 from pipelines.pull.landing import served_days, today
 from pipelines.stream import Stream
@@ -94,7 +94,8 @@ def unreadable(lake: Lake, path: str, pages: bool = False) -> str | None:
 
 
 def set_aside(lake: Lake, path: str, reason: str, again: bool = True) -> SetAside:
-    """Move one file out of its stream, with its reason beside it."""
+    """Move one file out of its stream, with its reason beside it. The compactions'
+    watermarks are forgotten: a receiver's day then lands again (`pipelines/lake/watermarks.py`)."""
     relative = path.removeprefix(lake.root).lstrip("/")
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     target = f"{lake.root}/{FOLDER}/{relative}.{stamp}"
@@ -102,6 +103,7 @@ def set_aside(lake: Lake, path: str, reason: str, again: bool = True) -> SetAsid
     with lake.fs.open_output_stream(target + REASON_SUFFIX) as out:
         out.write(f"{lake.uri(path)}\n{reason}\nfound {stamp}\n".encode())
     lake.fs.move(path, target)
+    watermarks.forget_all(lake)
     return SetAside(lake.uri(path), lake.uri(target), reason, again)
 
 

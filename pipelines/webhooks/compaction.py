@@ -24,6 +24,7 @@ quarantine loses its quarantine file before the events file is replaced.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import date
@@ -114,8 +115,13 @@ def compact_inbox(lake_root: str, lake: Lake, log: plumbing.Log, warn: plumbing.
     return done
 
 
-def stale_days(inbox: WebhookInbox, lake: Lake) -> dict[date, int]:
+def stale_days(inbox: WebhookInbox, lake: Lake) -> Mapping[date, int]:
     """Days whose file lacks events the inbox holds, with the inbox's newest id for each."""
+    return plumbing.stale_days(inbox, lake, WEBHOOK_EVENTS, lambda: _every_stale_day(inbox, lake))
+
+
+def _every_stale_day(inbox: WebhookInbox, lake: Lake) -> dict[date, int]:
+    """`stale_days` from every landed day's file and the whole inbox."""
     days = plumbing.landed(lake, WEBHOOK_EVENTS)
     others = plumbing.foreign(inbox.uuid, days, plumbing.landed(lake, WEBHOOK_QUARANTINE))
     if others:
@@ -138,7 +144,6 @@ WEBHOOK_COMPACTION = plumbing.InboxCompaction(
     (WEBHOOK_EVENTS, WEBHOOK_QUARANTINE),
     compact_inbox,
     PLACE,
-    stale_days,
     holds="webhook events",
 )
 
@@ -264,10 +269,12 @@ def _compact_day(
 def compact(inbox: WebhookInbox, lake: Lake) -> Compaction:
     """Rewrite every stale day from the inbox; a day's files are replaced atomically."""
     done = Compaction()
+    newest = inbox.newest()
     with duckdb.connect(config={"threads": 1}) as con:
         for day, top in sorted(stale_days(inbox, lake).items()):
             rows, quarantined = _compact_day(inbox, lake, day, top, con)
             done.rows += rows
             done.quarantined += quarantined
             done.days.append(day)
+    plumbing.compacted(lake, WEBHOOK_EVENTS, inbox, newest)
     return done

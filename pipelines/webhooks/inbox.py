@@ -99,9 +99,15 @@ class Inbox(SQLiteInbox):
         """Keep a signed delivery the receiver refused, with why (every attempt is a row)."""
         self.keep_rejected(arrival.rejected_row(reason))
 
-    def day_watermarks(self) -> dict[date, int]:
-        """The newest row id of each day that holds events."""
-        rows = self.read("SELECT day, max(id) FROM events GROUP BY day")
+    def newest(self) -> tuple[int]:
+        """The newest row id (0 while there is none)."""
+        [(top,)] = self.read("SELECT coalesce(max(id), 0) FROM events")
+        return (top,)
+
+    def day_watermarks(self, after: int = 0) -> dict[date, int]:
+        """The newest row id of each day that holds events with id > `after`: the days
+        stored since, read by id, not every day."""
+        rows = self.read("SELECT day, max(id) FROM events WHERE id > ? GROUP BY day", (after,))
         return {date.fromisoformat(day): top for day, top in rows}
 
     def events_of(self, day: date, up_to: int) -> Iterator[StoredEvent]:

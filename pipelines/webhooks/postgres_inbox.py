@@ -86,11 +86,20 @@ class PostgresInbox(storage.PostgresInbox):
         """Keep a signed delivery the receiver refused, with why (every attempt is a row)."""
         self.keep_rejected(arrival.rejected_row(reason))
 
-    def day_watermarks(self) -> dict[date, int]:
-        """The newest row id of each day that holds events."""
-        rows = self._db.run(
-            f"SELECT day, max(id) FROM {EVENTS} WHERE inbox = %(inbox)s GROUP BY day",
+    def newest(self) -> tuple[int]:
+        """The newest row id (0 while there is none)."""
+        [(top,)] = self._db.run(
+            f"SELECT coalesce(max(id), 0) FROM {EVENTS} WHERE inbox = %(inbox)s",
             {"inbox": self.scope},
+        )
+        return (top,)
+
+    def day_watermarks(self, after: int = 0) -> dict[date, int]:
+        """The newest row id of each day that holds events with id > `after`."""
+        rows = self._db.run(
+            f"SELECT day, max(id) FROM {EVENTS} WHERE inbox = %(inbox)s AND id > %(after)s "
+            "GROUP BY day",
+            {"inbox": self.scope, "after": after},
         )
         return dict(rows)
 

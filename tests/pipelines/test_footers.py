@@ -88,6 +88,20 @@ def test_a_look_at_some_days_keeps_what_was_kept_of_the_others(lake):
     assert reads == 0 and 20 in everything and 2 not in everything
 
 
+def test_files_that_left_the_window_are_forgotten(lake):
+    """A window of 3 days sliding over 10: each look reads the one day that entered, and
+    the kept file holds the 3 days of the window, not every day it ever saw."""
+    for start in range(len(DAYS) - 2):
+        window = DAYS[start : start + 3]
+        _, reads = read(lake, window)
+        assert reads == (3 if start == 0 else 1)
+        assert len(lake.read_table(kept_file(lake))) == 3
+    # A file of the window no longer listed (set aside, say) is forgotten too.
+    os.remove(lake.path(EVENTS, "default", DAYS[-1]))
+    read(lake, DAYS[-3:])
+    assert len(lake.read_table(kept_file(lake))) == 2
+
+
 def test_a_file_written_again_within_its_second_is_read_again_by_its_size(lake):
     """An object store keeps whole seconds: two writes in one second have one time."""
     second = 1_900_000_000 * 10**9

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from datetime import date
 
+import pyarrow.parquet as pq
 import pytest
 
 from pipelines.clients.base import Connection
@@ -14,8 +15,14 @@ from pipelines.pull.landing import Pull, Turn
 from pipelines.pull.outcome import Landed
 from pipelines.stream import Stream
 from pipelines.streams.conversation import ASSIGNMENTS, MEMBERS, MESSAGES
+from pipelines.streams.conversation import members as planning
 from pipelines.streams.conversation.checks import members_match_messages
-from pipelines.streams.conversation.members import MESSAGES_THROUGH, looked_up, plan_members
+from pipelines.streams.conversation.members import (
+    MESSAGES_THROUGH,
+    looked_up,
+    message_files,
+    plan_members,
+)
 from pipelines.transport import ServiceError
 
 REGION = "default"
@@ -43,7 +50,7 @@ def _snapshot(lake: Lake, stream: Stream, pairs: list[tuple[int, int]], through:
 def _plan(lake: Lake, stream: Stream, everyone: bool = False) -> tuple[list, list]:
     """(pairs looked up, pairs whose row is kept), in order."""
     member_id = stream.key[1]
-    with plan_members(lake, stream, REGION, everyone) as plan:
+    with plan_members(lake, stream, REGION, everyone, message_files(lake, REGION)) as plan:
         kept = [
             (row["channel_id"], row[member_id])
             for table in plan.kept(batch_rows=1)
@@ -77,12 +84,40 @@ def test_without_new_messages_nobody_is_looked_up(lake):
     assert kept == [(1, 10), (1, 11), (2, 20)]
 
 
-def test_a_member_missing_from_the_snapshot_is_looked_up_without_new_messages(lake):
-    """A member the last pull could not look up (a 404, a new channel) is asked for again."""
+def test_a_member_missing_from_the_snapshot_waits_for_new_messages(lake):
+    """A member the last pull could not look up (a 404) is asked for again when they
+    appear in newly landed messages, not at every pull: finding them would read every
+    message file."""
     _snapshot(lake, MEMBERS, [(1, 10), (2, 20)], through=NEW_NS)
+    assert _plan(lake, MEMBERS) == ([], [(1, 10), (2, 20)])
+    _messages(lake, date(2026, 1, 3), [(1, 11)], NEW_NS + 1)
+    assert _plan(lake, MEMBERS) == ([(1, 11)], [(1, 10), (2, 20)])
+
+
+@pytest.mark.parametrize("history_days", [3, 60])
+def test_a_pull_reads_only_the_message_files_written_since_the_snapshot(
+    tmp_path, monkeypatch, history_days
+):
+    """The message files a plan reads, and their rows, are those of the day landed since
+    the last snapshot, however long the history: 1 file of 2 rows after 3 days as after 60."""
+    lake = Lake(tmp_path)
+    first = date(2026, 1, 1)
+    for n in range(history_days):
+        day = date.fromordinal(first.toordinal() + n)
+        _messages(lake, day, [(1, 10 + n), (1, 10 + n + 1)], OLD_NS)
+    known = [(1, 10 + n) for n in range(history_days + 1)]
+    _snapshot(lake, MEMBERS, known, through=SNAPSHOT_NS)
+    _messages(lake, date(2026, 6, 1), [(1, 10), (3, 30)], NEW_NS)
+    read: list[str] = []
+    distinct = planning._distinct_members
+    monkeypatch.setattr(
+        planning, "_distinct_members", lambda con, files: (read.extend(files), distinct(con, files))
+    )
     lookups, kept = _plan(lake, MEMBERS)
-    assert lookups == [(1, 11)]
-    assert kept == [(1, 10), (2, 20)]
+    assert lookups == [(1, 10), (3, 30)]
+    assert len(kept) == len(known) - 1
+    rows = sum(pq.read_metadata(file).num_rows for file in read)
+    assert (len(read), rows) == (1, 2)
 
 
 def test_refresh_every_member_looks_everyone_up(lake):

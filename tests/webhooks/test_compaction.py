@@ -12,10 +12,11 @@ import pytest
 from assets import webhooks
 from assets.cli import run_sync
 from assets.resources import LakeResource
-from pipelines.inbox.compaction import ForeignInbox
+from pipelines.inbox.compaction import FILE_NAME, ForeignInbox
 from pipelines.lake import Lake
+from pipelines.pull.damaged import set_aside
 from pipelines.settings import ENVIRONMENT_CONNECTIONS, load_settings
-from pipelines.webhooks.compaction import WEBHOOK_EVENTS, compact
+from pipelines.webhooks.compaction import WEBHOOK_COMPACTION, WEBHOOK_EVENTS, compact
 from pipelines.webhooks.envelope import parse_envelope
 from pipelines.webhooks.events import Arrival
 from pipelines.webhooks.inbox import Inbox, inbox_path
@@ -160,3 +161,53 @@ def test_a_full_sync_compacts_the_inbox_into_the_warehouse(tmp_path, monkeypatch
         ).fetchall()
     assert sorted(k for k, _ in rows) == sorted(keys)
     assert [d for _, d in rows] == [DAYS[0]] * 2 + [DAYS[2]] * 3
+
+
+@pytest.mark.parametrize("history_days", [3, 60])
+def test_a_tick_and_a_compaction_cost_what_is_new_not_the_history(
+    inbox, tmp_path, monkeypatch, history_days
+):
+    """On a lake of 3 days as of 60: the sensor's look lists nothing, reads one file (the
+    watermark) and no day of the inbox; the compaction after one new event reads the
+    watermark, finds one day in the inbox and writes that day, with no listing."""
+    lake = Lake(tmp_path / "lake")
+    for n in range(history_days):
+        store(inbox, DAYS[0] - timedelta(days=n))
+    compact(inbox, lake)
+    read = {"listings": 0, "files": 0, "inbox_days": 0}
+    listed, opened, footer = Lake._listed, Lake.parquet_file, Lake.footer
+    day_watermarks = inbox.day_watermarks
+
+    def counted(name, read_with):
+        def reading(*args, **kwargs):
+            answer = read_with(*args, **kwargs)
+            read[name] += len(answer) if name == "inbox_days" else 1
+            return answer
+
+        return reading
+
+    monkeypatch.setattr(Lake, "_listed", counted("listings", listed))
+    monkeypatch.setattr(Lake, "parquet_file", counted("files", opened))
+    monkeypatch.setattr(Lake, "footer", counted("files", footer))
+    monkeypatch.setattr(inbox, "day_watermarks", counted("inbox_days", day_watermarks))
+
+    assert WEBHOOK_COMPACTION.pending(inbox, lake) is None
+    assert read == {"listings": 0, "files": 1, "inbox_days": 0}
+    store(inbox, DAYS[1])
+    assert WEBHOOK_COMPACTION.pending(inbox, lake) == str(history_days + 1)
+    done = compact(inbox, lake)
+    assert done.days == [DAYS[1]]
+    assert read == {"listings": 0, "files": 3, "inbox_days": 1}
+    assert WEBHOOK_COMPACTION.pending(inbox, lake) is None
+
+
+def test_a_day_set_aside_is_compacted_again(inbox, tmp_path):
+    """The watermark says every event is in the lake; a damaged day file moved aside makes
+    it forgotten, so the next compaction compares every day and lands that one again."""
+    lake = Lake(tmp_path / "lake")
+    keys = {key: day for day in DAYS for key in store(inbox, day)}
+    compact(inbox, lake)
+    set_aside(lake, lake.path(WEBHOOK_EVENTS, FILE_NAME, DAYS[1]), "damaged, for the test")
+    assert WEBHOOK_COMPACTION.pending(inbox, lake) is not None
+    assert compact(inbox, lake).days == [DAYS[1]]
+    assert_lake_equals_inbox(lake, keys)

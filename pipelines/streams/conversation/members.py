@@ -1,8 +1,9 @@
 """Members and assignments: looked up by id, for the (channel, member) pairs seen in the
 landed messages; the service offers no list of them.
 
-Each connection's snapshot is rebuilt on every pull, but only the members with new messages
-are looked up again (`plan_members`); the others keep their row from the last snapshot.
+Each connection's snapshot is rebuilt on every pull, but only the members of the message
+files written since the last snapshot are looked up again (`plan_members`), and only those
+files are read; the others keep their row from the last snapshot.
 """
 
 from collections import Counter
@@ -39,9 +40,9 @@ MESSAGES_THROUGH = "messages_through_ns"
 RowOf = Callable[[ConversationClient, int, int], dict]
 
 
-def _message_file_times(lake: Lake, connection: str) -> dict[str, int]:
+def message_files(lake: Lake, connection: str) -> dict[str, int]:
     """The connection's message files, as DuckDB names them, and when each was last
-    written (ns)."""
+    written (ns): one listing, no file read."""
     name = f"{connection}.parquet"
     return {
         lake.uri(path): written
@@ -50,21 +51,10 @@ def _message_file_times(lake: Lake, connection: str) -> dict[str, int]:
     }
 
 
-def count_members_seen(lake: Lake, connection: str) -> int:
-    """The distinct (channel, member) pairs of the connection's landed messages."""
-    files = list(_message_file_times(lake, connection))
-    if not files:
-        return 0
-    with lake.connect(spill=True) as con:
-        query = f"SELECT count(*) FROM ({MEMBERS_SEEN})"
-        [(count,)] = con.execute(query, {"files": files}).fetchall()
-    return count
-
-
 @dataclass
 class MemberPlan:
     """One connection's members snapshot: whom to look up, whose rows to keep as they are
-    (SQL over the temporary tables `plan_members` made in `con`)."""
+    (SQL over the temporary table `due` that `plan_members` made in `con`)."""
 
     con: duckdb.DuckDBPyConnection
     lookups_sql: str
@@ -86,48 +76,34 @@ class MemberPlan:
 
 @contextmanager
 def plan_members(
-    lake: Lake, stream: Stream, connection: str, everyone: bool
+    lake: Lake, stream: Stream, connection: str, everyone: bool, files: dict[str, int]
 ) -> Iterator[MemberPlan]:
-    """A member is looked up when they are in a message file landed since the previous
-    snapshot, or were not in it; everyone else keeps their row. So a sync with no new
-    messages makes no lookups, and one with new messages looks up only their members.
-    `everyone` (or a snapshot without the marker) looks up every member seen."""
+    """Who is due a lookup among the connection's message `files` (`message_files`): the
+    members of those written since the previous snapshot (its `MESSAGES_THROUGH`); everyone
+    else in that snapshot keeps their row. Only the files written since are read, so a pull
+    costs what landed since the last one, not the history: none when nothing did.
+    `everyone` (or no snapshot, or one without the marker) reads every file and looks up
+    every member seen. What is due is one table (`due`), so another reason to look a known
+    member up again adds rows to it and the rest follows."""
     with lake.connect(spill=True) as con:
-        files = _message_file_times(lake, connection)
-        _distinct_members(con, "seen", list(files))
         snapshot = lake.path(stream, connection)
         previous = (
             lake.read_metadata(snapshot).get(MESSAGES_THROUGH) if lake.exists(snapshot) else None
         )
         if everyone or previous is None:
-            yield MemberPlan(con, "SELECT * FROM seen ORDER BY ALL", None)
+            _distinct_members(con, list(files))
+            yield MemberPlan(con, "SELECT * FROM due ORDER BY ALL", None)
             return
-        recent = [p for p, mtime in files.items() if mtime > int(previous)]
-        _distinct_members(con, "recent", recent)
+        _distinct_members(con, [path for path, mtime in files.items() if mtime > int(previous)])
         member_id = stream.key[1]
-        con.execute(
-            f"""
-            CREATE TEMP TABLE landed AS
-            SELECT channel_id, {member_id} AS member_id FROM read_parquet($snapshot)
-            """,
-            {"snapshot": lake.uri(snapshot)},
-        )
         yield MemberPlan(
             con,
-            lookups_sql="""
-                SELECT * FROM recent
-                UNION SELECT * FROM (
-                    SELECT * FROM seen ANTI JOIN landed USING (channel_id, member_id)
-                )
-                ORDER BY ALL
-            """,
+            lookups_sql="SELECT * FROM due ORDER BY ALL",
             kept_sql=f"""
                 SELECT previous.* EXCLUDE (connection)
                 FROM read_parquet('{_quoted(lake.uri(snapshot))}') AS previous
-                SEMI JOIN (
-                    SELECT * FROM seen ANTI JOIN recent USING (channel_id, member_id)
-                ) AS keep
-                ON previous.channel_id = keep.channel_id AND previous.{member_id} = keep.member_id
+                ANTI JOIN due
+                ON previous.channel_id = due.channel_id AND previous.{member_id} = due.member_id
             """,
         )
 
@@ -136,12 +112,12 @@ def _quoted(path: str) -> str:
     return path.replace("'", "''")
 
 
-def _distinct_members(con: duckdb.DuckDBPyConnection, table: str, files: list[str]) -> None:
-    """A temporary table of the distinct (channel_id, member_id) of message files."""
+def _distinct_members(con: duckdb.DuckDBPyConnection, files: list[str]) -> None:
+    """The temporary table `due`: the distinct (channel_id, member_id) of message files."""
     if files:
-        con.execute(f"CREATE TEMP TABLE {table} AS {MEMBERS_SEEN}", {"files": files})
+        con.execute(f"CREATE TEMP TABLE due AS {MEMBERS_SEEN}", {"files": files})
     else:
-        con.execute(f"CREATE TEMP TABLE {table} (channel_id BIGINT, member_id BIGINT)")
+        con.execute("CREATE TEMP TABLE due (channel_id BIGINT, member_id BIGINT)")
 
 
 def looked_up(turn: Turn, row_of: RowOf) -> Iterator[dict | pa.Table]:
@@ -151,12 +127,12 @@ def looked_up(turn: Turn, row_of: RowOf) -> Iterator[dict | pa.Table]:
     and counted. The file's metadata names the message files its members are from, taken
     before the plan reads them: a file landed in between is looked up again next time,
     never missed."""
-    times = _message_file_times(turn.lake, turn.connection.name)
-    turn.file_metadata[MESSAGES_THROUGH] = str(max(times.values(), default=0))
-    return _looked_up(turn, row_of)
+    files = message_files(turn.lake, turn.connection.name)
+    turn.file_metadata[MESSAGES_THROUGH] = str(max(files.values(), default=0))
+    return _looked_up(turn, row_of, files)
 
 
-def _looked_up(turn: Turn, row_of: RowOf) -> Iterator[dict | pa.Table]:
+def _looked_up(turn: Turn, row_of: RowOf, files: dict[str, int]) -> Iterator[dict | pa.Table]:
     client, service = turn.client, turn.service
     figures = Counter(looked_up=0, kept_from_last_snapshot=0, not_found=0)
 
@@ -169,7 +145,7 @@ def _looked_up(turn: Turn, row_of: RowOf) -> Iterator[dict | pa.Table]:
             return None
 
     everyone = service.refresh_every_member
-    with plan_members(turn.lake, turn.stream, turn.connection.name, everyone) as plan:
+    with plan_members(turn.lake, turn.stream, turn.connection.name, everyone, files) as plan:
         for table in plan.kept():
             figures["kept_from_last_snapshot"] += table.num_rows
             yield table
