@@ -61,12 +61,9 @@ def resume_imports(
 ) -> int:
     """Poll the tasks a killed run started and record how they ended; returns their count."""
     pending: dict[tuple[str, int], list[Planned]] = defaultdict(list)
-    for key, entry in ledger.latest(record_type).items():
-        if entry.state == "submitted":
-            row = Planned(
-                key, {}, entry.content_hash, None, entry.connection, content=entry.content
-            )
-            pending[(entry.connection, entry.task_id)].append(row)
+    for key, entry in ledger.latest(record_type, state="submitted").items():
+        row = Planned(key, {}, entry.content_hash, None, entry.connection, content=entry.content)
+        pending[(entry.connection, entry.task_id)].append(row)
     for (connection, task_id), rows in pending.items():
         client = clients[connection]
         done = _wait(client, client.get_task_status(task_id), deadline_seconds)

@@ -74,22 +74,26 @@ class Ledger:
         """Move the journal's acknowledgements into the lake; the rows moved."""
         return self.journal.compact(self.lake, PUSHED)
 
-    def latest(self, record_type: str) -> dict[str, Entry]:
-        """Each key's latest entry (by write time) of one record type, journal included."""
+    def latest(self, record_type: str, state: str | None = None) -> dict[str, Entry]:
+        """Each key's latest entry (by write time) of one record type, journal included;
+        of the keys whose latest entry is in `state` only, where given."""
         self.compact()
         relation = self.lake.relation(PUSHED)
         if relation is None:
             return {}
         rows = self.lake.query(
             f"""
-            SELECT key, arg_max(
-                (timestamp, content_hash, content, state, task_id, connection), pushed_at
+            SELECT key, latest FROM (
+                SELECT key, arg_max(
+                    (timestamp, content_hash, content, state, task_id, connection), pushed_at
+                ) AS latest
+                FROM {relation}
+                WHERE record_type = $record_type
+                GROUP BY key
             )
-            FROM {relation}
-            WHERE record_type = ?
-            GROUP BY key
+            WHERE $state IS NULL OR latest[4] = $state
             """,
-            [record_type],
+            {"record_type": record_type, "state": state},
         )
         return {key: Entry(*latest) for key, latest in rows}
 
