@@ -25,6 +25,7 @@ from pipelines.push.ledger_merge import merge_ledger
 from pipelines.push.shared_journal import PostgresJournal
 from pipelines.streams.pushed import PUSHED
 from pipelines.warehouse.relations import refresh_warehouse, warehouse_of
+from tests.pipelines.test_object_store import s3_endpoint, s3_root  # noqa: F401 - fixtures
 from tests.push.test_journal import entries
 
 #: Three days back: a closed day, copied into a table of the warehouse file.
@@ -278,3 +279,26 @@ def test_a_shared_journal_file_a_compaction_may_write_again_waits(lake, shared_s
     merge_ledger(lake, journal, grace=0)
     assert len(lake.files(PUSHED)) == 1
     assert ledger_keys(lake) == sorted(f"ord-{n}" for n in range(9))
+
+
+def test_merges_in_a_bucket_read_each_row_once_and_leave_a_file(s3_root, tmp_path):  # noqa: F811
+    """The lake on an object store: both merges, stopped before their deletes and then run
+    whole, read each row once and leave one file."""
+    lake = Lake(s3_root)
+    expected = originals(lake, 3)
+    merge_history(lake, today(), grace=3600)
+    assert len(day_files(lake, PAST)) == 4
+    with warehouse_of(s3_root, tmp_path / "warehouse.duckdb", []).in_memory() as con:
+        assert sorted(r for (r,) in con.sql("SELECT run_id FROM sync.runs").fetchall()) == expected
+    merge_history(lake, today(), grace=0)
+    assert len(day_files(lake, PAST)) == 1
+    assert runs_read(lake) == expected
+
+    journal = Journal(tmp_path / "journal")
+    keys = push(lake, journal, 0) + push(lake, journal, 1)
+    merge_ledger(lake, journal, grace=3600)
+    assert len(lake.files(PUSHED)) == 3
+    assert ledger_keys(lake) == sorted(keys)
+    merge_ledger(lake, journal, grace=0)
+    assert len(lake.files(PUSHED)) == 1
+    assert ledger_keys(lake) == sorted(keys)
