@@ -7,8 +7,8 @@ Each row is written as a file of its own,
 never write the same file, and a run killed before its end leaves no row (its run in Dagster
 says so). Every run then merges the days before today that hold more than one file into one
 file a day (`merge_history`, `pipelines/lake/merge.py`), so the history holds a file a day
-and today's runs' files: an hourly sync of every stream no longer adds some 150,000 files a
-year, and what a reader lists stays bounded. Today's files stay a file per run until the
+and today's runs' files, not a file per stream per run for good, and what a reader lists
+stays bounded. Today's files stay a file per run until the
 first run of tomorrow merges them (a run that started before midnight and ends after it
 writes into yesterday, and the next run merges it in)."""
 

@@ -15,7 +15,8 @@ Each process writes a file of its own, `journal-<uuid>.jsonl` in the journal fol
 an exclusive `flock` on it while it is open. `compact` moves every file no live process holds
 into the lake's `sync/pushed`, as one Parquet file named like it, then deletes it: a
 compaction stopped between the two writes the same Parquet file again next time, never a
-second one. `Ledger` compacts before it reads, so the lake stays the state.
+second one. `Ledger` compacts before it reads, so the lake stays the state; the push merges
+the ledger's files at its end (`pipelines/push/ledger_merge.py`).
 """
 
 from __future__ import annotations
