@@ -127,7 +127,11 @@ def set_aside_damaged(
     listed = lake.listing(stream, days)
     written = {info.path: info.mtime_ns for info in listed}
     if pages:
-        reasons = {path: unreadable(lake, path, pages=True) for path in sorted(written)}
+        reasons = {}
+        for path in sorted(written):
+            # A merge beside this (pipelines/lake/merge.py) may have deleted a file it replaced.
+            with contextlib.suppress(FileNotFoundError):
+                reasons[path] = unreadable(lake, path, pages=True)
     else:
         reasons = {}
         footers(lake, stream, listed, days, unreadable=reasons)
