@@ -180,7 +180,7 @@ def merged_ledger(ledger: Ledger) -> str:
     merge that fails is said and the push stands: its rows are in the ledger either way."""
     try:
         merged = merge_ledger(ledger.lake, ledger.journal)
-    except (OSError, pa.ArrowException) as problem:
+    except (OSError, pa.ArrowException, Unavailable) as problem:  # Unavailable: `SYNC_STORE`
         return f"files not merged ({first_line(problem)}); the next push merges them"
     if merged.written is None:
         return f"nothing to merge; {merged.removed} replaced file(s) deleted"
