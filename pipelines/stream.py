@@ -35,6 +35,10 @@ class Stream:
     served_days: int | None = None
     #: Daily streams: what the `date` its relations read from the folders is the day of.
     day: str = "The UTC day of the row's file (the partition)."
+    #: Bookkeeping written a file per run and merged into few (`pipelines/lake/merge.py`):
+    #: its relations read each row once while a merge's file and the files it replaces are
+    #: both in the lake (`pipelines/lake/__init__.py`, `parquet_read`).
+    merged: bool = False
 
     @property
     def relation(self) -> str:

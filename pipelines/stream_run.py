@@ -16,10 +16,19 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
+import pyarrow as pa
+
 from pipelines.errors import SetupError, SyncError, first_line
 from pipelines.lake import Lake, LakeLocation, file_day, file_stem
 from pipelines.lake.object_store import lake_fault
-from pipelines.lake.run_history import RUNS, RunRecord, connection_outcomes, outcome_of, record_run
+from pipelines.lake.run_history import (
+    RUNS,
+    RunRecord,
+    connection_outcomes,
+    merge_history,
+    outcome_of,
+    record_run,
+)
 from pipelines.pull.damaged import set_aside_damaged
 from pipelines.pull.landing import Log, Pull, PulledStream, land, served_days, today
 from pipelines.pull.outcome import Landed
@@ -208,12 +217,19 @@ def partial_record(
 
 
 def write_record(lake: Lake, row: RunRecord, warn: Log) -> None:
-    """Write a run's row of `sync.runs`. A history that cannot be written is said, and the
-    run goes on: what it landed is in the lake either way."""
+    """Write a run's row of `sync.runs`, then merge the past days' rows into a file a day
+    (`merge_history`). A history that cannot be written or merged is said, and the run goes
+    on: what it landed is in the lake either way."""
     try:
         record_run(lake, row)
     except (OSError, SyncError) as problem:
         warn(f"{row.relation}: its row of sync.runs was not written: {problem}")
+        return
+    try:
+        merge_history(lake, today())
+    except (OSError, pa.ArrowException) as problem:
+        # Nothing is lost: the days stay a file per run until a later run merges them.
+        warn(f"sync.runs: past days not merged into a file a day: {first_line(problem)}")
 
 
 def written_by(stream: Stream, days: list[date] | None, started_at: datetime) -> set[Written]:

@@ -48,6 +48,9 @@ ROW_GROUP_ROWS = 10_000
 #: seen in messages): beyond it DuckDB spills to the system's temporary folder, so a check
 #: over a year of rows stays within the sync's memory (bench: pull, peak memory) and takes
 #: no longer. Not for queries whose answer is rows (the push's): those need their size.
+#: The column a merged file adds (`pipelines/lake/merge.py`): the name, without `.parquet`, of
+#: the file each of its rows was first written to.
+ORIGIN = "_origin"
 SPILL_SETTINGS = {
     "memory_limit": "16MB",
     "threads": 1,  # each thread needs buffers of its own
@@ -58,6 +61,28 @@ SPILL_SETTINGS = {
 def sql_literal(text: str) -> str:
     """`text` as a DuckDB string literal."""
     return "'" + text.replace("'", "''") + "'"
+
+
+def parquet_read(stream: Stream, files: str, options: str) -> str:
+    """DuckDB SQL reading `files` (a glob or a list, as SQL) of `stream` with `options`.
+
+    A merged stream's rows are read once each: while a merge's file and the files it
+    replaces are both in a folder (`pipelines/lake/merge.py`), each original file's rows are
+    read from one file only, the original where it is present (a per-run file written again
+    is newer than its merged copy), else the first merged file by name. One glob lists the
+    files once, so the reader sees one state of the folder whatever a merge does meanwhile.
+    The empty branch gives `_origin` to a read of files that all predate merging."""
+    read = f"read_parquet({files}, {options})"
+    if not stream.merged:
+        return read
+    origin = f"coalesce({ORIGIN}, parse_filename(filename, true))"
+    chosen = f"arg_min(filename, ({ORIGIN} IS NOT NULL, filename))"
+    return (
+        f"(SELECT * EXCLUDE (filename, {ORIGIN}) FROM ("
+        f"SELECT * FROM read_parquet({files}, {options}, filename = true) "
+        f"UNION ALL BY NAME SELECT NULL::VARCHAR AS {ORIGIN} WHERE false) "
+        f"QUALIFY filename = {chosen} OVER (PARTITION BY parse_dirpath(filename), {origin}))"
+    )
 
 
 def file_schema(schema: pa.Schema) -> pa.Schema:
@@ -277,15 +302,15 @@ class Lake:
             if not files:
                 return None
             listed = ", ".join(sql_literal(self.uri(f)) for f in files)
-            return f"read_parquet([{listed}], {DAILY_READ})"
+            return parquet_read(stream, f"[{listed}]", DAILY_READ)
         if not self.files(stream):
             return None
         folder = self.uri(self.stream_dir(stream))
         # By name: a file landed before a column was declared (`_extra`) reads it as null.
         if stream.daily:
-            return f"read_parquet({sql_literal(folder + '/date=*/*.parquet')}, {DAILY_READ})"
+            return parquet_read(stream, sql_literal(folder + "/date=*/*.parquet"), DAILY_READ)
         glob = sql_literal(folder + "/*.parquet")
-        return f"read_parquet({glob}, hive_partitioning = false, union_by_name = true)"
+        return parquet_read(stream, glob, "hive_partitioning = false, union_by_name = true")
 
     def connect(
         self,

@@ -2,19 +2,26 @@
 it (a schedule, a sensor, a backfill, the Dagster UI, the command line), so the warehouse says
 when each stream last landed, how many rows each run brought and what the services answered.
 
-Each row is a file of its own, `<lake>/sync/runs/date=<day it started>/<service>_<stream>-<run
-id>.parquet`:
-runs at once never write the same file, and a run killed before its end leaves no row (its
-run in Dagster says so)."""
+Each row is written as a file of its own,
+`<lake>/sync/runs/date=<day it started>/<service>_<stream>-<run id>.parquet`: runs at once
+never write the same file, and a run killed before its end leaves no row (its run in Dagster
+says so). Every run then merges the days before today that hold more than one file into one
+file a day (`merge_history`, `pipelines/lake/merge.py`), so the history holds a file a day
+and today's runs' files, not a file per stream per run for good, and what a reader lists
+stays bounded. Today's files stay a file per run until the
+first run of tomorrow merges them (a run that started before midnight and ends after it
+writes into yesterday, and the next run merges it in)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import asdict, dataclass
 from datetime import date, datetime
 
 import pyarrow as pa
 
-from pipelines.lake import Lake
+from pipelines.lake import Lake, file_day
+from pipelines.lake.merge import GRACE_SECONDS, merge_folder
 from pipelines.stream import TIMESTAMP, Stream, described
 
 #: One connection's part of a run (the column `connections`).
@@ -76,6 +83,7 @@ RUNS = Stream(
         ]
     ),
     daily=True,
+    merged=True,
     key=("run_id", "relation"),
     day="The UTC day the run started (the partition).",
 )
@@ -125,3 +133,12 @@ def record_run(lake: Lake, record: RunRecord) -> None:
     """Write the run's row as a file of its own, in the folder of the day it started."""
     name = f"{record.relation.replace('.', '_')}-{record.run_id}"
     lake.write(RUNS, name, [asdict(record)], day=record.started_at.date())
+
+
+def merge_history(lake: Lake, today: date, grace: float = GRACE_SECONDS) -> int:
+    """Merge each day before `today` that holds more than one file into one file, and
+    delete what earlier merges replaced (`merge_folder`); the days merged. One listing of
+    the history: a day already merged costs nothing more."""
+    files_a_day = Counter(file_day(path) for path in lake.files(RUNS))
+    days = sorted(day for day, files in files_a_day.items() if day < today and files > 1)
+    return sum(merge_folder(lake, RUNS, day, grace=grace).written is not None for day in days)

@@ -21,6 +21,7 @@ or disk that fails to give it is that failure, raised as it is, and never moves 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
@@ -109,7 +110,11 @@ def set_aside(lake: Lake, path: str, reason: str, again: bool = True) -> SetAsid
 
 def damaged_files(lake: Lake, stream: Stream) -> dict[str, str]:
     """Each file of `stream` that cannot be read, every page read, and why."""
-    found = {path: unreadable(lake, path, pages=True) for path in lake.files(stream)}
+    found = {}
+    for path in lake.files(stream):
+        # A merge beside this (pipelines/lake/merge.py) may have deleted a file it replaced.
+        with contextlib.suppress(FileNotFoundError):
+            found[path] = unreadable(lake, path, pages=True)
     return {lake.uri(path): reason for path, reason in found.items() if reason is not None}
 
 
@@ -124,7 +129,11 @@ def set_aside_damaged(
     listed = lake.listing(stream, days)
     written = {info.path: info.mtime_ns for info in listed}
     if pages:
-        reasons = {path: unreadable(lake, path, pages=True) for path in sorted(written)}
+        reasons = {}
+        for path in sorted(written):
+            # A merge beside this (pipelines/lake/merge.py) may have deleted a file it replaced.
+            with contextlib.suppress(FileNotFoundError):
+                reasons[path] = unreadable(lake, path, pages=True)
     else:
         reasons = {}
         footers(lake, stream, listed, days, unreadable=reasons)

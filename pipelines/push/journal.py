@@ -15,7 +15,8 @@ Each process writes a file of its own, `journal-<uuid>.jsonl` in the journal fol
 an exclusive `flock` on it while it is open. `compact` moves every file no live process holds
 into the lake's `sync/pushed`, as one Parquet file named like it, then deletes it: a
 compaction stopped between the two writes the same Parquet file again next time, never a
-second one. `Ledger` compacts before it reads, so the lake stays the state.
+second one. `Ledger` compacts before it reads, so the lake stays the state; the push merges
+the ledger's files at its end (`pipelines/push/ledger_merge.py`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -127,6 +128,12 @@ class Journal:
             if self._fd is not None:
                 os.close(self._fd)  # releases the lock
                 self._fd = None
+
+    def moving(self, names: Collection[str]) -> set[str]:
+        """None of the ledger files named: a compaction stopped before deleting its journal
+        file writes the same file again with the same rows (the file's writer is gone), and
+        a merge reads each row once (`pipelines/lake/merge.py`)."""
+        return set()
 
     def compact(self, lake: Lake, stream: Stream) -> int:
         """Move every journal file no live process holds (this one's included: it is closed

@@ -20,9 +20,10 @@ from functools import partial
 
 import duckdb
 import httpx
+import pyarrow as pa
 
 from pipelines.clients.base import Service
-from pipelines.errors import Unavailable
+from pipelines.errors import Unavailable, first_line
 from pipelines.lake import LakeLocation
 from pipelines.lake.object_store import lake_fault
 from pipelines.process import collector_paused
@@ -30,6 +31,7 @@ from pipelines.push import imports
 from pipelines.push.changes import Batch, Changes, KeysDiffer, context_of
 from pipelines.push.lease import Lease, holder_name, no_push_alive, wait_seconds
 from pipelines.push.ledger import Ledger, now
+from pipelines.push.ledger_merge import merge_ledger
 from pipelines.push.plan import OUTBOUND, OUTCOMES, Plan, Resend, Sending, make_plan
 from pipelines.push.send import Client, Sent, send_plan
 from pipelines.streams.datahub import CUSTOM_FIELDS
@@ -181,6 +183,21 @@ def run_push(
             raise fault from None
 
 
+def merged_ledger(ledger: Ledger) -> str:
+    """Merge the ledger's files (`pipelines/push/ledger_merge.py`) and say what was done. A
+    merge that fails is said and the push stands: its rows are in the ledger either way."""
+    try:
+        merged = merge_ledger(ledger.lake, ledger.journal)
+    except (OSError, pa.ArrowException, Unavailable) as problem:  # Unavailable: `SYNC_STORE`
+        return f"files not merged ({first_line(problem)}); the next push merges them"
+    if merged.written is None:
+        return f"nothing to merge; {merged.removed} replaced file(s) deleted"
+    return (
+        f"{merged.inputs} file(s) merged into {merged.written}; "
+        f"{merged.removed} replaced file(s) deleted"
+    )
+
+
 def connection_failed(error: httpx.TransportError) -> Unavailable:
     """A service's connection failing mid-push, said once, with what becomes of the rows."""
     try:
@@ -318,6 +335,8 @@ def _push(
                 ledger.reject(record_type, rejections)
                 report.figures[record_type] = figures
                 log(f"{record_type}: " + ", ".join(f"{k} {v}" for k, v in figures.items()))
+        if not dry_run:  # under the lease: no other push compacts into the ledger meanwhile
+            log(f"ledger: {merged_ledger(ledger)}")
     # The ledger and the rejections may have their first files now: their views follow.
     log(f"warehouse: {refresh(lake)}")
     return report

@@ -15,7 +15,8 @@ same file again, with any rows that came since, never a second copy of the first
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+import re
+from collections.abc import Collection, Iterable, Iterator, Mapping
 
 import pyarrow as pa
 
@@ -26,6 +27,9 @@ from pipelines.state.shared_store import STORE_VARIABLE, Postgres
 from pipelines.stream import Stream
 
 TABLE = "warehouse_sync_push_journal"
+#: The ledger file a compaction writes is named by the first id it holds.
+FILE_PREFIX = "journal-pg-"
+FILE_NAME = re.compile(rf"{FILE_PREFIX}(\d+)\.parquet")
 #: Rows read from the server at a time while compacting.
 FETCH_ROWS = 5_000
 
@@ -68,6 +72,21 @@ class PostgresJournal:
     def close(self) -> None:
         """Nothing held between answers: every row is committed as it is written."""
 
+    def moving(self, names: Collection[str]) -> set[str]:
+        """Of the ledger files named, those a compaction may write again with more rows: one
+        named by an id the journal still holds was written by a compaction stopped before its
+        delete (`pipelines/push/ledger_merge.py` leaves them to a later merge)."""
+        [(first,)] = self._db.run(
+            f"SELECT min(id) FROM {TABLE} WHERE lake = %(lake)s", {"lake": self.lake_root}
+        )
+        if first is None:
+            return set()
+        return {
+            name
+            for name in names
+            if (found := FILE_NAME.fullmatch(name)) is not None and int(found[1]) >= first
+        }
+
     def compact(self, lake: Lake, stream: Stream) -> int:
         """Move the lake's rows into `stream`; returns the rows moved."""
         ids: list[int] = []
@@ -85,7 +104,7 @@ class PostgresJournal:
             if first is None:
                 return 0
             ids.append(first[0])
-            with lake.writer(stream, f"journal-pg-{first[0]}") as out:
+            with lake.writer(stream, f"{FILE_PREFIX}{first[0]}") as out:
                 for block in _blocks(_lines(first, rows, ids)):
                     for table in journal_tables(pa.BufferReader(block), stream):
                         out.write_table(table)

@@ -1,6 +1,11 @@
 """The product's own streams, in the warehouse's `sync` schema: the push ledger
 (`sync.pushed`: each row the data hub accepted) and the rows refused (`sync.rejected`), both
-written by the push (`pipelines/push/ledger.py`)."""
+written by the push (`pipelines/push/ledger.py`).
+
+The ledger gains a file per journal file at every push that sent something; the push merges
+them at its end (`pipelines/push/ledger_merge.py`), so it holds few files whatever the number
+of pushes. The rejected rows are a file per record type, replaced at each push: as many files
+as record types (`OUTBOUND`, `pipelines/push/plan.py`), never more."""
 
 import pyarrow as pa
 
@@ -28,6 +33,7 @@ PUSHED = Stream(
         ]
     ),
     key=("record_type", "key", "pushed_at"),
+    merged=True,
 )
 
 REJECTED = Stream(

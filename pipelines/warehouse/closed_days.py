@@ -22,7 +22,7 @@ import duckdb
 import pyarrow as pa
 
 from pipelines.errors import Damaged
-from pipelines.lake import DAILY_READ, Lake, file_day, file_schema, sql_literal
+from pipelines.lake import DAILY_READ, Lake, file_day, file_schema, parquet_read, sql_literal
 from pipelines.pull.damaged import unreadable
 from pipelines.stream import Stream
 
@@ -259,7 +259,7 @@ def copy_closed_days(
             if (reason := unreadable(lake, path, pages=True)) is not None:
                 raise DamagedCopy(stream, path, reason, lake.uri(path))
         files = ", ".join(sql_literal(lake.uri(p)) for day in fresh for p in listing.files[day])
-        source = f"read_parquet([{files}], {DAILY_READ})"
+        source = parquet_read(stream, f"[{files}]", DAILY_READ)
         present = {row[0] for row in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}
         columns = ", ".join(
             f'"{name}"' for name, _ in duckdb_columns(dated(stream)) if name in present
@@ -276,8 +276,10 @@ def source_of(lake: Lake, stream: Stream, open_days: list[date]) -> str:
     table = f"SELECT * FROM {table_of(stream)}"
     folder = lake.uri(lake.stream_dir(stream))
     days = [
-        f"SELECT *, DATE '{day.isoformat()}' AS date FROM read_parquet("
-        f"{sql_literal(f'{folder}/date={day.isoformat()}/*.parquet')}, {OPEN_DAY_READ})"
+        f"SELECT *, DATE '{day.isoformat()}' AS date FROM "
+        + parquet_read(
+            stream, sql_literal(f"{folder}/date={day.isoformat()}/*.parquet"), OPEN_DAY_READ
+        )
         for day in open_days
     ]
     return "(" + " UNION ALL BY NAME ".join(f"({branch})" for branch in [table, *days]) + ")"
