@@ -69,11 +69,23 @@ class Batch:
     accepted: dict[str, Entry]
 
 
+def mark_ledger(con: duckdb.DuckDBPyConnection, lake: Lake) -> None:
+    """Every record type's ledger marks, in one read of the ledger (its journal compacted), for
+    the `Changes` of one push: a record type's sends change only its own entries, read again
+    where they are kept (`Changes.keep`)."""
+    ledger = lake.relation(PUSHED) or f"(SELECT 'none' AS record_type, {_NO_LEDGER})"
+    con.execute("CREATE SCHEMA IF NOT EXISTS push_work")
+    con.execute(
+        "CREATE OR REPLACE TABLE push_work.marks AS "
+        f"SELECT record_type, key, hash(arg_max(struct_pack({_MARKED}), pushed_at)) AS mark "
+        f"FROM {ledger} GROUP BY record_type, key"
+    )
+
+
 class Changes:
     """One record type's outbound view against what the last push kept, in the push's
     DuckDB (`con`: `Warehouse.in_memory()`, a database of this push's own, where its work
-    tables live in schema `push_work`), with the ledger as the lake holds it now (its
-    journal compacted)."""
+    tables live in schema `push_work`), with the ledger's marks `mark_ledger` read."""
 
     def __init__(
         self,
@@ -97,16 +109,17 @@ class Changes:
         self.columns = [d[0] for d in described]
         self.key_sql = outbound.key.sql(self.columns)
         self._rejected = self._file(lake.path(REJECTED, record_type))
-        con.execute("CREATE SCHEMA IF NOT EXISTS push_work")
         con.execute(
             "CREATE OR REPLACE TABLE push_work.decided "
             "(key VARCHAR, outcome VARCHAR, rejected BIGINT)"
         )
+        self._kept = self._file(lake.path(PUSH_STATE, record_type))
         try:
-            self._compare(self._file(lake.path(PUSH_STATE, record_type)), retry_refused)
+            self._compare(retry_refused)
         except (duckdb.IOException, duckdb.InvalidInputException):
             # The kept file cannot be read: every key is planned, and the file written anew.
-            self._compare(None, retry_refused)
+            self._kept = None
+            self._compare(retry_refused)
 
     def _ledger(self) -> str:
         """The record type's rows of the ledger's files as they are now (a push's first
@@ -121,10 +134,10 @@ class Changes:
             return None
         return f"read_parquet({sql_literal(self.lake.uri(path))})"
 
-    def _compare(self, kept: str | None, retry_refused: bool) -> None:
+    def _compare(self, retry_refused: bool) -> None:
         state = (
-            f"(SELECT * FROM {kept} WHERE context = {sql_literal(self.context)})"
-            if kept
+            f"(SELECT * FROM {self._kept} WHERE context = {sql_literal(self.context)})"
+            if self._kept
             else f"(SELECT {_NOTHING_KEPT} WHERE false)"
         )
         self.con.execute(
@@ -139,8 +152,8 @@ class Changes:
                 )
                 GROUP BY __key
             ), marks AS (
-                SELECT key, hash(arg_max(struct_pack({_MARKED}), pushed_at)) AS mark
-                FROM {self._ledger()} GROUP BY key
+                SELECT key, mark FROM push_work.marks
+                WHERE record_type = {sql_literal(self.record_type)}
             )
             SELECT v.key, v.fingerprint, m.mark, s.fingerprint AS kept_fingerprint,
                 s.outcome, s.rejected, s.refusals, s.retry_at,
@@ -160,9 +173,19 @@ class Changes:
             f"AND (rejected > 0 OR outcome IN ('waiting', 'refused')){listed}"
         )
 
+    def _gone(self) -> bool:
+        """Whether the kept file holds keys no longer in the view."""
+        if self._kept is None:
+            return False
+        [(kept, still)] = self.con.execute(
+            f"SELECT (SELECT count(*) FROM {self._kept}), "
+            "(SELECT count(*) FROM push_work.keys WHERE kept_fingerprint IS NOT NULL)"
+        ).fetchall()
+        return kept != still
+
     def handed(self) -> int:
         """How many keys Python plans."""
-        (count,) = self.con.execute("SELECT count(*) FROM push_work.keys WHERE handed").fetchone()
+        [(count,)] = self.con.execute("SELECT count(*) FROM push_work.keys WHERE handed").fetchall()
         return count
 
     def carried(self) -> Counter:
@@ -195,6 +218,8 @@ class Changes:
         """The handed keys' rows, `KEYS_AT_A_TIME` keys a batch, read on a cursor of their
         own (`decided` writes meanwhile). Raises `KeysDiffer` at the first row Python keys
         otherwise."""
+        if not self.handed():
+            return
         cursor = self.con.cursor()
         cursor.execute("SET TimeZone = 'UTC'")
         cursor.execute(
@@ -257,7 +282,10 @@ class Changes:
 
     def keep(self) -> None:
         """Write what the next push skips: the keys not handed, as they were, and those
-        `decided` noted. A refused key's ledger entry is read again: its refusal wrote one."""
+        `decided` noted. A refused key's ledger entry is read again: its refusal wrote one.
+        Nothing is written where nothing changed: no key handed, none gone from the view."""
+        if not self.handed() and not self._gone():
+            return
         context = sql_literal(self.context)
         refusals = (
             "CASE WHEN d.outcome <> 'refused' THEN 0 "
@@ -265,10 +293,14 @@ class Changes:
             "THEN k.refusals + 1 ELSE 1 END"
         )
         first, most = RETRY_FIRST.total_seconds(), RETRY_MOST.total_seconds()
+        [(refused,)] = self.con.execute(
+            "SELECT count(*) FROM push_work.decided WHERE outcome = 'refused'"
+        ).fetchall()
+        ledger = self._ledger() if refused else f"(SELECT {_NO_LEDGER} WHERE false)"
         query = f"""
             WITH refused_marks AS (
                 SELECT key, hash(arg_max(struct_pack({_MARKED}), pushed_at)) AS mark
-                FROM {self._ledger()}
+                FROM {ledger}
                 WHERE key IN (SELECT key FROM push_work.decided WHERE outcome = 'refused')
                 GROUP BY key
             ), decided AS (

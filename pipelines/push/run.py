@@ -28,7 +28,7 @@ from pipelines.lake import LakeLocation
 from pipelines.lake.object_store import lake_fault
 from pipelines.process import collector_paused
 from pipelines.push import imports
-from pipelines.push.changes import Batch, Changes, KeysDiffer, context_of
+from pipelines.push.changes import Batch, Changes, KeysDiffer, context_of, mark_ledger
 from pipelines.push.lease import Lease, holder_name, no_push_alive, wait_seconds
 from pipelines.push.ledger import Ledger, now
 from pipelines.push.ledger_merge import merge_ledger
@@ -234,8 +234,8 @@ class RecordTypePush:
     def run(
         self, warehouse: duckdb.DuckDBPyConnection, senders_gone: bool, retry_refused: bool
     ) -> tuple[dict[str, int], list[dict]]:
-        """The figures and the rejected rows of the record type."""
-        self.ledger.compact()  # the answers of a push killed before its end, among them
+        """The figures and the rejected rows of the record type (the ledger's marks read,
+        `mark_ledger`)."""
         context = context_of(self.record_type, self.custom_fields)
         changes = Changes(
             warehouse, self.ledger.lake, self.record_type, context, now(), retry_refused
@@ -318,6 +318,8 @@ def _push(
                     )
                     if resumed:
                         log(f"{record_type}: resumed {resumed} task(s) a previous run left polling")
+            ledger.compact()  # what a push killed before its end was answered, among them
+            mark_ledger(warehouse, ledger.lake)
             for record_type in selected:
                 outbound = OUTBOUND[record_type]
                 if outbound.view not in views:

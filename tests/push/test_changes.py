@@ -15,6 +15,7 @@ import time_machine
 
 from pipelines.lake import Lake
 from pipelines.push import run as push_run
+from pipelines.push.changes import mark_ledger
 from pipelines.push.ledger import Ledger, rejected_now
 from pipelines.push.plan import make_plan
 from pipelines.push.run import RecordTypePush
@@ -69,6 +70,8 @@ class Shop:
         self.con.execute("CREATE OR REPLACE VIEW outbound.orders AS SELECT * FROM shop_orders")
         self.planned.clear()
         with Ledger(self.lake, self.journal) as ledger:
+            ledger.compact()
+            mark_ledger(self.con, self.lake)
             sender = None
             if not dry_run:
                 sender = partial(
