@@ -63,10 +63,14 @@ def journal_path(lake_root: str | os.PathLike[str], env: Mapping[str, str] | Non
 
 
 VARIABLE = "PUSH_JOURNAL"
+#: What becomes of the push, wherever its journal is.
+STOPPED = (
+    "The push stopped sending at once: the next one sends again at most the requests that "
+    "were in flight."
+)
 ADVICE = (
     "Free space there, or point PUSH_JOURNAL at a folder this process can write (or "
-    "SYNC_STORE at the deployment's Postgres). The push stopped sending at once: the next "
-    "one sends again at most the requests that were in flight."
+    f"SYNC_STORE at the deployment's Postgres). {STOPPED}"
 )
 
 

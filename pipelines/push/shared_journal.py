@@ -21,7 +21,7 @@ from collections.abc import Collection, Iterable, Iterator, Mapping
 import pyarrow as pa
 
 from pipelines.lake import Lake
-from pipelines.push.journal import ADVICE, BLOCK_BYTES, journal_lines, journal_tables
+from pipelines.push.journal import BLOCK_BYTES, STOPPED, journal_lines, journal_tables
 from pipelines.push.lease import Lease, PostgresLeases
 from pipelines.state.shared_store import STORE_VARIABLE, Postgres
 from pipelines.stream import Stream
@@ -32,6 +32,13 @@ FILE_PREFIX = "journal-pg-"
 FILE_NAME = re.compile(rf"{FILE_PREFIX}(\d+)\.parquet")
 #: Rows read from the server at a time while compacting.
 FETCH_ROWS = 5_000
+
+
+#: The server's failure is not this host's disk: where to look, and what the next push does.
+_ADVICE = (
+    "Check that the deployment's Postgres is running and that this machine reaches it at "
+    f"SYNC_STORE. {STOPPED}"
+)
 
 
 class PostgresJournal:
@@ -50,7 +57,7 @@ class PostgresJournal:
     def __init__(self, url: str, lake_root: str) -> None:
         self.location = url
         self.lake_root = lake_root
-        self._db = Postgres(url, "the push journal", STORE_VARIABLE, self._SETUP, ADVICE)
+        self._db = Postgres(url, "the push journal", STORE_VARIABLE, self._SETUP, _ADVICE)
 
     def record(
         self, entries: Iterable[Mapping], fsync: bool = False, lease: Lease | None = None

@@ -4,6 +4,7 @@ whatever stops a compaction half-way and however many run at once."""
 
 import fcntl
 import os
+import socket
 import threading
 import time
 from contextlib import contextmanager
@@ -16,6 +17,7 @@ from pipelines.lake import Lake
 from pipelines.push.journal import Journal, journal_path
 from pipelines.push.ledger import PUSHED, Ledger, open_journal
 from pipelines.push.shared_journal import PostgresJournal
+from pipelines.state.shared_store import StoreUnavailable
 
 
 def entries(first: int, count: int) -> list[dict]:
@@ -211,3 +213,17 @@ def test_a_shared_compaction_stopped_after_its_file_is_written_moves_nothing_twi
     journal.record(entries(5, 2))
     assert journal.compact(lake, PUSHED) == 7  # the first file written again, in place
     assert sorted(ledger_keys(lake)) == sorted(f"ord-{n}" for n in range(7))
+
+
+def test_a_shared_journal_whose_server_is_down_names_sync_store_and_no_disk(tmp_path):
+    """Postgres gone (nothing listens at SYNC_STORE's address): one message naming the
+    setting and the server, and not the local folder's advice about free space."""
+    with socket.socket() as probe:  # a port nothing listens on once closed
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(StoreUnavailable) as failed:
+        journal = PostgresJournal(f"postgresql://user@127.0.0.1:{port}/db", str(tmp_path))
+        journal.record([{"record_type": "order", "key": "ord-1", "state": "accepted"}])
+    message = str(failed.value)
+    assert "SYNC_STORE" in message and "Postgres is running" in message
+    assert "Free space" not in message and "PUSH_JOURNAL" not in message
