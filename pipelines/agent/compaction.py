@@ -20,7 +20,7 @@ from datetime import date
 import pyarrow as pa
 
 from pipelines.agent.inbox import PLACE, inbox_path, open_agent_inbox
-from pipelines.agent.reply import HANDOVER, OUTCOMES
+from pipelines.agent.reply import HANDOVER, OUTCOMES, Route
 from pipelines.agent.request import AgentRequest, NotARequest, parse_request
 from pipelines.agent.turns import Inbox, StoredTurn
 from pipelines.inbox import compaction as plumbing
@@ -71,11 +71,32 @@ AGENT_REQUESTS = Stream(
             described(
                 "outcome",
                 pa.string(),
-                "Who answered: `replied` (the reply function), `default` (no function set), "
+                "Who answered: `replied` (the reply function, with text), `routed` (the "
+                "function, with a handover to a team or user), `default` (no function set), "
                 "or the handover because the function `failed`, was `late` or returned "
                 f"`not text` ({', '.join(OUTCOMES)}); null while not answered.",
             ),
             described("error", pa.string(), "Why the function's reply was not used."),
+            described(
+                "handover_team_id",
+                pa.int64(),
+                "A routed handover's team (the reply function's `handover`); null: none.",
+            ),
+            described(
+                "handover_user_id",
+                pa.int64(),
+                "A routed handover's user (the reply function's `handover`); null: none.",
+            ),
+            described(
+                "handover_assign_type",
+                pa.string(),
+                "How a routed handover assigns the member: `case-based` or `permanent`.",
+            ),
+            described(
+                "handover_connection",
+                pa.string(),
+                "The conversation connection a routed handover is assigned through.",
+            ),
             described(
                 "latency_ms", pa.float64(), "From receiving it to storing its answer, in ms."
             ),
@@ -191,6 +212,7 @@ def _request_row(turn: StoredTurn, request: AgentRequest | None) -> dict:
         "handover": answer.answer.handover if answer else None,
         "outcome": answer.answer.outcome if answer else None,
         "error": answer.answer.error if answer else None,
+        **_route_columns(answer.answer.route if answer else None),
         "latency_ms": (
             (answer.answered_at - turn.received_at).total_seconds() * 1000 if answer else None
         ),
@@ -214,6 +236,17 @@ def _request_row(turn: StoredTurn, request: AgentRequest | None) -> dict:
             "external_member_id": storable(member.external_member_id),
         }
     return row
+
+
+def _route_columns(route: Route | None) -> dict:
+    if route is None:
+        return {}
+    return {
+        "handover_team_id": route.team_id,
+        "handover_user_id": route.user_id,
+        "handover_assign_type": route.assign_type,
+        "handover_connection": route.connection,
+    }
 
 
 def _message_rows(turn: StoredTurn, request: AgentRequest) -> Iterator[dict]:

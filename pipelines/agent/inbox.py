@@ -53,7 +53,8 @@ CREATE TABLE IF NOT EXISTS answers (
     answered_at TEXT NOT NULL,
     reply_text TEXT NOT NULL,
     outcome TEXT NOT NULL,
-    error TEXT
+    error TEXT,
+    route TEXT                          -- a routed handover's `Route`, JSON; null: none
 );
 CREATE INDEX IF NOT EXISTS answers_by_day ON answers (day, id);
 CREATE TABLE IF NOT EXISTS rejected (
@@ -79,6 +80,10 @@ class AgentInbox(AnswerKeeping, SQLiteInbox):
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         super().__init__(path, "the agent inbox", INBOX_VARIABLE, SCHEMA, DAMAGED_ADVICE)
+        # A file made before answers kept their route gets the column (null: no route).
+        if "route" not in {column for _, column, *_ in self.read("PRAGMA table_info(answers)")}:
+            with self.writing() as db:
+                db.execute("ALTER TABLE answers ADD COLUMN route TEXT")
 
     def store(self, key: str, received_at: datetime, body: bytes) -> bool:
         """Commit one request; False if its key was already stored."""
@@ -92,7 +97,8 @@ class AgentInbox(AnswerKeeping, SQLiteInbox):
 
     def answer_of(self, key: str) -> StoredAnswer | None:
         rows = self.read(
-            "SELECT answered_at, reply_text, outcome, error FROM answers WHERE request_key = ?",
+            "SELECT answered_at, reply_text, outcome, error, route FROM answers "
+            "WHERE request_key = ?",
             (key,),
         )
         return stored_answer(rows[0]) if rows else None
@@ -102,10 +108,17 @@ class AgentInbox(AnswerKeeping, SQLiteInbox):
         one request at once): the answer stored first is the one given, by both."""
         with self.writing() as db:
             db.execute(
-                "INSERT INTO answers (request_key, day, answered_at, reply_text, outcome, error) "
-                "SELECT request_key, day, ?, ?, ?, ? FROM requests WHERE request_key = ? "
-                "ON CONFLICT (request_key) DO NOTHING",
-                (answered_at.isoformat(), answer.reply_text, answer.outcome, answer.error, key),
+                "INSERT INTO answers (request_key, day, answered_at, reply_text, outcome, error, "
+                "route) SELECT request_key, day, ?, ?, ?, ?, ? FROM requests "
+                "WHERE request_key = ? ON CONFLICT (request_key) DO NOTHING",
+                (
+                    answered_at.isoformat(),
+                    answer.reply_text,
+                    answer.outcome,
+                    answer.error,
+                    answer.route and answer.route.as_json(),
+                    key,
+                ),
             )
         return self.first_answer(key)
 
@@ -139,8 +152,8 @@ class AgentInbox(AnswerKeeping, SQLiteInbox):
         def batch(after: int) -> list[tuple]:
             return self.read(
                 "SELECT r.id, r.request_key, r.received_at, r.body, a.answered_at, "
-                "a.reply_text, a.outcome, a.error FROM requests AS r LEFT JOIN answers AS a "
-                "ON a.request_key = r.request_key AND a.id <= ? "
+                "a.reply_text, a.outcome, a.error, a.route FROM requests AS r "
+                "LEFT JOIN answers AS a ON a.request_key = r.request_key AND a.id <= ? "
                 "WHERE r.day = ? AND r.id > ? AND r.id <= ? ORDER BY r.id LIMIT ?",
                 (top_answer, day.isoformat(), after, top_request, BATCH),
             )

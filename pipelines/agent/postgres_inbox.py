@@ -35,6 +35,8 @@ SETUP = (
     "reply_text bytea NOT NULL, outcome text NOT NULL, error bytea, "
     "UNIQUE (inbox, request_key))",
     f"CREATE INDEX IF NOT EXISTS {ANSWERS}_by_day ON {ANSWERS} (inbox, day, id)",
+    # A routed handover's `Route`, JSON (null: none); added to tables made before it was kept.
+    f"ALTER TABLE {ANSWERS} ADD COLUMN IF NOT EXISTS route text",
     f"CREATE TABLE IF NOT EXISTS {REJECTED} ("
     "id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, inbox text NOT NULL, "
     "received_at timestamptz NOT NULL, reason text NOT NULL, body bytea NOT NULL)",
@@ -42,13 +44,14 @@ SETUP = (
 
 
 def _from_store(row: tuple) -> StoredAnswer | None:
-    answered_at, reply_text, outcome, error = row
+    answered_at, reply_text, outcome, error, route = row
     return turns.stored_answer(
         (
             None if answered_at is None else answered_at.astimezone(UTC),
             from_utf8(reply_text),
             outcome,
             from_utf8(error),
+            route,
         )
     )
 
@@ -80,7 +83,7 @@ class PostgresAgentInbox(AnswerKeeping, PostgresInbox):
 
     def answer_of(self, key: str) -> StoredAnswer | None:
         rows = self._db.run(
-            f"SELECT answered_at, reply_text, outcome, error FROM {ANSWERS} "
+            f"SELECT answered_at, reply_text, outcome, error, route FROM {ANSWERS} "
             "WHERE inbox = %(inbox)s AND request_key = %(key)s",
             {"inbox": self.scope, "key": key},
         )
@@ -89,8 +92,8 @@ class PostgresAgentInbox(AnswerKeeping, PostgresInbox):
     def store_answer(self, key: str, answer: Answer, answered_at: datetime) -> StoredAnswer:
         self.insert(
             f"INSERT INTO {ANSWERS} (inbox, request_key, day, answered_at, reply_text, outcome, "
-            "error) SELECT inbox, request_key, day, %(answered_at)s, %(reply_text)s, "
-            f"%(outcome)s, %(error)s FROM {REQUESTS} WHERE inbox = %(inbox)s AND "
+            "error, route) SELECT inbox, request_key, day, %(answered_at)s, %(reply_text)s, "
+            f"%(outcome)s, %(error)s, %(route)s FROM {REQUESTS} WHERE inbox = %(inbox)s AND "
             "request_key = %(key)s ON CONFLICT (inbox, request_key) DO NOTHING",
             {
                 "key": key,
@@ -98,6 +101,7 @@ class PostgresAgentInbox(AnswerKeeping, PostgresInbox):
                 "reply_text": utf8(answer.reply_text),
                 "outcome": answer.outcome,
                 "error": utf8(answer.error),
+                "route": answer.route and answer.route.as_json(),
             },
         )
         return self.first_answer(key)
@@ -130,7 +134,8 @@ class PostgresAgentInbox(AnswerKeeping, PostgresInbox):
         def batch(after: int) -> list[tuple]:
             return self._db.run(
                 "SELECT r.id, r.request_key, r.received_at, r.body, a.answered_at, "
-                f"a.reply_text, a.outcome, a.error FROM {REQUESTS} AS r LEFT JOIN {ANSWERS} "
+                f"a.reply_text, a.outcome, a.error, a.route FROM {REQUESTS} AS r "
+                f"LEFT JOIN {ANSWERS} "
                 "AS a ON a.inbox = r.inbox AND a.request_key = r.request_key "
                 "AND a.id <= %(top_answer)s WHERE r.inbox = %(inbox)s AND r.day = %(day)s "
                 "AND r.id > %(after)s AND r.id <= %(top_request)s ORDER BY r.id LIMIT %(batch)s",

@@ -4,7 +4,8 @@ handover.
 Settings (environment; docs/agent.md):
 - `AGENT_REPLY`: `module:function`, called as `function(request, warehouse)` with the
   `AgentRequest` (`pipelines/agent/request.py`) and a read-only session on the warehouse
-  (`WarehouseSession`), returning the reply text. Unset: the default reply.
+  (`WarehouseSession`), returning the reply text, or a routed handover
+  (`{"handover": {"team_id": N}}`, `Route`). Unset: the default reply.
 - `AGENT_DEFAULT_REPLY`: what the default reply says; unset, it hands over to a human
   (`<HUMAN_HANDOVER>`).
 - `AGENT_REPLY_SECONDS`: the deadline, default 20 s, well inside the 45 s the service waits
@@ -20,10 +21,11 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import json
 import os
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import duckdb
@@ -44,9 +46,57 @@ THREADS = 32
 #: An error's text kept with its answer is cut here.
 ERROR_CHARS = 300
 
-#: What answered: the named function, the default reply, or the handover because the
-#: function failed, overran the deadline or returned something other than text.
-OUTCOMES = ("replied", "default", "failed", "late", "not text")
+#: What answered: the named function, with text or a routed handover (`Route`), the default
+#: reply, or the handover because the function failed, overran the deadline or returned
+#: something else.
+OUTCOMES = ("replied", "routed", "default", "failed", "late", "not text")
+#: How a routed member is assigned, as the service's "Manual assignment" takes it.
+ASSIGN_TYPES = ("case-based", "permanent")
+
+
+@dataclass(frozen=True)
+class Route:
+    """Whom a routed handover goes to: a team or a user of the conversation service, how the
+    member is assigned, through which conversation connection (a region)."""
+
+    team_id: int | None = None
+    user_id: int | None = None
+    assign_type: str = "case-based"
+    connection: str = "default"
+
+    @classmethod
+    def of(cls, asked: object) -> Route:
+        """A reply function's `{"handover": {"team_id": N}}` (or `user_id`, and optionally
+        `assign_type`, `connection`); ValueError saying what is wrong with it."""
+        if not isinstance(asked, dict) or set(asked) != {"handover"}:
+            raise ValueError('expected text, or {"handover": {"team_id": N}} (or "user_id")')
+        handover = asked["handover"]
+        if not isinstance(handover, dict):
+            raise ValueError('"handover" is not an object')
+        unknown = set(handover) - {"team_id", "user_id", "assign_type", "connection"}
+        if unknown:
+            raise ValueError(f"unknown handover field(s) {sorted(unknown)}")
+        ids = {name: handover.get(name) for name in ("team_id", "user_id")}
+        for name, value in ids.items():
+            if value is not None and (type(value) is not int or not 1 <= value < 2**63):
+                raise ValueError(f"{name} is not a whole number from 1")
+        if all(value is None for value in ids.values()):
+            raise ValueError("the handover names no team_id or user_id")
+        route = cls(
+            **ids, **{k: handover[k] for k in ("assign_type", "connection") if k in handover}
+        )
+        if route.assign_type not in ASSIGN_TYPES:
+            raise ValueError(f"assign_type is not one of {', '.join(ASSIGN_TYPES)}")
+        if not isinstance(route.connection, str) or not route.connection:
+            raise ValueError("connection is not a connection's name")
+        return route
+
+    def as_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str | None) -> Route | None:
+        return None if text is None else cls(**json.loads(text))
 
 
 @dataclass(frozen=True)
@@ -54,6 +104,8 @@ class Answer:
     reply_text: str
     outcome: str
     error: str | None = None
+    #: Where a routed handover goes; pushed as the member's assignment (docs/agent.md).
+    route: Route | None = None
 
     @property
     def handover(self) -> bool:
@@ -163,6 +215,11 @@ class Replier:
             return Answer(HANDOVER, "failed", _cut(f"{type(exc).__name__}: {first_line(exc)}"))
         finally:
             session.close()
+        if isinstance(text, dict):
+            try:
+                return Answer(HANDOVER, "routed", route=Route.of(text))
+            except ValueError as wrong:
+                return Answer(HANDOVER, "not text", _cut(f"the function returned {wrong}"))
         if not isinstance(text, str):
             return Answer(HANDOVER, "not text", f"the function returned {type(text).__name__}")
         try:

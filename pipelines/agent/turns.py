@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Protocol
 
-from pipelines.agent.reply import Answer
+from pipelines.agent.reply import Answer, Route
 from pipelines.inbox.storage import Stored
 
 #: The columns of `rejected` an inbox's `rejected()` gives.
@@ -49,12 +49,13 @@ class Inbox(Stored, Protocol):
 
 
 def stored_answer(row: tuple) -> StoredAnswer | None:
-    """(answered_at, reply_text, outcome, error) as read, or None for a turn not answered."""
-    answered_at, reply_text, outcome, error = row
+    """(answered_at, reply_text, outcome, error, route) as read, or None for a turn not
+    answered."""
+    answered_at, reply_text, outcome, error, route = row
     if answered_at is None:
         return None
     when = answered_at if isinstance(answered_at, datetime) else datetime.fromisoformat(answered_at)
-    return StoredAnswer(Answer(reply_text, outcome, error), when)
+    return StoredAnswer(Answer(reply_text, outcome, error, Route.from_json(route)), when)
 
 
 class AnswerKeeping:

@@ -14,7 +14,8 @@ file and their rows of `sync.rejected` kept.
 
 Each kept row stands for a decision its inputs made, whoever wrote it: a file left by an
 older push, a damaged one or none costs work, never a wrong skip. A row whose key DuckDB
-writes otherwise than Python (`KeyColumns.sql`) makes its record type planned whole.
+writes otherwise than Python (`KeyColumns.sql`) makes its record type planned whole
+(`Changes.differs`).
 """
 
 from __future__ import annotations
@@ -46,10 +47,6 @@ KEYS_AT_A_TIME = 10_000
 ROWS_AT_A_TIME = 10_000
 #: Decisions that sent nothing and leave nothing to settle: kept for the next push.
 KEPT = ("unchanged", "stale", "waiting", "rejected")
-
-
-class KeysDiffer(Exception):
-    """DuckDB and Python key a row differently: the record type is planned whole."""
 
 
 def context_of(record_type: str, custom_fields: Mapping[str, Sequence[Mapping]]) -> str:
@@ -92,20 +89,25 @@ class Changes:
         con: duckdb.DuckDBPyConnection,
         lake: Lake,
         record_type: str,
+        source: str,
         context: str,
         now: datetime,
         retry_refused: bool = False,
     ) -> None:
+        """`source`: the relation the record type's rows are read from (its outbound view,
+        `pipelines/push/run.py`'s `outbound_source`)."""
         self.con = con
         self.lake = lake
+        #: A row DuckDB keys otherwise than Python was met (`batches`).
+        self.differs = False
         self.record_type = record_type
         self.context = context
         self.now = now
         outbound = OUTBOUND[record_type]
-        self.view = f"outbound.{outbound.view}"
+        self.source = source
         # A body, and so its hash, must not change with the host's zone (`outbound_rows`).
         con.execute("SET TimeZone = 'UTC'")
-        described = con.execute(f"SELECT * FROM {self.view} LIMIT 0").description
+        described = con.execute(f"SELECT * FROM {self.source} LIMIT 0").description
         self.columns = [d[0] for d in described]
         self.key_sql = outbound.key.sql(self.columns)
         self._rejected = self._file(lake.path(REJECTED, record_type))
@@ -148,7 +150,7 @@ class Changes:
                 FROM (
                     SELECT {self.key_sql} AS __key, hash(__outbound_row) AS __row,
                         row_number() OVER () AS __n
-                    FROM {self.view} AS __outbound_row
+                    FROM {self.source} AS __outbound_row
                 )
                 GROUP BY __key
             ), marks AS (
@@ -216,8 +218,8 @@ class Changes:
 
     def batches(self) -> Iterator[Batch]:
         """The handed keys' rows, `KEYS_AT_A_TIME` keys a batch, read on a cursor of their
-        own (`decided` writes meanwhile). Raises `KeysDiffer` at the first row Python keys
-        otherwise."""
+        own (`decided` writes meanwhile). They stop at the first row Python keys otherwise,
+        saying so in `differs`: the record type is then planned whole."""
         if not self.handed():
             return
         cursor = self.con.cursor()
@@ -233,7 +235,7 @@ class Changes:
             FROM (
                 SELECT {self.key_sql} AS __key, row_number() OVER () AS __n,
                     __outbound_row.*
-                FROM {self.view} AS __outbound_row
+                FROM {self.source} AS __outbound_row
             ) AS r
             JOIN handed h ON h.key = r.__key
             LEFT JOIN entries e ON e.key = r.__key
@@ -252,7 +254,8 @@ class Changes:
                 key, entry = values[0], values[-1]
                 row = dict(zip(self.columns, values[2:-1], strict=True))
                 if row_key(self.record_type, row) != key:
-                    raise KeysDiffer(key)
+                    self.differs = True
+                    return
                 if key != last:
                     if keys == KEYS_AT_A_TIME:
                         yield batch

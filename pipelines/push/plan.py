@@ -193,7 +193,21 @@ class Outbound:
     at_most_once: bool = False
     diff: Diff = _whole_record
     sending: Sending = Sending.RECORD
+    #: Rows the product adds beside the view's, as a query of the warehouse (a record type
+    #: without its view plans these alone).
+    also: str | None = None
 
+
+#: The assignments the AI agent's reply functions asked for with their handovers (docs/agent.md,
+#: "Routed handovers"), each as of when it was answered: pushed beside the view's, the newest
+#: assignment of a member winning.
+AGENT_HANDOVERS = """
+SELECT handover_connection AS connection, channel_id, member_id,
+    handover_assign_type AS assign_type, handover_team_id AS team_id,
+    handover_user_id AS user_id, answered_at AS updated_at
+FROM conversation.agent_requests
+WHERE handover_team_id IS NOT NULL OR handover_user_id IS NOT NULL
+"""
 
 #: Record keys, as the sandbox reads the hub's records (`sandbox/README.md`): coupon id;
 #: order id; fulfillment order_id; tier, point and reservation with the customer; behavior
@@ -248,6 +262,7 @@ OUTBOUND: dict[str, Outbound] = {
         timestamp="updated_at",
         service="conversation",
         asks_arrival=True,
+        also=AGENT_HANDOVERS,
     ),
     "conversation_close": Outbound(
         "conversation_closes",

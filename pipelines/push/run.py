@@ -28,11 +28,11 @@ from pipelines.lake import LakeLocation
 from pipelines.lake.object_store import lake_fault
 from pipelines.process import collector_paused
 from pipelines.push import imports
-from pipelines.push.changes import Batch, Changes, KeysDiffer, context_of, mark_ledger
+from pipelines.push.changes import Batch, Changes, context_of, mark_ledger
 from pipelines.push.lease import Lease, holder_name, no_push_alive, wait_seconds
 from pipelines.push.ledger import Ledger, now
 from pipelines.push.ledger_merge import merge_ledger
-from pipelines.push.plan import OUTBOUND, OUTCOMES, Plan, Resend, Sending, make_plan
+from pipelines.push.plan import OUTBOUND, OUTCOMES, Outbound, Plan, Resend, Sending, make_plan
 from pipelines.push.send import Client, Sent, send_plan
 from pipelines.streams.datahub import CUSTOM_FIELDS
 from pipelines.transport import CallStats
@@ -65,13 +65,14 @@ class PushReport:
 ROWS_AT_A_TIME = 10_000
 
 
-def outbound_rows(warehouse: duckdb.DuckDBPyConnection, view: str) -> Iterator[dict]:
-    """The rows of `outbound.<view>` (`warehouse`: `Warehouse.in_memory()`), its timestamps
+def outbound_rows(warehouse: duckdb.DuckDBPyConnection, source: str) -> Iterator[dict]:
+    """The rows of `source` (`outbound.<view>`, or `outbound_source`'s; `warehouse`:
+    `Warehouse.in_memory()`), its timestamps
     with timezone in UTC whatever the machine's zone: a body, and so the content hash the
     ledger tells versions apart by, must not change with the host that plans it (and DuckDB
     gives them faster in UTC than in a named zone; bench: push)."""
     warehouse.execute("SET TimeZone = 'UTC'")
-    cursor = warehouse.execute(f"SELECT * FROM outbound.{view}")
+    cursor = warehouse.execute(f"SELECT * FROM {source}")
     columns = [column[0] for column in cursor.description]
     while batch := cursor.fetchmany(ROWS_AT_A_TIME):
         yield from (dict(zip(columns, row, strict=True)) for row in batch)
@@ -83,6 +84,16 @@ def outbound_views(warehouse: duckdb.DuckDBPyConnection) -> set[str]:
         "SELECT table_name FROM information_schema.tables WHERE table_schema = 'outbound'"
     ).fetchall()
     return {name for (name,) in found}
+
+
+def outbound_source(outbound: Outbound, views: set[str]) -> str | None:
+    """What a record type's rows are read from: its outbound view, and beside it the rows
+    the product adds (`Outbound.also`); None when it has neither."""
+    parts = [f"SELECT * FROM outbound.{outbound.view}"] if outbound.view in views else []
+    parts += [outbound.also] if outbound.also else []
+    if not parts:
+        return None
+    return "(" + " UNION ALL BY NAME ".join(f"({part})" for part in parts) + ")"
 
 
 def missing_view(view: str) -> str:
@@ -226,6 +237,8 @@ class RecordTypePush:
     where it keys a row otherwise than Python, every row of the view at once."""
 
     record_type: str
+    #: Where its rows are read from (`outbound_source`).
+    source: str
     ledger: Ledger
     send: Callable[[Plan], Sent] | None
     custom_fields: Mapping[str, list[dict]]
@@ -238,16 +251,21 @@ class RecordTypePush:
         `mark_ledger`)."""
         context = context_of(self.record_type, self.custom_fields)
         changes = Changes(
-            warehouse, self.ledger.lake, self.record_type, context, now(), retry_refused
+            warehouse,
+            self.ledger.lake,
+            self.record_type,
+            self.source,
+            context,
+            now(),
+            retry_refused,
         )
         figures: Counter = Counter()
         rejections: list[dict] = []
-        try:
-            self._planned(changes.batches(), senders_gone, figures, rejections, changes)
-        except KeysDiffer:
+        self._planned(changes.batches(), senders_gone, figures, rejections, changes)
+        if changes.differs:
             figures = Counter(sent=figures["sent"], refused=figures["refused"])
             rejections = []
-            rows = outbound_rows(warehouse, OUTBOUND[self.record_type].view)
+            rows = outbound_rows(warehouse, self.source)
             whole = Batch(list(rows), self.ledger.latest(self.record_type))
             self._planned([whole], senders_gone, figures, rejections, None)
         else:
@@ -308,7 +326,8 @@ def _push(
     with defined.in_memory() as warehouse, Ledger(lake.lake(), lease=lease) as ledger:
         views = outbound_views(warehouse)
         # The services the push has rows for: one it has no view for needs no key.
-        wanted = sorted({OUTBOUND[t].service for t in selected if OUTBOUND[t].view in views})
+        sources = {t: outbound_source(OUTBOUND[t], views) for t in selected}
+        wanted = sorted({OUTBOUND[t].service for t, source in sources.items() if source})
         with clients_of({name: services[name] for name in wanted}, report.stats) as clients:
             for record_type, outbound in OUTBOUND.items():
                 resumable = outbound.sending is Sending.MEMBER_IMPORT and not dry_run
@@ -323,16 +342,21 @@ def _push(
             for record_type in selected:
                 outbound = OUTBOUND[record_type]
                 if outbound.view not in views:
-                    report.figures[record_type] = dict.fromkeys(OUTCOMES, 0)
                     report.without_view.append(record_type)
-                    log(f"{record_type}: {missing_view(outbound.view)}; nothing planned")
+                    planned = "the product's rows alone" if outbound.also else "nothing planned"
+                    log(f"{record_type}: {missing_view(outbound.view)}; {planned}")
+                source = sources[record_type]
+                if source is None:
+                    report.figures[record_type] = dict.fromkeys(OUTCOMES, 0)
                     continue
                 sender = None
                 if not dry_run:
                     sender = partial(
                         _send, to=clients[outbound.service], ledger=ledger, lease=lease
                     )
-                pushed = RecordTypePush(record_type, ledger, sender, definitions, resend_in_doubt)
+                pushed = RecordTypePush(
+                    record_type, source, ledger, sender, definitions, resend_in_doubt
+                )
                 figures, rejections = pushed.run(warehouse, senders_gone, retry_refused)
                 ledger.reject(record_type, rejections)
                 report.figures[record_type] = figures

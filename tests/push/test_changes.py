@@ -77,7 +77,7 @@ class Shop:
                 sender = partial(
                     push_run._send, to={"default": self.hub}, ledger=ledger, lease=None
                 )
-            pushed = RecordTypePush("order", ledger, sender, {}, False)
+            pushed = RecordTypePush("order", "outbound.orders", ledger, sender, {}, False)
             figures, rejections = pushed.run(self.con, True, retry_refused)
             if not dry_run:
                 ledger.reject("order", rejections)

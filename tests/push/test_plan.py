@@ -326,7 +326,7 @@ def test_a_views_timestamps_plan_the_same_body_whatever_the_machines_zone():
                 "CREATE VIEW outbound.orders AS "
                 "SELECT TIMESTAMPTZ '2026-10-30 09:15:30+08' AS timestamp"
             )
-            [row] = outbound_rows(con, "orders")
+            [row] = outbound_rows(con, "outbound.orders")
         plan = make_plan("order", [order(row["timestamp"])], {}, {})
         [planned[zone]] = plan.to_send
     assert planned["Asia/Taipei"].body["timestamp"] == "2026-10-30T01:15:30+00:00"
