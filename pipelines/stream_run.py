@@ -15,6 +15,7 @@ import os
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
+from pathlib import PurePosixPath
 
 import pyarrow as pa
 
@@ -134,6 +135,7 @@ def run_stream(
     the caller, which builds them once after several runs (`written_by` says what for)."""
     started_at = datetime.now(UTC)
     lake = location.lake()
+    refuse_without_sources(stream, lake, [c.name for c in service.connections])
     run = StreamRun(stream, lake, days, Landed())
     # The run's own days only, each page read (a day may be merged with what it holds):
     # the sync sets aside the rest before choosing its range, and the check
@@ -185,6 +187,26 @@ def run_stream(
     else:
         log(f"warehouse: {VIEWS_LEFT}")
     return run
+
+
+class SourcesNotLanded(SetupError):
+    """A stream made from other streams' files was asked for before they were landed."""
+
+
+def refuse_without_sources(stream: PulledStream, lake: Lake, connections: list[str]) -> None:
+    """Raise `SourcesNotLanded` when a connection has no file of a stream `stream` reads
+    (`PulledStream.reads`): its run would land no row and say nothing, as members did on a
+    lake without messages."""
+    for source in stream.reads:
+        landed = {PurePosixPath(path).name for path in lake.files(source)}
+        missing = [name for name in connections if f"{name}.parquet" not in landed]
+        if missing:
+            raise SourcesNotLanded(
+                f"{stream.relation} is made from {source.relation}, which is not landed for "
+                f"{', '.join(missing)}: run `python -m pipelines sync --streams "
+                f"{source.relation}` first (or `--streams {stream.service}`, which lands both "
+                "in order)"
+            )
 
 
 def partial_record(

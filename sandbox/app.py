@@ -110,7 +110,9 @@ class SandboxApp:
         @root.get("/_sandbox/truth/{service}/{scope}/{stream}/rows")
         def truth_rows(service: str, scope: str, stream: str) -> dict:
             """Every row of a stream as the service holds it now: comment `activities`
-            (scope: workspace id), each as `GET /activities` serves it."""
+            (scope: workspace id), each as `GET /activities` serves it; conversation
+            `assignments` (scope: region), each member seen in messages as
+            `get_member_assignment` serves it."""
 
             def read(deployment) -> list:
                 if not hasattr(deployment, "truth_rows"):

@@ -389,6 +389,10 @@ class ConversationService(Service):
     #: Look up every member seen in messages, not only those with new messages since the
     #: last snapshot (a periodic full refresh of attributes that change without messages).
     refresh_every_member: bool = False
+    #: Every known member is looked up again at least once in this many pulls: each pull
+    #: also looks up the 1/N of them looked up longest ago, for what changes at the service
+    #: without a message (an agent's reassignment). 24 is within a day at hourly syncs; 0 off.
+    member_refresh_pulls: int = pydantic.Field(24, ge=0)
 
     @pydantic.field_validator("paths")
     @classmethod

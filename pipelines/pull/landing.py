@@ -44,9 +44,13 @@ class PulledStream(Stream):
     #: export): `lands(turn)` writes the connection's files as they download, since a cut
     #: download starts over, and returns the rows it wrote.
     lands: Callable[[Turn], int] | None = None
-    #: Streams of the same service whose landed files it reads: a sync lands them first, and
-    #: the Dagster UI draws the lineage.
+    #: Streams of the same service it comes after: a sync lands them first, and the Dagster
+    #: UI draws the lineage.
     upstream: tuple[str, ...] = ()
+    #: Streams whose landed files its rows are made from: a run refuses to start while a
+    #: connection has none of them (it would land nothing and say nothing), naming what to run
+    #: (`pipelines/stream_run.py`, `refuse_without_sources`).
+    reads: tuple[Stream, ...] = ()
     #: What its files are made from besides Python and Parquet (kinds in the Dagster UI).
     formats: frozenset[str] = frozenset()
     #: A daily stream whose every run lands the day it runs on: no past day can be asked for,

@@ -67,6 +67,7 @@ class ConversationService:
         self.admin = APIRouter(tags=["sandbox"])
         self.admin.add_api_route("/teams/{team_id}/users", self._team_users, methods=["GET"])
         self.admin.add_api_route("/agent/replay", self._replay, methods=["POST"])
+        self.admin.add_api_route("/members/reassign", self._reassign, methods=["POST"])
         # The agent is called as members write, asked or not: the one place the clock is
         # followed by a thread (last, so it never catches up a half-built service).
         if agent is not None and not sandbox.clock.frozen:
@@ -121,6 +122,45 @@ class ConversationService:
             return self.messages.uuids(lo, hi)
         # Members (and their assignments) are pulled by id for the members seen in messages.
         return (self.members.first_id + self.messages.member_rows(lo, hi)).tolist()
+
+    def truth_rows(self, scope: str, stream: str) -> list[dict]:
+        """Every assignment of the members seen in the year's messages, as
+        `get_member_assignment` serves it now, with the member's channel and id."""
+        if scope != self.region or stream != "assignments":
+            raise KeyError(f"{scope}/{stream}")
+        self.catch_up()
+        return [
+            self._assignment_row(int(row))
+            for row in self.messages.member_rows(*self.messages.year())
+        ]
+
+    def _assignment_row(self, row: int) -> dict:
+        channel = self.directory.channels[int(self.members.table["channel"][row])]
+        assignment = self.members.assignment(row)
+        return {
+            "channel_id": channel["id"],
+            "member_id": self.members.member_id(row),
+            "assign_type": assignment["assign_type"],
+            **assignment["assignment_relationship"],
+        }
+
+    def _reassign(self, count: int = 10) -> JSONResponse:
+        """Sandbox only: an agent reassigns `count` members seen in the year's messages by
+        hand, without a message: members spread evenly over them, each to the team after
+        its own and an active human agent, `permanent`. Answers `{reassigned}`, each member
+        as `truth_rows` gives it."""
+        if not 1 <= count <= 10_000:
+            raise HTTPException(400, "count must be 1 to 10000")
+        self.catch_up()
+        seen = self.messages.member_rows(*self.messages.year())
+        rows = sorted({int(seen[n * len(seen) // count]) for n in range(min(count, len(seen)))})
+        teams = [team["id"] for team in self.directory.teams]
+        agents = self.directory.user_ids("human")
+        for n, row in enumerate(rows):
+            team = int(self.members.table["team"][row])
+            after = teams[(teams.index(team) + 1) % len(teams)] if team in teams else teams[0]
+            self.members.assign(row, "permanent", after, agents[n % len(agents)])
+        return JSONResponse({"reassigned": [self._assignment_row(row) for row in rows]})
 
     def _replay(self, count: int = 20) -> JSONResponse:
         """Sandbox only: the agent is sent again the turns of the region's last `count` member

@@ -7,5 +7,6 @@ SELECT
     assign_type,                        -- case-based, permanent, unassigned
     team_id,                            -- null when unassigned or no team
     user_id,                            -- null when unassigned
+    looked_up_at,                       -- when the row was looked up (docs/running.md)
     _extra::JSON AS _extra  -- what the service sent beyond these columns (pipelines/drift.py)
 FROM {{ source('conversation', 'assignments') }};

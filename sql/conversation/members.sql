@@ -35,5 +35,6 @@ SELECT
     last_member_message_send,
     created_at,
     updated_at,
+    looked_up_at,                       -- when the row was looked up (docs/running.md)
     _extra::JSON AS _extra  -- what the service sent beyond these columns (pipelines/drift.py)
 FROM {{ source('conversation', 'members') }};

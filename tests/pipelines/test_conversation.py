@@ -202,7 +202,9 @@ def test_members_are_looked_up_again_only_for_new_messages(start_sandbox, sync_e
         now=datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=20),
         arrivals_per_minute=0.2,
     )
-    resources = sync_env(sandbox)
+    # The rotation off: what is looked up here is for the messages alone
+    # (tests/pipelines/test_members_current.py has the rotation).
+    resources = sync_env(sandbox, sync_toml="[service.conversation]\nmember_refresh_pulls = 0\n")
     selection = [messages, members, assignments]
     full = _materialize(resources, selection)
     assert full.success, _failure_text(full)

@@ -203,6 +203,7 @@ EXPECTED = {
         ("status", TEXT),
         ("type", TEXT),
         ("updated_at", MICROSECONDS),
+        ("looked_up_at", MICROSECONDS),
     ],
     "conversation.assignments": [
         ("connection", TEXT),
@@ -211,6 +212,7 @@ EXPECTED = {
         ("assign_type", TEXT),
         ("team_id", INT),
         ("user_id", INT),
+        ("looked_up_at", MICROSECONDS),
     ],
     "datahub.custom_fields": [
         ("id", INT),
