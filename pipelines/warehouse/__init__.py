@@ -226,7 +226,12 @@ class Warehouse:
             if relation is not None:
                 if plan is not None:
                     plan.read.add((stream.relation, None))
-                return relation
+                if (service, name) not in self.streams:
+                    return relation
+                # A column declared after the stream's files were written reads as null,
+                # not as a view that cannot be built until the next landing.
+                declared = _empty_relation(dated(stream) if stream.daily else stream.schema)
+                return f"(SELECT * FROM {relation} UNION ALL BY NAME SELECT * FROM {declared})"
         schema = dated(stream) if stream.daily else stream.schema
         return _empty_relation(schema)
 

@@ -254,3 +254,19 @@ def test_a_pulled_stream_without_a_sql_file_gets_a_typed_view_from_its_declarati
         "CREATE OR REPLACE VIEW svc.events AS SELECT id FROM {{ source('svc', 'events') }};"
     )
     assert build() == [("id", "BIGINT")]
+
+
+def test_a_column_declared_after_the_files_were_written_reads_as_null(tmp_path):
+    """A snapshot stream's files written before a column was declared (`looked_up_at` of
+    conversation.members, an upgrade of the product): the views build, the column null, the
+    rows there, without waiting for the next landing to rewrite them."""
+    from pipelines.streams.conversation.members import MEMBERS
+
+    lake = Lake(tmp_path / "lake")
+    older = pa.schema([f for f in MEMBERS.schema if f.name != "looked_up_at"])
+    row = {name: None for name in older.names} | {"id": 7, "connection": "default"}
+    lake.put(lake.path(MEMBERS, "default"), pa.Table.from_pylist([row], schema=older))
+    refresh_warehouse(str(tmp_path / "lake"), tmp_path / "warehouse.duckdb", [])
+    with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as con:
+        found = con.execute("SELECT id, looked_up_at FROM conversation.members").fetchall()
+    assert found == [(7, None)]
