@@ -125,11 +125,12 @@ def answered_conversations(calls: list[dict], settings) -> dict[str, int]:
     """Figures of the sandbox's calls and of the warehouse's `conversation.agent_requests`,
     and two of the answers."""
     with duckdb.connect(str(settings.warehouse_path), read_only=True) as con:
-        requests, answered, handovers, orders = con.execute(
+        requests, answered, handovers, orders, routed, assigned = con.execute(
             "SELECT count(*), count(answered_at), count(*) FILTER (handover), "
-            "count(*) FILTER (outcome = 'replied' AND NOT handover) "
+            "count(*) FILTER (outcome = 'replied' AND NOT handover), "
+            "count(*) FILTER (outcome = 'routed'), count(*) FILTER (routing = 'assigned') "
             "FROM conversation.agent_requests"
-        ).fetchone()
+        ).fetchall()[0]
         examples = con.execute(
             "SELECT m.text, r.reply_text FROM conversation.agent_requests AS r "
             "JOIN conversation.agent_messages AS m ON m.first_request_key = r.request_key "
@@ -144,6 +145,8 @@ def answered_conversations(calls: list[dict], settings) -> dict[str, int]:
         "answers": answered,
         "handovers": handovers,
         "order answers": orders,
+        "routed to a team": routed,
+        "assigned": assigned,
     }
 
 
@@ -255,6 +258,8 @@ def main() -> int:
         delivered, complete = delivered_webhooks(base)
         calls = agent_calls(base)
         land(["datahub.webhook_events", "conversation.agent_requests"], settings)
+        print("push: the agent's routed handovers (returns to Customer Support) as assignments …")
+        routed = run_push_command(dry_run=False, record_types=["conversation_assignment"])
         events = landed_webhooks(settings)
         conversations = answered_conversations(calls, settings)
     rows = reconcile(
@@ -287,7 +292,7 @@ def main() -> int:
         f"{settings_file}: the sandbox's addresses and its demo keys (not secrets), the lake, the "
         "warehouse and WAREHOUSE_SQL=demo/sql; no secret of the receivers."
     )
-    landed = report.ok and all(r.equal for r in rows) and pushed == again == planned == 0
+    landed = report.ok and all(r.equal for r in rows) and pushed == again == planned == routed == 0
     figures = list(conversations.values())
     answered = figures[0] > 0 and len(set(figures[:4])) == 1  # every call, kept once, answered
     received = complete and events and events == delivered  # every event landed, once

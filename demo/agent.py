@@ -15,11 +15,16 @@ The rules:
   customer's orders, else the customer's latest (placed last).
 - The answer is one sentence: the order's status now (its newest version) and the day it
   took effect, in the shop's time zone.
+- A member who asks to return something or for a refund (`RETURN_WORDS`: return, refund,
+  返品, 返金) is handed over to the team `RETURNS_TEAM` of the member's region, as
+  `conversation.members` and `conversation.teams` show them: a routed handover, which the
+  next push assigns (docs/agent.md, "Routed handovers").
 - Anything else is the handover: another question, a member the shop does not know, a
   customer without orders, a number that is not one of theirs.
 
 The sandbox draws its conversation members apart from its data hub's, so no member of
-`make demo`'s conversations is a shop customer: there, every turn is handed over.
+`make demo`'s conversations is a shop customer: there, every turn is handed over, the
+returns to their team.
 """
 
 from __future__ import annotations
@@ -37,6 +42,19 @@ SHOP_TIME_ZONE = "Asia/Taipei"
 #: An order number as a member writes it: letters, maybe a hyphen, then 4 digits or more.
 ORDER_NUMBER = re.compile(r"[A-Z]*-?[0-9]{4,}", re.IGNORECASE)
 #: The customer's orders, placed last first, each with its status now and since which day.
+#: A member asking to send something back, or for their money back.
+RETURN_WORDS = re.compile(r"\b(return|refund)|返品|返金", re.IGNORECASE)
+#: The team returns go to, in each region (the sandbox's teams: sandbox/conversation/directory.py).
+RETURNS_TEAM = "Customer Support"
+#: The team of that name in the region the member was pulled from.
+TEAM_SQL = """
+SELECT teams.id, teams.connection
+FROM conversation.teams
+JOIN conversation.members ON members.connection = teams.connection
+WHERE members.id = $member AND members.channel_id = $channel AND teams.name = $team
+ORDER BY teams.connection, teams.id
+LIMIT 1
+"""
 ORDERS_SQL = """
 SELECT
     orders.id,
@@ -117,15 +135,29 @@ JAPANESE = Language(
 LANGUAGES = (ENGLISH, JAPANESE)
 
 
-def reply(request: AgentRequest, warehouse: WarehouseSession) -> str:
-    """The status of the order a known member asks about, else the handover."""
+def reply(request: AgentRequest, warehouse: WarehouseSession) -> str | dict:
+    """The status of the order a known member asks about, a return to its team, else the
+    handover."""
     text = request.last_text
-    language = next((language for language in LANGUAGES if language.asks(text)), None)
     member = request.member
+    if member is not None and RETURN_WORDS.search(text):
+        return returns_team(warehouse, member.member_id, member.channel_id)
+    language = next((language for language in LANGUAGES if language.asks(text)), None)
     if language is None or member is None or not member.external_member_id:
         return HANDOVER
     order = asked_order(warehouse, member.external_member_id, text)
     return HANDOVER if order is None else language.answer(order)
+
+
+def returns_team(warehouse: WarehouseSession, member_id: int, channel_id: int) -> str | dict:
+    """The handover to `RETURNS_TEAM` of the member's region; the plain handover when the
+    warehouse knows neither."""
+    parameters = {"member": member_id, "channel": channel_id, "team": RETURNS_TEAM}
+    found = warehouse.execute(TEAM_SQL, parameters).fetchall()
+    if not found:
+        return HANDOVER
+    [(team_id, connection)] = found
+    return {"handover": {"team_id": team_id, "connection": connection}}
 
 
 def asked_order(warehouse: WarehouseSession, external_member_id: str, text: str) -> Order | None:

@@ -14,7 +14,7 @@ import uvicorn
 from pipelines.agent.inbox import AgentInbox
 from pipelines.agent.receiver import AGENT_PATH, build_app
 from pipelines.agent.reply import HANDOVER, Replier, ReplyFunction, WarehouseSession
-from tests.pipelines.conftest import start_sandbox  # noqa: F401
+from tests.pipelines.conftest import start_sandbox, sync_env  # noqa: F401
 from tests.servers import ServerProcess, free_port, spawner
 
 TOKEN = "agent-token-7d41c0e9"

@@ -105,10 +105,15 @@ def test_requests_answered_200_survive_a_kill_mid_burst_and_reach_the_lake_once(
     spawn_agent, tmp_path, monkeypatch
 ):
     """500 turns from 20 senders at once; the receiver is killed (SIGKILL) halfway. Every turn
-    answered 200 is in the lake once, with the reply it was given, after a restart answers
-    the rest (the service sends again what got no answer)."""
+    answered 200 is in the lake once, with the reply it was given and, for the half its
+    function routes to a team, that team, after a restart answers the rest (the service
+    sends again what got no answer)."""
     monkeypatch.delenv("AGENT_INBOX", raising=False)  # the default: beside the lake
-    env = {"AGENT_TOKEN": TOKEN, "LAKE_ROOT": str(tmp_path / "lake")}
+    env = {
+        "AGENT_TOKEN": TOKEN,
+        "LAKE_ROOT": str(tmp_path / "lake"),
+        "AGENT_REPLY": "tests.agent.replies:route_even_conversations",
+    }
     first = spawn_agent(env)
     documents = [turn(100_000 + n, [message(n)]) for n in range(500)]
     answered: dict[str, str] = {}
@@ -143,5 +148,7 @@ def test_requests_answered_200_survive_a_kill_mid_burst_and_reach_the_lake_once(
     rows = lake_rows(tmp_path)
     assert sorted(row["request_key"] for row in rows) == sorted(answered)
     assert {row["request_key"]: row["reply_text"] for row in rows} == answered
+    routed = {row["conversation_id"]: row["handover_team_id"] for row in rows}
+    assert routed == {c: None if c % 2 else c % 7 + 1 for c in routed}
     for process in (first, second):
         assert TOKEN not in process.log.read_text()

@@ -10,11 +10,12 @@ from datetime import UTC, datetime
 import pytest
 
 from demo import SQL_DIR as DEMO_SQL
-from demo.agent import reply
+from demo.agent import RETURNS_TEAM, reply
 from demo.shop import CUSTOMERS, FILE, ORDERS, declare_shop
 from pipelines.agent.reply import HANDOVER, WarehouseSession
 from pipelines.agent.request import AgentRequest
 from pipelines.lake import Lake
+from pipelines.streams.conversation import MEMBERS, TEAMS
 from pipelines.warehouse import SQL_DIR, Warehouse
 from pipelines.warehouse.relations import WAREHOUSE_STREAMS
 
@@ -75,6 +76,10 @@ def warehouse(tmp_path_factory) -> Iterator[WarehouseSession]:
             version("O100003", "C00100002", "cancelled", at(20)),
         ],
     )
+    # The conversation member of the turns, and the teams of their region and another's.
+    lake.write(MEMBERS, "default", [{"id": 2000123, "channel_id": 11, "connection": "default"}])
+    for region, team_id in (("default", 41), ("jp", 42)):
+        lake.write(TEAMS, region, [{"id": team_id, "name": RETURNS_TEAM, "connection": region}])
     declare_shop(lake)  # the shop's other tables, empty, as the demo's views need them
     path = root / "warehouse.duckdb"
     Warehouse(path, lake, WAREHOUSE_STREAMS, SQL_DIR, extra_sql=[DEMO_SQL]).refresh()
@@ -83,7 +88,9 @@ def warehouse(tmp_path_factory) -> Iterator[WarehouseSession]:
     session.close()
 
 
-def turn(text: str, external_member_id: str | None = LINE_UID) -> AgentRequest:
+def turn(
+    text: str, external_member_id: str | None = LINE_UID, member_id: int = 2000123
+) -> AgentRequest:
     """A turn as the sandbox sends one (sandbox/conversation/agent.py): the conversation so
     far, the member's new text last."""
     return AgentRequest.model_validate(
@@ -98,7 +105,7 @@ def turn(text: str, external_member_id: str | None = LINE_UID) -> AgentRequest:
             "participants": {
                 "members": [
                     {
-                        "member_id": 2000123,
+                        "member_id": member_id,
                         "channel_id": 11,
                         "channel_type": "line",
                         "channel_member_id": external_member_id,
@@ -158,8 +165,19 @@ def test_a_number_in_japanese_text_is_found_and_the_day_is_the_shops(warehouse) 
         pytest.param("Can I change the delivery address of my order?", LINE_UID, id="a change"),
         pytest.param("Where can I order the serum?", LINE_UID, id="where to order"),
         pytest.param("どこで注文できますか？", LINE_UID, id="where to order, japanese"),
-        pytest.param("返品したいのですが、\n手続きを教えてください。", LINE_UID, id="a return"),
     ],
 )
 def test_anything_else_is_handed_over(warehouse, text, member) -> None:
     assert reply(turn(text, member), warehouse) == HANDOVER
+
+
+@pytest.mark.parametrize(
+    "text", ["I'd like to return an item", "返品したいのですが、\n手続きを教えてください。"]
+)
+def test_a_return_is_handed_over_to_the_returns_team_of_the_members_region(warehouse, text) -> None:
+    routed = {"handover": {"team_id": 41, "connection": "default"}}
+    assert reply(turn(text), warehouse) == routed
+
+
+def test_a_return_of_a_member_the_warehouse_lacks_is_handed_over_unrouted(warehouse) -> None:
+    assert reply(turn("I'd like a refund", member_id=999), warehouse) == HANDOVER

@@ -64,13 +64,15 @@ def test_make_demo_lands_every_relation_equal_to_the_truth_and_pushes_once(tmp_p
     landed, sent = (ast.literal_eval(x.partition(": ")[2].strip()) for x in (landed, sent))
     assert landed == sent and sent["order"] > 0 and sent["message"] > 0, output
     # Both pushes printed their figures: assignments reached the conversation service once
-    # (the second push sent none); `sent` is the figures' last column but one.
+    # (the second push sent none); then the agent's routed handovers went as assignments.
+    # `sent` is the figures' last column but one.
     assignments = [
         line.split()
         for line in finished.stdout.splitlines()
         if line.startswith("conversation_assignment ")
     ]
-    assert [int(row[-2].replace(",", "")) > 0 for row in assignments] == [True, False], output
+    sent = [int(row[-2].replace(",", "")) for row in assignments]
+    assert [count > 0 for count in sent] == [True, False, True], output
     # The example activity kept as code is planned as a create in the default workspace.
     planned = [line.split() for line in finished.stdout.splitlines() if "'Winter sale DM'" in line]
     assert [row[0] for row in planned] == ["create"], output
@@ -80,6 +82,8 @@ def test_make_demo_lands_every_relation_equal_to_the_truth_and_pushes_once(tmp_p
     calls = agent["sandbox calls"]
     assert calls > 0 and agent["sandbox answered"] == agent["requests"] == agent["answers"] == calls
     assert 0 < agent["order answers"] == calls - agent["handovers"]
+    # Returns were routed to their region's team, and each routed member assigned once.
+    assert 0 < sent[2] <= agent["assigned"] <= agent["routed to a team"] < agent["handovers"]
     assert "Traceback" not in output and SECRET not in output and AGENT_TOKEN not in output
     # It speaks for the product: Dagster's own lines are at most one in twenty.
     lines = output.splitlines()
