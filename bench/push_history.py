@@ -273,7 +273,8 @@ def main(argv: list[str] | None = None) -> int:
             ratio = large[name] / small[name]
             targets.append(
                 {
-                    "target": f"10x steady push {name[:-2]} <= {STEADY_RATIO}x the 1x",
+                    # Runs far apart: on a shared machine, pair them to judge (README).
+                    "target": f"10x steady push {name[:-2]} <= {STEADY_RATIO}x the 1x (unpaired)",
                     "measured": f"{ratio:.2f}x",
                     "met": "yes" if ratio <= STEADY_RATIO else "NO",
                 }
