@@ -121,13 +121,16 @@ class Measured:
     cpu_seconds: float = 0.0
 
 
-def measured_run(module_args: list[str], env: dict[str, str], data: Path | None = None) -> Measured:
+def measured_run(
+    module_args: list[str], env: dict[str, str], data: Path | None = None, cwd: Path = ROOT
+) -> Measured:
     """Run `python -m <module> <args>` in a process of its own and measure it: its wall time
     from start to exit (the interpreter's start and end included, as a user waits for them),
     its peak memory as the process saw it (bench.measure: the pipeline's alone, not the
     benchmark's or the sandbox's), and its CPU, what this process's waited-for children
     gained meanwhile (the sandbox, still running, is not among them). Its figures and output
-    go to `data`, by default the folder holding the lake."""
+    go to `data`, by default the folder holding the lake. `cwd`: the checkout it runs from
+    (another commit's, to compare with)."""
     data = data or Path(env["LAKE_ROOT"]).parent
     out = data / "measured.json"
     out.unlink(missing_ok=True)
@@ -137,7 +140,7 @@ def measured_run(module_args: list[str], env: dict[str, str], data: Path | None 
         completed = subprocess.run(
             [sys.executable, "-m", "bench.measure", str(out), *module_args],
             env=env,
-            cwd=ROOT,
+            cwd=cwd,
             stdout=log,
             stderr=subprocess.STDOUT,
         )
