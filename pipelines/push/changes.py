@@ -45,6 +45,8 @@ RETRY_MOST = timedelta(days=1)
 KEYS_AT_A_TIME = 10_000
 #: Rows fetched from DuckDB at a time.
 ROWS_AT_A_TIME = 10_000
+#: Rows of the view DuckDB sorts by key at a time for the plans (each read reads the view).
+ROWS_PER_READ = 50_000
 #: Decisions that sent nothing and leave nothing to settle: kept for the next push.
 KEPT = ("unchanged", "stale", "waiting", "rejected")
 
@@ -146,7 +148,8 @@ class Changes:
             f"""
             CREATE OR REPLACE TABLE push_work.keys AS
             WITH view_keys AS (
-                SELECT __key AS key, hash(list(__row ORDER BY __n)) AS fingerprint
+                SELECT __key AS key, hash(list(__row ORDER BY __n)) AS fingerprint,
+                    count(*) AS rows
                 FROM (
                     SELECT {self.key_sql} AS __key, hash(__outbound_row) AS __row,
                         row_number() OVER () AS __n
@@ -157,7 +160,7 @@ class Changes:
                 SELECT key, mark FROM push_work.marks
                 WHERE record_type = {sql_literal(self.record_type)}
             )
-            SELECT v.key, v.fingerprint, m.mark, s.fingerprint AS kept_fingerprint,
+            SELECT v.key, v.fingerprint, v.rows, m.mark, s.fingerprint AS kept_fingerprint,
                 s.outcome, s.rejected, s.refusals, s.retry_at,
                 s.key IS NULL OR s.fingerprint <> v.fingerprint
                     OR s.mark IS DISTINCT FROM m.mark
@@ -222,48 +225,66 @@ class Changes:
         saying so in `differs`: the record type is then planned whole."""
         if not self.handed():
             return
+        # The handed keys, in key order, cut into reads of about `ROWS_PER_READ` rows: DuckDB
+        # sorts one read's rows at a time, not every handed row at once.
+        self.con.execute(
+            f"""
+            CREATE OR REPLACE TABLE push_work.reads AS
+            SELECT key, (sum(rows) OVER (ORDER BY key) - 1) // {ROWS_PER_READ} AS read
+            FROM push_work.keys WHERE handed
+            """
+        )
+        self.con.execute(
+            f"""
+            CREATE OR REPLACE TABLE push_work.entries AS
+            SELECT key, arg_max(struct_pack({_ENTRY}), pushed_at) AS entry
+            FROM {self._ledger()} WHERE key IN (SELECT key FROM push_work.reads) GROUP BY key
+            """
+        )
+        [(reads,)] = self.con.execute("SELECT max(read) + 1 FROM push_work.reads").fetchall()
         cursor = self.con.cursor()
         cursor.execute("SET TimeZone = 'UTC'")
+        try:
+            grouped = self._grouped(self._read(cursor, read) for read in range(reads))
+            yield from grouped
+        finally:
+            cursor.close()
+
+    def _read(self, cursor: duckdb.DuckDBPyConnection, read: int) -> Iterator[tuple]:
+        """The rows of one read's keys, each key's in view order, with its ledger entry."""
         cursor.execute(
             f"""
-            WITH handed AS (SELECT key FROM push_work.keys WHERE handed),
-            entries AS (
-                SELECT key, arg_max(struct_pack({_ENTRY}), pushed_at) AS entry
-                FROM {self._ledger()} WHERE key IN (SELECT key FROM handed) GROUP BY key
-            )
             SELECT r.*, e.entry AS __entry
             FROM (
                 SELECT {self.key_sql} AS __key, row_number() OVER () AS __n,
                     __outbound_row.*
                 FROM {self.source} AS __outbound_row
             ) AS r
-            JOIN handed h ON h.key = r.__key
-            LEFT JOIN entries e ON e.key = r.__key
+            JOIN (SELECT key FROM push_work.reads WHERE read = $read) h ON h.key = r.__key
+            LEFT JOIN push_work.entries e ON e.key = r.__key
             ORDER BY r.__key, r.__n
-            """
+            """,
+            {"read": read},
         )
-        try:
-            yield from self._grouped(cursor)
-        finally:
-            cursor.close()
-
-    def _grouped(self, cursor: duckdb.DuckDBPyConnection) -> Iterator[Batch]:
-        batch, keys, last = Batch([], {}), 0, None
         while fetched := cursor.fetchmany(ROWS_AT_A_TIME):
-            for values in fetched:
-                key, entry = values[0], values[-1]
-                row = dict(zip(self.columns, values[2:-1], strict=True))
-                if row_key(self.record_type, row) != key:
-                    self.differs = True
-                    return
-                if key != last:
-                    if keys == KEYS_AT_A_TIME:
-                        yield batch
-                        batch, keys = Batch([], {}), 0
-                    keys, last = keys + 1, key
-                    if entry is not None:
-                        batch.accepted[key] = Entry(**entry)
-                batch.rows.append(row)
+            yield from fetched
+
+    def _grouped(self, reads: Iterator[Iterator[tuple]]) -> Iterator[Batch]:
+        batch, keys, last = Batch([], {}), 0, None
+        for values in (row for read in reads for row in read):
+            key, entry = values[0], values[-1]
+            row = dict(zip(self.columns, values[2:-1], strict=True))
+            if row_key(self.record_type, row) != key:
+                self.differs = True
+                return
+            if key != last:
+                if keys == KEYS_AT_A_TIME:
+                    yield batch
+                    batch, keys = Batch([], {}), 0
+                keys, last = keys + 1, key
+                if entry is not None:
+                    batch.accepted[key] = Entry(**entry)
+            batch.rows.append(row)
         if batch.rows:
             yield batch
 
