@@ -14,6 +14,7 @@ import pytest
 from pipelines.clients.base import Connection
 from pipelines.clients.datahub import Broadcast, DataHub
 from pipelines.lake import Lake
+from pipelines.pull.damaged import set_aside_damaged
 from pipelines.pull.landing import Pull, Turn
 from pipelines.pull.outcome import Landed
 from pipelines.stream import Stream
@@ -27,7 +28,11 @@ from pipelines.streams.datahub.export import (
     land_member_export,
     member_batches,
 )
-from pipelines.streams.datahub.reports import report_rows_by_day, report_window
+from pipelines.streams.datahub.reports import (
+    report_rows_by_day,
+    report_window,
+    reported_broadcasts,
+)
 from pipelines.streams.datahub.snapshots import custom_field_rows
 from pipelines.transport import RetryPolicy, Transport, TruncatedBody
 
@@ -188,6 +193,36 @@ def test_reports_are_asked_for_open_broadcasts_and_those_not_in_the_lake(tmp_pat
     assert (row["start_date"], row["end_date"]) == (sent[1], second)
     assert (row["sent"], row["open_count"], row["clicks"]) == (5, 3, 1)
     assert json.loads(row["report"]) == {"ctr": 0.2}
+
+
+def test_a_snapshot_file_is_read_once_for_its_broadcasts(tmp_path, monkeypatch):
+    """Which broadcasts the lake has a snapshot of is read from each day file once, then
+    kept with its footer: a sync reads the files written since, not every day's, and the
+    damaged-file look over the stream's one-day window does not forget them."""
+    lake = Lake(tmp_path)
+    days = [DAY - timedelta(days=n) for n in range(5)]
+    for n, day in enumerate(days):
+        snapshot(lake, day, [n, n + 10])
+    read = []
+    read_table = Lake.read_table
+    monkeypatch.setattr(
+        Lake,
+        "read_table",
+        lambda self, path, columns=None: read.append(path) or read_table(self, path, columns),
+    )
+    reported = {n for pair in ((n, n + 10) for n in range(5)) for n in pair}
+
+    assert reported_broadcasts(lake, "default", [DAY]) == reported - {0, 10}
+    first = [path for path in read if "/_footers/" not in path]
+    assert len(first) == len(days)
+    set_aside_damaged(lake, BROADCAST_REPORTS, [DAY])
+    snapshot(lake, DAY + timedelta(days=1), [99])
+    read.clear()
+
+    assert reported_broadcasts(lake, "default", []) == reported | {99}
+    assert [path for path in read if "/_footers/" not in path] == [
+        lake.path(BROADCAST_REPORTS, "default", DAY + timedelta(days=1))
+    ]
 
 
 # -- members export -----------------------------------------------------------------------

@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator
 from datetime import date, timedelta
+from pathlib import PurePosixPath
 
 import pyarrow as pa
 
 from pipelines.clients.datahub import REPORT_MAX_DAYS, Broadcast, BroadcastReport, DataHub
-from pipelines.lake import Lake
+from pipelines.lake import Lake, file_day
 from pipelines.lake.drift import extra_of
+from pipelines.lake.footers import footers
 from pipelines.lake.schemas import arrow_fields, model_row
 from pipelines.pull.landing import PulledStream, Turn
 from pipelines.stream import CONNECTION, EXTRA, described
@@ -49,16 +51,19 @@ def report_row(broadcast_id: int, report: BroadcastReport, window: tuple[date, d
 
 def reported_broadcasts(lake: Lake, connection: str, except_days: Iterable[date]) -> set[int]:
     """Broadcasts with a snapshot in the lake outside `except_days` (the days being
-    rewritten, whose snapshots are about to be replaced)."""
-    skip = set(except_days)
-    files = [
-        lake.path(BROADCAST_REPORTS, connection, day)
-        for day in lake.days(BROADCAST_REPORTS, connection)
-        if day not in skip
-    ]
-    if not files:
-        return set()
-    return set(lake.read_columns(files, ["broadcast_id"])["broadcast_id"].to_pylist())
+    rewritten, whose snapshots are about to be replaced). Each file's broadcasts are read
+    once, then kept with its footer (`pipelines/lake/footers.py`): an hourly run reads the
+    files written since, not every day's."""
+    skip, name = set(except_days), f"{connection}.parquet"
+    kept = footers(
+        lake, BROADCAST_REPORTS, lake.listing(BROADCAST_REPORTS), None, values_of="broadcast_id"
+    )
+    return {
+        broadcast
+        for path, footer in kept.items()
+        if PurePosixPath(path).name == name and file_day(path) not in skip
+        for broadcast in footer.values or ()
+    }
 
 
 def report_rows_by_day(turn: Turn) -> Iterator[tuple[date, list[dict]]]:
