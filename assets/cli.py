@@ -144,14 +144,15 @@ def run_sync(
     end: date | None = None,
     settings: Settings | None = None,
 ) -> SyncReport:
-    """The command line's sync: as Dagster runs where DAGSTER_HOME keeps an instance
-    (`assets/sync.py`), so they show in the UI; else in this process, with no Dagster
-    imported (`pipelines/sync.py`)."""
+    """The core's sync (`pipelines/sync.py`), its runs as Dagster runs where DAGSTER_HOME
+    keeps an instance (`assets/sync.py`), so they show in the UI; else in this process, with
+    no Dagster imported."""
+    runner = sync.in_process
     if shared_instance():
         with lasting_imports():  # Dagster
-            from assets.sync import run_in_dagster
-        return run_in_dagster(streams, start, end, settings)
-    return sync.run_sync(streams, start, end, settings)
+            from assets.sync import in_dagster
+        runner = in_dagster
+    return sync.run_sync(streams, start, end, settings, runner=runner)
 
 
 def run_check_command() -> int:

@@ -1,14 +1,15 @@
-"""`python -m pipelines sync` where DAGSTER_HOME keeps an instance: the sync the core plans
-(`pipelines/sync.py`: which streams, in which order, for which days) run as Dagster runs of
-the same assets the UI runs, so the runs and their checks show in the UI. Without
-DAGSTER_HOME the command line lands in its own process, with no Dagster (`assets/cli.py`,
-`run_sync`, chooses).
+"""`python -m pipelines sync` where DAGSTER_HOME keeps an instance: the core's one sync
+(`pipelines/sync.py`, `run_sync`: which streams, in which order, for which days, a failing
+one failing alone) with its runs as Dagster runs of the same assets the UI runs
+(`DagsterRuns`), so the runs and their checks show in the UI. Without DAGSTER_HOME the same
+sync runs them in its own process, with no Dagster (`assets/cli.py`, `run_sync`, chooses).
 """
 
 import importlib
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, date, datetime
+from dataclasses import dataclass
+from datetime import date
 from types import ModuleType
 
 import dagster as dg
@@ -19,12 +20,10 @@ from assets.factory import STARTED_BY_TAG, VIEWS_AT_END, VIEWS_TAG
 from assets.failures import EXIT_CODE
 from assets.resources import build_resources
 from assets.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
-from pipelines import sync
+from pipelines.inbox.compaction import InboxCompaction
 from pipelines.process import lasting_imports
 from pipelines.pull.landing import PulledStream
-from pipelines.settings import Settings, load_settings
-from pipelines.stream_run import written_by
-from pipelines.sync import COMMAND_LINE, Plan, SyncReport, shared_instance, sync_days, told_error
+from pipelines.sync import COMMAND_LINE, Plan, SyncReport, shared_instance
 from pipelines.warehouse import Written
 from pipelines.webhooks.compaction import WEBHOOK_QUARANTINE
 
@@ -33,18 +32,6 @@ RECEIVER_RUNS = {
     "webhooks": ("sync_datahub_webhook_events", webhooks.ASSETS),
     "agent": ("sync_conversation_agent", agent.ASSETS),
 }
-
-
-def run_in_dagster(
-    streams: list[str] | None = None,
-    start: date | None = None,
-    end: date | None = None,
-    settings: Settings | None = None,
-) -> sync.SyncReport:
-    """The sync the core plans, as Dagster runs of the kept instance (`dagster_instance`)."""
-    plan = sync.plan_sync(streams, start, end, settings or load_settings())
-    report = SyncReport()
-    return sync.finish(plan, report, in_dagster(plan, report))
 
 
 def service_module(service: str) -> ModuleType:
@@ -156,33 +143,29 @@ def compacted(result: dg.ExecuteInProcessResult) -> set[Written]:
     return written
 
 
-def in_dagster(plan: Plan, report: SyncReport) -> set[Written]:
-    """Each run of the plan and each receiver's as a run of the kept Dagster instance,
-    shown in its UI with its checks; returns what they wrote."""
-    settings, lake = plan.settings, plan.lake
-    resources = build_resources(settings)
-    started_at = datetime.now(UTC)
-    written: set[Written] = set()
+@dataclass
+class DagsterRuns:
+    """Each run of a sync as a run of a kept Dagster instance, shown in its UI with its
+    checks (`sync.Runner`)."""
+
+    instance: dg.DagsterInstance
+    resources: dict
+
+    def land(self, run: list[PulledStream], days: list[date] | None, report: SyncReport) -> None:
+        assets = [_asset_for(stream) for stream in run]
+        label = ", ".join(stream.relation for stream in run)
+        _run(job_name(run), assets, self.resources, self.instance, report, label, range_tags(days))
+
+    def compact(self, receiver: InboxCompaction, report: SyncReport) -> set[Written]:
+        job, assets = RECEIVER_RUNS[receiver.name]
+        return compacted(_run(job, assets, self.resources, self.instance, report, receiver.label))
+
+
+@contextmanager
+def in_dagster(plan: Plan) -> Iterator[DagsterRuns]:
+    """The sync's runs as runs of the kept Dagster instance (`dagster_instance`)."""
     with dagster_instance() as instance:
-        for run in plan.runs:
-            assets = [_asset_for(stream) for stream in run]
-            label = ", ".join(stream.relation for stream in run)
-            days = None
-            if run[0].partitioned:
-                (stream,) = run
-                try:
-                    days = sync_days(stream, lake, settings, plan.asked, report)
-                except Exception as error:  # the stream fails alone, told
-                    report.fail(stream.relation, *told_error(error, settings))
-                    continue
-            _run(job_name(run), assets, resources, instance, report, label, range_tags(days))
-            for stream in run:
-                written |= written_by(stream, days, started_at)
-        for receiver in plan.received:
-            job, assets = RECEIVER_RUNS[receiver.name]
-            run = _run(job, assets, resources, instance, report, receiver.label)
-            written |= compacted(run)
-    return written
+        yield DagsterRuns(instance, build_resources(plan.settings))
 
 
 def range_tags(days: list[date] | None) -> dict[str, str] | None:

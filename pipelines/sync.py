@@ -1,9 +1,9 @@
 """`python -m pipelines sync` as cron runs it: every stream a selection names landed through
 the core's one run of a stream (`pipelines/stream_run.py`) in this process, with no Dagster,
 the receivers' inboxes compacted into the lake, and the warehouse's views brought up to date
-once, at the end. Where DAGSTER_HOME keeps an instance the command line runs the same
-selection as Dagster runs instead (`assets/sync.py`), with what this module decides: which
-streams, in which order, for which days.
+once, at the end. Where DAGSTER_HOME keeps an instance the command line runs the same sync
+with its runs as Dagster runs (`Runner`; `assets/sync.py`): this module alone decides which
+streams, in which order, for which days, and how a failure is told.
 
 Without a range, each daily stream lands the days of the one day policy (`days_to_sync`):
 what is missing from the days its service still serves, plus yesterday and today (what can
@@ -17,8 +17,11 @@ import os
 import sys
 import traceback
 import uuid
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
+from typing import Protocol
 
 from pipelines.agent.compaction import AGENT_COMPACTION
 from pipelines.errors import SetupError, SyncError
@@ -160,21 +163,73 @@ def plan_sync(
     return Plan(runs, received, settings, lake, (start, end))
 
 
+class Runner(Protocol):
+    """How a sync's runs execute: here, with no Dagster (`InProcess`), or as Dagster runs of
+    the same assets the UI runs (`assets/sync.py`). The sync itself (`land`) is the same."""
+
+    def land(self, run: list[PulledStream], days: list[date] | None, report: SyncReport) -> None:
+        """Land one run of the plan (`run_order`) over `days` (None: not partitioned),
+        noting in `report` what succeeded and what failed."""
+
+    def compact(self, receiver: InboxCompaction, report: SyncReport) -> set[Written]:
+        """Land what a receiver stored, noted in `report`; returns what it wrote."""
+
+
+@dataclass
+class InProcess:
+    """The runs in this process through the core's one run of a stream (`run_stream`)."""
+
+    plan: Plan
+    console: logging.Logger
+
+    def land(self, run: list[PulledStream], days: list[date] | None, report: SyncReport) -> None:
+        settings = self.plan.settings
+        for stream in run:
+            try:
+                landed = run_stream(
+                    stream,
+                    services(settings)[stream.service],
+                    lake_location(settings),
+                    days,
+                    run_id=str(uuid.uuid4()),
+                    started_by=COMMAND_LINE,
+                    log=self.console.info,
+                    warn=self.console.warning,
+                    build_views=False,
+                )
+            except Exception as error:
+                report.fail(stream.relation, *told_error(error, settings))
+            else:
+                if landed.landed.failed:
+                    report.fail(stream.relation, landed.failure(), 1)
+                else:
+                    report.succeeded.append(stream.relation)
+
+    def compact(self, receiver: InboxCompaction, report: SyncReport) -> set[Written]:
+        root = lake_location(self.plan.settings).lake_root
+        done = receiver.compact(root, self.plan.lake, self.console.info, self.console.warning)
+        report.succeeded.append(receiver.label)
+        return done.written()
+
+
+@contextmanager
+def in_process(plan: Plan) -> Iterator[Runner]:
+    yield InProcess(plan, console_logger())
+
+
 def run_sync(
     streams: list[str] | None = None,
     start: date | None = None,
     end: date | None = None,
     settings: Settings | None = None,
+    runner: Callable[[Plan], AbstractContextManager[Runner]] = in_process,
 ) -> SyncReport:
-    """Land the streams `streams` selects (everything without it) in this process, then
-    bring the warehouse's views up to date."""
+    """Land the streams `streams` selects (everything without it) through `runner` (in this
+    process by default), then bring the warehouse's views up to date once."""
     plan = plan_sync(streams, start, end, settings or load_settings())
     report = SyncReport()
-    return finish(plan, report, land(plan, report))
-
-
-def finish(plan: Plan, report: SyncReport, written: set[Written]) -> SyncReport:
-    """The views brought up to date once, with what the landings and compactions wrote."""
+    with runner(plan) as runs:
+        written = land(plan, report, runs)
     report.warehouse, failed = refreshed(plan.settings, written)
     if failed:
         # The streams have landed; only the views are behind, and the report says why.
@@ -182,49 +237,29 @@ def finish(plan: Plan, report: SyncReport, written: set[Written]) -> SyncReport:
     return report
 
 
-def land(plan: Plan, report: SyncReport) -> set[Written]:
-    """Each stream's run (`run_stream`) and each receiver's compaction, one after the other
-    in this process; returns what they wrote."""
-    settings, lake = plan.settings, plan.lake
-    service = services(settings)
-    location = lake_location(settings)
-    console = console_logger()
+def land(plan: Plan, report: SyncReport, runner: Runner) -> set[Written]:
+    """Each run of the plan, over its days (`sync_days`), then each receiver's compaction,
+    one after the other; returns what they wrote. A stream or a receiver that fails fails
+    alone, told in `report`."""
     started_at = datetime.now(UTC)
     written: set[Written] = set()
-    for stream in (stream for run in plan.runs for stream in run):
-        try:
-            days = sync_days(stream, lake, settings, plan.asked, report)
-        except Exception as error:  # each stream fails alone, told
-            report.fail(stream.relation, *told_error(error, settings))
-            continue
-        try:
-            run = run_stream(
-                stream,
-                service[stream.service],
-                location,
-                days,
-                run_id=str(uuid.uuid4()),
-                started_by=COMMAND_LINE,
-                log=console.info,
-                warn=console.warning,
-                build_views=False,
-            )
-        except Exception as error:
-            report.fail(stream.relation, *told_error(error, settings))
-        else:
-            if run.landed.failed:
-                report.fail(stream.relation, run.failure(), 1)
-            else:
-                report.succeeded.append(stream.relation)
-        written |= written_by(stream, days, started_at)
+    for run in plan.runs:
+        days = None
+        if run[0].partitioned:
+            (stream,) = run  # a daily stream is a run of its own
+            try:
+                days = sync_days(stream, plan.lake, plan.settings, plan.asked, report)
+            except Exception as error:
+                report.fail(stream.relation, *told_error(error, plan.settings))
+                continue
+        runner.land(run, days, report)
+        for stream in run:
+            written |= written_by(stream, days, started_at)
     for receiver in plan.received:  # what the webhook and agent receivers stored
         try:
-            done = receiver.compact(location.lake_root, lake, console.info, console.warning)
+            written |= runner.compact(receiver, report)
         except Exception as error:
-            report.fail(receiver.label, *told_error(error, settings))
-            continue
-        written |= done.written()
-        report.succeeded.append(receiver.label)
+            report.fail(receiver.label, *told_error(error, plan.settings))
     return written
 
 
