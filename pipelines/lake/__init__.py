@@ -34,7 +34,9 @@ from pipelines.lake import object_store
 from pipelines.lake.held_files import held_while_written, remove_unless_held
 from pipelines.stream import EXTRA, Stream
 
-CONNECTION_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+#: The longest name of a file in the lake (before `.parquet`): a connection's name.
+MAX_NAME = 64
+CONNECTION_NAME = re.compile(rf"^[a-z0-9][a-z0-9_-]{{0,{MAX_NAME - 1}}}$")
 TEMPORARY_SUFFIX = ".tmp"
 #: How DuckDB reads a daily stream's files: the `date` from their folders, columns by name
 #: (a file landed before a column was declared reads it as null).
@@ -94,7 +96,7 @@ def file_schema(schema: pa.Schema) -> pa.Schema:
 def check_connection_name(name: str) -> str:
     if not CONNECTION_NAME.match(name):
         raise ValueError(
-            f"connection name {name!r}: use 1-64 lowercase letters, digits, '_' or '-'"
+            f"connection name {name!r}: use 1-{MAX_NAME} lowercase letters, digits, '_' or '-'"
         )
     return name
 

@@ -20,7 +20,7 @@ from datetime import date, datetime
 
 import pyarrow as pa
 
-from pipelines.lake import Lake, file_day
+from pipelines.lake import MAX_NAME, Lake, file_day
 from pipelines.lake.merge import GRACE_SECONDS, merge_folder
 from pipelines.stream import TIMESTAMP, Stream, described
 
@@ -130,8 +130,11 @@ def outcome_of(landed_connections: int, failed_connections: int) -> str:
 
 
 def record_run(lake: Lake, record: RunRecord) -> None:
-    """Write the run's row as a file of its own, in the folder of the day it started."""
-    name = f"{record.relation.replace('.', '_')}-{record.run_id}"
+    """Write the run's row as a file of its own, in the folder of the day it started, named
+    `<relation>-<run id>`: the run id whole (it makes the name unique), the relation cut to
+    what the lake's 64 characters of a file's name leave (it is only there for a person)."""
+    room = MAX_NAME - len(record.run_id) - 1
+    name = f"{record.relation.replace('.', '_')[:room]}-{record.run_id}"
     lake.write(RUNS, name, [asdict(record)], day=record.started_at.date())
 
 

@@ -24,8 +24,10 @@ from tests.pipelines.test_comment import workspace_id
 
 #: The two throwaway declarations and their registry; nothing else in the repository knows
 #: them.
+#: A name longer than the lake's file names: the run history still records its runs.
+LONG_NAME = "accounts_again_under_a_name_of_forty_chr"
 ACCOUNTS_AGAIN: PulledStream = replace(
-    ACCOUNTS, name="accounts_again", description="The connected accounts, under a name of its own."
+    ACCOUNTS, name=LONG_NAME, description="The connected accounts, under a name of its own."
 )
 STATS_AGAIN: PulledStream = replace(
     DAILY_STATS, name="stats_again", description="The daily figures, under a name of their own."
@@ -41,11 +43,11 @@ def test_a_stream_declared_in_a_registry_of_its_own_lands_with_its_asset_checks_
     checks = stream_checks(REGISTRY)
     # The assets and their catalog entries follow from the declarations.
     assert {name: a.key.path for name, a in assets.items()} == {
-        "accounts_again": ["comment", "accounts_again"],
+        LONG_NAME: ["comment", LONG_NAME],
         "stats_again": ["comment", "stats_again"],
     }
     assert assets["stats_again"].partitions_def is not None
-    assert assets["accounts_again"].partitions_def is None
+    assert assets[LONG_NAME].partitions_def is None
     columns = stream_metadata(ACCOUNTS_AGAIN)["dagster/column_schema"].columns
     assert [c.name for c in columns] == ACCOUNTS.schema.names
 
@@ -61,12 +63,12 @@ def test_a_stream_declared_in_a_registry_of_its_own_lands_with_its_asset_checks_
         selection=[assets["stats_again"].key],
     )
     snapshot = dg.materialize(
-        [*assets.values(), *checks], resources=resources, selection=[assets["accounts_again"].key]
+        [*assets.values(), *checks], resources=resources, selection=[assets[LONG_NAME].key]
     )
     # Its generic checks ran on each and passed.
     evaluations = [*result.get_asset_check_evaluations(), *snapshot.get_asset_check_evaluations()]
     ran = {(e.asset_key.path[1], e.check_name) for e in evaluations}
-    for name in ("accounts_again", "stats_again"):
+    for name in (LONG_NAME, "stats_again"):
         assert {(name, "ids_unique"), (name, "schema_matches"), (name, "files_readable")} <= ran
     assert all(e.passed for e in evaluations), [e for e in evaluations if not e.passed]
 
@@ -79,11 +81,16 @@ def test_a_stream_declared_in_a_registry_of_its_own_lands_with_its_asset_checks_
     scope = workspace_id(frozen_sandbox)
     days = frozen_sandbox.truth_days("comment", scope, "trigger_logs")
     with duckdb.connect(str(warehouse), read_only=True) as con:
-        ids = [row[0] for row in con.execute("SELECT id FROM comment.accounts_again").fetchall()]
+        ids = [row[0] for row in con.execute(f"SELECT id FROM comment.{LONG_NAME}").fetchall()]
+        recorded = con.execute(
+            "SELECT relation, outcome FROM sync.runs WHERE relation = ?",
+            [f"comment.{LONG_NAME}"],
+        ).fetchall()
         stats = con.execute(
             "SELECT date, public_replies + dms + failed FROM comment.stats_again ORDER BY date"
         ).fetchall()
     assert sorted(ids) == sorted(frozen_sandbox.truth_ids("comment", scope, "accounts"))
+    assert recorded == [(f"comment.{LONG_NAME}", "succeeded")]
     assert len(stats) == 7 and {str(day): n for day, n in stats} == {
         str(day): days[str(day)] for day, _ in stats
     }
