@@ -14,6 +14,7 @@ import logging
 import os
 import sys
 import traceback
+import uuid
 from datetime import date
 from functools import partial
 
@@ -30,7 +31,7 @@ from pipelines.lake.object_store import lake_fault
 from pipelines.mistakes import misnamed
 from pipelines.process import lasting_imports
 from pipelines.pull.damaged import missing
-from pipelines.settings import Settings, load_settings
+from pipelines.settings import Settings, lake_location, load_settings, services
 from pipelines.sync import (
     SyncReport,
     refreshed,
@@ -92,20 +93,10 @@ def run_push_command(
     resend_keys: list[str] | None = None,
     retry_refused: bool = False,
 ) -> int:
-    """The `push` job in this process; prints the plan's figures per record type."""
-    with lasting_imports():  # Dagster, the push's jobs and its validation models
-        import dagster as dg
-
-        from assets import push
-        from assets.console import LOGGERS, console_config
-        from assets.resources import build_resources
-        from assets.sync import dagster_instance, failure_code, failure_reason
-        from pipelines.push.plan import OUTCOMES
-
-    name = (push.push_dry_run if dry_run else push.push).name
-    job = dg.Definitions(
-        jobs=push.JOBS, resources=build_resources(load_settings()), loggers=LOGGERS
-    ).resolve_job_def(name)
+    """The push (`pipelines/push/run.py`), as a run of the `push` job where DAGSTER_HOME keeps
+    an instance, so it shows in the UI; else in this process, with no Dagster imported, as a
+    sync. Prints the plan's figures per record type, or each failure once."""
+    settings = load_settings()
     config = {
         "dry_run": dry_run,
         "record_types": record_types,
@@ -113,29 +104,70 @@ def run_push_command(
         "resend_keys": resend_keys or [],
         "retry_refused": retry_refused,
     }
-    with dagster_instance() as instance:
-        result = job.execute_in_process(
-            run_config={"ops": {"push_to_datahub": {"config": config}}, **console_config()},
-            instance=instance,
-            raise_on_error=False,
-        )
-    if not result.success:
-        codes = [1]  # a run that failed with no step failing
-        for event in result.all_events:
-            if event.is_step_failure:
-                print(f"FAILED {event.step_key}: {failure_reason(event)}", file=sys.stderr)
-                codes.append(failure_code(event))
-        if len(codes) == 1:  # the run's own failure, which the console leaves to this line
-            failure = next((e.message for e in result.all_events if e.is_run_failure), None)
-            print(f"FAILED {name}: {failure or 'the run failed'}", file=sys.stderr)
-        return max(codes)  # the error's: another push busy is 3 (pipelines/errors.py)
-    figures = result.output_for_node("push_to_datahub")
+    with lasting_imports():  # the push's jobs and its validation models
+        from pipelines.push.plan import OUTCOMES
+        from pipelines.push.run import run_push
+    if shared_instance():
+        figures, failures = push_in_dagster(settings, config)
+    else:
+        figures, failures = {}, []
+        try:
+            figures = run_push(
+                lake_location(settings),
+                services(settings),
+                dry_run,
+                record_types or None,
+                resend_in_doubt=resend_in_doubt or frozenset(resend_keys or ()),
+                log=sync.console_logger().info,
+                run_id=str(uuid.uuid4()),
+                retry_refused=retry_refused,
+            ).figures
+        except Exception as error:  # told once, in the product's words (`told_error`)
+            failures.append(sync.told_error(error, settings))
+    if failures:
+        for message, _ in failures:
+            print(f"FAILED push: {message}", file=sys.stderr)
+        return max(code for _, code in failures)  # another push busy is 3 (pipelines/errors.py)
     columns = [*OUTCOMES] + ([] if dry_run else ["sent", "refused"])
     print(f"\n{'record type':<24}" + "".join(f"{c:>10}" for c in columns))
     for record_type, counts in figures.items():
         print(f"{record_type:<24}" + "".join(f"{counts.get(c, 0):>10,}" for c in columns))
     print("\nrejected rows, with the field and the reason: SELECT * FROM sync.rejected")
     return 0
+
+
+def push_in_dagster(settings: Settings, config: dict) -> tuple[dict, list[tuple[str, int]]]:
+    """A run of the `push` job (`push_dry_run` for a dry run) in the kept Dagster instance:
+    its figures, or each failure's message and exit code."""
+    with lasting_imports():  # Dagster
+        import dagster as dg
+
+        from assets import push
+        from assets.console import LOGGERS, console_config
+        from assets.resources import build_resources
+        from assets.sync import dagster_instance, failure_code, failure_reason
+
+    name = (push.push_dry_run if config["dry_run"] else push.push).name
+    job = dg.Definitions(
+        jobs=push.JOBS, resources=build_resources(settings), loggers=LOGGERS
+    ).resolve_job_def(name)
+    with dagster_instance() as instance:
+        result = job.execute_in_process(
+            run_config={"ops": {"push_to_datahub": {"config": config}}, **console_config()},
+            instance=instance,
+            raise_on_error=False,
+        )
+    if result.success:
+        return result.output_for_node("push_to_datahub"), []
+    failures = [
+        (failure_reason(event), failure_code(event))
+        for event in result.all_events
+        if event.is_step_failure
+    ]
+    if not failures:  # the run's own failure, which the console leaves to this line
+        failure = next((e.message for e in result.all_events if e.is_run_failure), None)
+        failures.append((failure or "the run failed", 1))
+    return {}, failures
 
 
 def run_sync(
@@ -158,7 +190,6 @@ def run_sync(
 def run_check_command() -> int:
     """A table of every connection, the lake and the shared store, ok, WARN or what to do;
     the highest exit code of the rows that failed (`Checked.exit_code`), else 0."""
-    from pipelines.settings import services
     from pipelines.setup_check import check_everything
 
     settings = load_settings()

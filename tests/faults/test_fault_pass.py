@@ -319,7 +319,7 @@ def test_push_on_a_full_disk_names_it_then_converges(start_sandbox, sync_env, mo
 
     code, output = command("push", "--types", *RECORDS, room=False)
     assert code == 1
-    line = told(output, "FAILED push_to_datahub: ", "LAKE_ROOT", "Errno 27")
+    line = told(output, "FAILED push: ", "LAKE_ROOT", "Errno 27")
     assert "StoreUnavailable" not in line and submissions(sandbox) == 0
 
     code, output = run_here("push", "--types", *RECORDS)
@@ -338,7 +338,7 @@ def test_push_with_the_store_gone_mid_run_names_it_then_converges(
         lambda _: object_store.stop(),  # the store goes away while the push sends
     )
     assert code == 1, output
-    told(output, "FAILED push_to_datahub: ", "s3://faults/lake", "AWS_ENDPOINT_URL")
+    told(output, "FAILED push: ", "s3://faults/lake", "AWS_ENDPOINT_URL")
     assert "fault-test-secret" not in output
 
     object_store.start()
@@ -360,7 +360,7 @@ def test_push_with_a_damaged_ledger_file_names_it_and_sends_nothing_until_a_pers
 
     code, output = command("push", "--types", *RECORDS)
     assert code == 4 and submissions(sandbox) == sent  # Damaged: a person decides
-    line = told(output, "FAILED push_to_datahub: the push ledger cannot be read", ledger_file)
+    line = told(output, "FAILED push: the push ledger cannot be read", ledger_file)
     assert "LedgerDamaged" not in line and "Restore the file(s)" in line
 
     Path(ledger_file).rename(Path(os.environ["LAKE_ROOT"]).parent / "kept-aside.parquet")
@@ -410,5 +410,5 @@ def test_push_with_a_damaged_file_another_system_writes_names_it(
 
     code, output = command("push", "--types", *RECORDS)
     assert code == 1 and submissions(sandbox) == 0
-    line = told(output, "FAILED push_to_datahub: the warehouse's views failed: ", str(orders))
+    line = told(output, "FAILED push: the warehouse's views failed: ", str(orders))
     assert "have it written again" in line

@@ -14,18 +14,21 @@ from pipelines import refused
 from pipelines.settings import load_settings
 
 
-def test_a_sync_leaves_out_what_it_never_uses_and_exits_without_a_word_on_stderr(
-    frozen_sandbox, sync_env
+@pytest.mark.parametrize(
+    "argv", [["sync", "--streams", "workspace"], ["push", "--dry-run"]], ids=["sync", "push"]
+)
+def test_a_command_leaves_out_what_it_never_uses_and_exits_without_a_word_on_stderr(
+    frozen_sandbox, sync_env, argv
 ):
     """httpcore's async locks (anyio) and httpx's own command line are never imported, nor
-    Dagster where no DAGSTER_HOME keeps an instance (the sync lands in its own process); the
-    collector's frozen objects are given back before the teardown, where DuckDB's bindings
-    would report each one alive as a leak."""
+    Dagster where no DAGSTER_HOME keeps an instance (a sync lands, a push sends, in its own
+    process); the collector's frozen objects are given back before the teardown, where
+    DuckDB's bindings would report each one alive as a leak."""
     sync_env(frozen_sandbox)
-    # As `python -m pipelines sync --streams workspace`, then the modules it loaded.
+    # As `python -m pipelines <argv>`, then the modules it loaded.
     command = (
         "import runpy, sys\n"
-        "sys.argv = ['pipelines', 'sync', '--streams', 'workspace']\n"
+        f"sys.argv = ['pipelines', *{argv!r}]\n"
         "try:\n"
         "    runpy.run_module('pipelines', run_name='__main__', alter_sys=True)\n"
         "finally:\n"
@@ -49,6 +52,9 @@ def test_a_sync_leaves_out_what_it_never_uses_and_exits_without_a_word_on_stderr
     # The process ends before the interpreter's teardown, not before its exit handlers, and
     # what it printed (to a pipe: buffered) reaches the reader.
     assert done.stdout.endswith("an exit handler of the command ran\n")
+    if argv[0] == "push":  # its figures, with no outbound view to read
+        assert "record type" in done.stdout and "member_import" in done.stdout
+        return
     settings = load_settings()
     with duckdb.connect(str(settings.warehouse_path), read_only=True) as con:
         landed = con.execute("SELECT id FROM comment.workspace").fetchall()
