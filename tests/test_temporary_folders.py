@@ -3,6 +3,7 @@ each run has a base folder of its own under the clone's `.pytest-tmp/`, shared b
 workers, and removed when the run ends (or by the next run, where it was killed); a run
 beside it takes nothing of it away."""
 
+import getpass
 import os
 import subprocess
 import sys
@@ -71,8 +72,10 @@ def test_runs_beside_each_other_keep_their_folders(tmp_path):
     folders = [held_folder, *(base for told in others for base in told_bases(told))]
     assert len(set(folders)) == 4
     assert all(folder.parent == TEMPORARY for folder in folders)
-    shared = Path(tempfile.gettempdir()).resolve()
-    assert not any(folder.is_relative_to(shared) for folder in folders)
+    # Not pytest's shared folder, whose last three runs' folders a run beside would delete
+    # (the clone itself may be under the system's temporary folder).
+    shared = (Path(tempfile.gettempdir()) / f"pytest-of-{getpass.getuser()}").resolve()
+    assert not any(folder.resolve().is_relative_to(shared) for folder in folders)
     assert [folder for folder in folders if folder.exists()] == []  # each run removed its own
     assert not killed.exists()  # and the next removed a dead run's
 
