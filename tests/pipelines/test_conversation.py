@@ -21,6 +21,7 @@ from pipelines.pull.landing import today
 from pipelines.streams.conversation import MESSAGES, STREAMS, backups
 from pipelines.streams.conversation.backups import BACKUP_FIELDS, land_backup
 from pipelines.streams.conversation.checks import rows_match_backup
+from pipelines.streams.pushed import STREAMS as PUSH_STREAMS
 from pipelines.warehouse import SQL_DIR, Warehouse
 from sandbox.faults import FaultSpec
 from tests.conftest import HISTORY_DAYS
@@ -73,8 +74,9 @@ def _warehouse(resources: dict, tmp_path: Path) -> duckdb.DuckDBPyConnection:
     if not (sql_dir / "conversation").exists():
         (sql_dir / "conversation").symlink_to(SQL_DIR / "conversation")
     lake = resources["lake"]
-    # The folder holds the agent's views too: their streams are named.
-    streams = [*STREAMS, *AGENT_STREAMS]
+    # The folder holds the agent's views too (their handovers read the push's ledger): their
+    # streams are named.
+    streams = [*STREAMS, *AGENT_STREAMS, *PUSH_STREAMS]
     warehouse = Warehouse(lake.warehouse_path, lake.lake(), streams, sql_dir=sql_dir)
     warehouse.refresh()
     return duckdb.connect(lake.warehouse_path, read_only=True)
