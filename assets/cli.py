@@ -162,7 +162,9 @@ def run_check_command() -> int:
 
     settings = load_settings()
     service = services(settings)
-    checked = check_everything({s: service[s] for s in settings.connections}, settings.lake_root)
+    checked = check_everything(
+        {s: service[s] for s in settings.connections}, settings.lake_root, settings.warehouse_sql
+    )
     widths = [max(len(getattr(c, f)) for c in checked) for f in ("service", "connection", "url")]
     for c in checked:
         cells = (c.service, c.connection, c.url)
