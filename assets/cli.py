@@ -66,7 +66,8 @@ def print_counts(settings: Settings, lake: Lake, relations: list[str]) -> None:
     else:
         width = max(len(name) for name, _ in counts)
         try:
-            short = missing(lake, PULLED)
+            names = {service: [c.name for c in of] for service, of in settings.connections.items()}
+            short = missing(lake, PULLED, names)
         except OSError as error:  # the store went away after the landings: counts still shown
             short = {}
             fault = lake_fault(error, settings.lake_root, then="the counts may be short")

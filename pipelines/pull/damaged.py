@@ -28,7 +28,7 @@ files aside moves it to `<lake>/_foreign/`, its path kept, its reason beside it,
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import PurePosixPath
@@ -38,7 +38,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from pipelines.errors import first_line
-from pipelines.lake import Lake, file_day, watermarks
+from pipelines.lake import Lake, file_day, file_stem, stream_file, watermarks
 from pipelines.lake.footers import footers
 from pipelines.pull.landing import served_days, today
 from pipelines.stream import Stream
@@ -184,9 +184,14 @@ def damaged_of(lake: Lake, stream: Stream) -> list[str]:
     )
 
 
-def missing(lake: Lake, streams: Collection[Stream]) -> dict[str, list[str]]:
+def missing(
+    lake: Lake, streams: Collection[Stream], connections: Mapping[str, Collection[str]]
+) -> dict[str, list[str]]:
     """Per relation, what its set-aside files held (`what_it_held`) that has not landed
-    again, and whether a sync will: the relation is short of it until then. One listing of
+    again, and whether a sync will: the relation is short of it until then. Only a file a
+    sync writes counts, one of the service's `connections` (by service): a file of another
+    name set aside (a stray `extra.parquet`) took nothing a sync lands from the relation,
+    and would otherwise be said missing for good once its day landed whole. One listing of
     the folder."""
     folder = f"{lake.root}/{FOLDER}"
     listed = lake.fs.get_file_info(pafs.FileSelector(folder, allow_not_found=True, recursive=True))
@@ -195,10 +200,14 @@ def missing(lake: Lake, streams: Collection[Stream]) -> dict[str, list[str]]:
     for info in listed:
         if not info.is_file or info.path.endswith(REASON_SUFFIX):
             continue
-        relative = info.path.removeprefix(folder + "/")
-        original = f"{lake.root}/{relative.rpartition('.')[0]}"  # its stamp taken off
+        relative = info.path.removeprefix(folder + "/").rpartition(".")[0]  # its stamp off
         stream = by_folder.get("/".join(relative.split("/")[:2]))
-        if stream is not None and not lake.exists(original):
+        inside = relative.split("/", 2)[2:]
+        if stream is None or not inside or not stream_file(stream, inside[0]):
+            continue
+        original = f"{lake.root}/{relative}"
+        ours = file_stem(original) in connections.get(stream.service, ())
+        if ours and not lake.exists(original):
             when = "the next sync lands it" if lands_again(stream, original) else NOT_AGAIN
             held = f"{what_it_held(original)} (damaged, set aside; {when})"
             short.setdefault(stream.relation, set()).add(held)

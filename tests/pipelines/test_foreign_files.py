@@ -1,11 +1,13 @@
 """Files the lake did not write (`stream_file`, pipelines/lake/__init__.py): what people and
 other tools leave in a bucket stops no stream and changes no relation, a `.parquet` of
-another tool a view would read is set aside and named once, `check` names the rest."""
+another tool a view would read is set aside and named once, `check` names the rest; and a
+relation is said short of a day only while it is."""
 
 from __future__ import annotations
 
 import os
 from datetime import date, timedelta
+from pathlib import Path
 
 import pytest
 from pyarrow.fs import FileType
@@ -16,6 +18,7 @@ from pipelines.pull.damaged import FOREIGN
 from pipelines.pull.landing import today
 from pipelines.streams.comment import ACCOUNTS, TRIGGER_LOGS
 from tests.pipelines.test_comment import workspace_id
+from tests.pipelines.test_damaged import damage
 from tests.pipelines.test_object_store import s3_endpoint, s3_root  # noqa: F401 - fixtures
 
 STREAMS = ["trigger_logs", "accounts"]
@@ -131,3 +134,38 @@ def test_what_others_left_in_the_lake_stops_nothing_and_check_names_it(
     again = capsys.readouterr()
     assert "set aside" not in again.out + again.err
     assert relations(lake) == truth(frozen_sandbox, first)
+
+
+def short_line(out: str) -> str:
+    [line] = [line for line in out.splitlines() if line.startswith("comment.trigger_logs ")]
+    return line
+
+
+def test_a_day_is_said_short_while_it_is_and_never_for_a_file_of_no_connection(
+    frozen_sandbox, sync_env, capsys
+):
+    """Regression: a junk `extra.parquet` in a day's folder, set aside, had that day said
+    `short of day … (damaged, set aside; the next sync lands it)` by every sync after the
+    day landed whole again, the relation equal to the truth."""
+    sync_env(frozen_sandbox)
+    first = today() - timedelta(days=8)
+    sync = ["sync", "--streams", "trigger_logs", "--start", first.isoformat()]
+    assert main(sync) == 0
+    lake = Lake(os.environ["LAKE_ROOT"])
+    short, extra = first + timedelta(days=2), first + timedelta(days=4)  # closed days
+    damage(Path(lake.path(TRIGGER_LOGS, "default", short)), "truncated")
+    put(lake, f"{lake.stream_dir(TRIGGER_LOGS)}/date={extra}/extra.parquet", b"junk\n" * 40)
+    capsys.readouterr()
+
+    assert main(["warehouse"]) == 0  # its build finds both, and sets both aside
+    out = capsys.readouterr().out
+    assert f"date={extra}/extra.parquet (day {extra})" in out, out
+    assert short_line(out).endswith(
+        f"short of day {short} (damaged, set aside; the next sync lands it)"
+    )
+
+    for command in (sync, ["warehouse"]):
+        assert main(command) == 0
+        assert "short of" not in short_line(capsys.readouterr().out)
+    days, _ = relations(lake)
+    assert days == truth(frozen_sandbox, first)[0]
