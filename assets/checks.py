@@ -289,7 +289,7 @@ def files_readable_check(stream: Stream, asset_key: dg.AssetKey) -> dg.AssetChec
             passed=not set_aside,
             severity=dg.AssetCheckSeverity.WARN,
             description=(
-                "".join(f"found damaged: {f}. " for f in found)
+                "".join(f"found {f.what if f.foreign else 'damaged'}: {f}. " for f in found)
                 + f"{len(set_aside)} damaged file(s) set aside; their days or snapshots land "
                 f"again with the next sync. Look at each and its {REASON_SUFFIX}, then delete "
                 f"them: {'; '.join(set_aside)}"

@@ -67,7 +67,8 @@ def print_counts(settings: Settings, lake: Lake, relations: list[str]) -> None:
     else:
         width = max(len(name) for name, _ in counts)
         try:
-            short = missing(lake, PULLED)
+            names = {service: [c.name for c in of] for service, of in settings.connections.items()}
+            short = missing(lake, PULLED, names)
         except OSError as error:  # the store went away after the landings: counts still shown
             short = {}
             fault = lake_fault(error, settings.lake_root, then="the counts may be short")
@@ -194,7 +195,9 @@ def run_check_command() -> int:
 
     settings = load_settings()
     service = services(settings)
-    checked = check_everything({s: service[s] for s in settings.connections}, settings.lake_root)
+    checked = check_everything(
+        {s: service[s] for s in settings.connections}, settings.lake_root, settings.warehouse_sql
+    )
     widths = [max(len(getattr(c, f)) for c in checked) for f in ("service", "connection", "url")]
     for c in checked:
         cells = (c.service, c.connection, c.url)

@@ -37,7 +37,7 @@ def check_every_connection(
     lake: LakeResource,
 ) -> dg.Output:
     services = {"comment": comment, "conversation": conversation, "datahub": datahub}
-    checked = check_everything(services, lake.lake_root)
+    checked = check_everything(services, lake.lake_root, lake.warehouse_sql)
     table = dg.MetadataValue.table(
         records=[
             dg.TableRecord(

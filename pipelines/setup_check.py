@@ -1,7 +1,7 @@
 """`python -m pipelines check`: is the setup right? One cheap authenticated call per
-connection (the cheapest read each service documents), the lake written to, the shared
-store reached, the webhook receiver's secret and the AI agent's settings present and the
-alerts' destinations
+connection (the cheapest read each service documents), the lake written to and looked over
+(damaged files set aside, files it did not write), the shared store reached, the webhook
+receiver's secret and the AI agent's settings present and the alerts' destinations
 (`ALERT_URLS`: off where unset) well formed, each with ok or the reason and what to do
 (`pipelines/clients/failures.py`, `pipelines/lake/object_store.py`)."""
 
@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path, PurePosixPath
 
 import pyarrow.fs as pafs
 
@@ -23,11 +24,13 @@ from pipelines.clients.base import Service
 from pipelines.clients.comment import CommentClient
 from pipelines.clients.failures import isolated
 from pipelines.errors import SetupError, SyncError
-from pipelines.lake import Lake
+from pipelines.lake import Lake, footers, watermarks
 from pipelines.lake.object_store import lake_fault
-from pipelines.pull.damaged import FOLDER, REASON_SUFFIX
+from pipelines.pull.damaged import FOLDER, FOREIGN, REASON_SUFFIX
 from pipelines.state.shared_store import STORE_VARIABLE, Postgres, first_line, shown, store_url
 from pipelines.transport import CallStats, Transport
+from pipelines.warehouse import SQL_DIR, others_streams
+from pipelines.warehouse.relations import LAKE_STREAMS
 from pipelines.webhooks.receiver import SECRET_VARIABLE
 
 #: The call each service's check makes, by service.
@@ -40,6 +43,11 @@ PROBES: dict[str, Callable[[Service, Transport], object]] = {
 PROBE = ".check-"
 #: A probe this old was left by a check that was killed: a live check's lives for one write.
 STALE_PROBE = timedelta(minutes=1)
+#: The lake's own folders at its root, beside the services'.
+LAKE_FOLDERS = (FOLDER, FOREIGN, footers.FOLDER, watermarks.FOLDER)
+#: The most paths of files the lake did not write that the check names; it counts the rest.
+#: A folder counts once, whatever it holds.
+NAMED = 50
 
 
 @dataclass(frozen=True)
@@ -63,12 +71,15 @@ class Checked:
         return "FAILED" if self.problem else "WARN" if self.warning else "ok"
 
 
-def check_everything(services: dict[str, Service], lake_root: str) -> list[Checked]:
+def check_everything(
+    services: dict[str, Service], lake_root: str, warehouse_sql: Sequence[str | Path] = ()
+) -> list[Checked]:
     """Every row of the check, in the order it is shown: the connections, then the lake,
-    the shared store, the webhook secret, the agent and the alerts."""
+    the shared store, the webhook secret, the agent and the alerts. `warehouse_sql`: the
+    folders `WAREHOUSE_SQL` lists, whose sources the lake holds for others."""
     return [
         *check_connections(services),
-        check_lake(lake_root),
+        check_lake(lake_root, warehouse_sql),
         check_shared_store(),
         check_webhook_secret(),
         check_agent(),
@@ -148,11 +159,12 @@ def check_alerts() -> Checked:
     return Checked("alerts", alerts.URLS_VARIABLE, settings.describe())
 
 
-def check_lake(root: str) -> Checked:
+def check_lake(root: str, warehouse_sql: Sequence[str | Path] = ()) -> Checked:
     """The lake: its store answers, a small file can be written there and removed (a full
-    disk, a store that refuses writes, a key that may only read fail here), and no damaged
-    file lies set aside (`pipelines/pull/damaged.py`), which is a warning. A probe a killed check
-    left behind is removed."""
+    disk, a store that refuses writes, a key that may only read fail here), and, as
+    warnings, the damaged files set aside (`pipelines/pull/damaged.py`) and what the lake
+    holds that it did not write, moved aside or left where it is. One listing of the whole
+    lake. A probe a killed check left behind is removed."""
     try:
         lake = Lake(root)
         lake.verify()
@@ -162,7 +174,7 @@ def check_lake(root: str) -> Checked:
             out.write(b"\0" * 4096)
         lake.fs.delete_file(probe)
         remove_stale_probes(lake)
-        selector = pafs.FileSelector(f"{lake.root}/{FOLDER}", allow_not_found=True, recursive=True)
+        selector = pafs.FileSelector(lake.root, allow_not_found=True, recursive=True)
         listed = lake.fs.get_file_info(selector)
     except SyncError as problem:  # a setting (WrongLakeRoot) or the store out of reach
         return Checked("lake", "LAKE_ROOT", root, str(problem), exit_code=problem.exit_code)
@@ -170,14 +182,49 @@ def check_lake(root: str) -> Checked:
         fault = lake_fault(error, root)
         problem = str(fault) if fault else f"LAKE_ROOT={root}: {first_line(error, root)}"
         return Checked("lake", "LAKE_ROOT", root, problem)
-    damaged = [i for i in listed if i.is_file and not i.path.endswith(REASON_SUFFIX)]
-    warning = (
-        f"{len(damaged)} damaged file(s) set aside in {lake.uri(f'{lake.root}/{FOLDER}')}; "
-        f"their days landed again. Look at each and its {REASON_SUFFIX}, then delete them"
-        if damaged
-        else ""
-    )
-    return Checked("lake", "LAKE_ROOT", root, warning=warning)
+    warnings = []
+    damaged = set_aside_in(lake, listed, FOLDER)
+    if damaged:
+        warnings.append(
+            f"{len(damaged)} damaged file(s) set aside in {lake.uri(f'{lake.root}/{FOLDER}')}; "
+            f"their days landed again. Look at each and its {REASON_SUFFIX}, then delete them"
+        )
+    moved = set_aside_in(lake, listed, FOREIGN)
+    if moved:
+        warnings.append(
+            f"{len(moved)} file(s) the lake did not write, which a view would have read, set "
+            f"aside in {lake.uri(f'{lake.root}/{FOREIGN}')}: {named(moved)}. Look at each and "
+            f"its {REASON_SUFFIX}, then delete them"
+        )
+    streams = [*LAKE_STREAMS, *others_streams([SQL_DIR, *map(Path, warehouse_sql)], LAKE_STREAMS)]
+    others = [
+        path
+        for path in lake.unrecognised(listed, streams, LAKE_FOLDERS)
+        if not PurePosixPath(path).name.startswith(PROBE)  # a check beside this one
+    ]
+    if others:
+        warnings.append(
+            f"{len(others)} file(s) or folder(s) the lake did not write, which no sync or view "
+            f"reads: {named(others)}. Move or delete them if nothing else needs them"
+        )
+    return Checked("lake", "LAKE_ROOT", root, warning=". ".join(warnings))
+
+
+def set_aside_in(lake: Lake, listed: list[pafs.FileInfo], folder: str) -> list[str]:
+    """The files set aside in one of the lake's folders (`_damaged`, `_foreign`), by their
+    names there; not their reasons."""
+    inside = f"{lake.root}/{folder}/"
+    return [
+        lake.uri(info.path)
+        for info in listed
+        if info.is_file and info.path.startswith(inside) and not info.path.endswith(REASON_SUFFIX)
+    ]
+
+
+def named(paths: list[str]) -> str:
+    """Paths for a line: the first `NAMED`, then how many more."""
+    more = f" and {len(paths) - NAMED} more" if len(paths) > NAMED else ""
+    return ", ".join(paths[:NAMED]) + more
 
 
 def remove_stale_probes(lake: Lake) -> None:

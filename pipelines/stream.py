@@ -39,6 +39,9 @@ class Stream:
     #: its relations read each row once while a merge's file and the files it replaces are
     #: both in the lake (`pipelines/lake/__init__.py`, `parquet_read`).
     merged: bool = False
+    #: Written by others, not the product (a `WAREHOUSE_SQL` source it does not define,
+    #: pipelines/warehouse/__init__.py): every Parquet file its views read is its.
+    written_by_others: bool = False
 
     @property
     def relation(self) -> str:

@@ -149,7 +149,8 @@ def run_stream(
             raise
         raise fault from None
     for found in damaged:
-        warn(f"{stream.relation}: damaged file set aside, landed again: {found}")
+        again = "" if found.foreign else ", landed again"
+        warn(f"{stream.relation}: {found.what} set aside{again}: {found}")
     served, not_served = served_days(stream, days or [], today())
     if not_served:
         warn(

@@ -319,9 +319,8 @@ def sync_days(
         first, last = start, end
     else:
         for found in set_aside_damaged(lake, stream, service_window(stream)):
-            report.notes.append(
-                f"{stream.relation}: damaged file set aside: {found}; this sync lands it again"
-            )
+            again = "" if found.foreign else "; this sync lands it again"
+            report.notes.append(f"{stream.relation}: {found.what} set aside: {found}{again}")
         names = [c.name for c in settings.connections[stream.service]]
         first, last = days_to_sync(stream, lake, names, since=oldest)
         first, last = start or first, end or last

@@ -10,11 +10,16 @@ pulled. Every file is written under a temporary name in its own folder and renam
 place, so a reader or a crash never sees half a file and a re-run replaces, never adds. A
 write that fails removes its temporary file; one a killed process left is removed by
 `Lake.sweep_temporary`.
+
+What else lies in the lake (a README, a `_SUCCESS` marker, a folder made by hand, another
+tool's export) the lake did not write: `stream_file` is the one decision of what is a
+stream's file, and no reader takes anything else for a day or a connection.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import os
 import re
 import threading
@@ -36,8 +41,14 @@ from pipelines.stream import EXTRA, Stream
 
 #: The longest name of a file in the lake (before `.parquet`): a connection's name.
 MAX_NAME = 64
-CONNECTION_NAME = re.compile(rf"^[a-z0-9][a-z0-9_-]{{0,{MAX_NAME - 1}}}$")
+CONNECTION_NAME = re.compile(rf"[a-z0-9][a-z0-9_-]{{0,{MAX_NAME - 1}}}")
 TEMPORARY_SUFFIX = ".tmp"
+#: The folder of one day of a daily stream.
+DAY_FOLDER = re.compile(r"date=(\d{4}-\d{2}-\d{2})")
+#: What a view reads of a stream's folder, as DuckDB globs (`Lake.relation`): the files of
+#: its day folders for a daily stream, the files in it for another.
+DAILY_GLOB = "date=*/*.parquet"
+SNAPSHOT_GLOB = "*.parquet"
 #: How DuckDB reads a daily stream's files: the `date` from their folders, columns by name
 #: (a file landed before a column was declared reads it as null).
 DAILY_READ = "hive_partitioning = true, hive_types = {'date': DATE}, union_by_name = true"
@@ -94,7 +105,7 @@ def file_schema(schema: pa.Schema) -> pa.Schema:
 
 
 def check_connection_name(name: str) -> str:
-    if not CONNECTION_NAME.match(name):
+    if not CONNECTION_NAME.fullmatch(name):
         raise ValueError(
             f"connection name {name!r}: use 1-{MAX_NAME} lowercase letters, digits, '_' or '-'"
         )
@@ -171,6 +182,15 @@ class Lake:
         """The stream's files as the lake lists them (path, size, time). Up to
         `DAYS_LISTED_APART` days are listed a folder each, so what a run of a few days costs
         does not grow with the stream's history; more, or the whole stream, in one listing."""
+        return self.sorted_out(stream, days)[0]
+
+    def sorted_out(
+        self, stream: Stream, days: Collection[date] | None = None
+    ) -> tuple[list[pafs.FileInfo], list[pafs.FileInfo]]:
+        """One listing of the stream's folder (as `listing`), sorted out: the stream's files
+        (`stream_file`), and the strays, the other files a view's glob would read (another
+        tool's `part-0.snappy.parquet` in a day's folder), which its reader sets aside
+        (`pipelines/pull/damaged.py`). The rest (a README, a marker, a folder) nothing reads."""
         folder = self.stream_dir(stream)
         if days is not None and stream.daily and len(days) <= DAYS_LISTED_APART:
             listed = [
@@ -180,9 +200,57 @@ class Lake:
             ]
         else:
             listed = self._listed(folder)
-            if days is not None and stream.daily:
-                listed = [info for info in listed if file_day(info.path) in days]
-        return [info for info in listed if info.path.endswith(".parquet")]
+        own, strays = [], []
+        for info in listed:
+            relative = info.path.removeprefix(folder + "/")
+            if stream_file(stream, relative):
+                own.append(info)
+            elif globbed(relative, DAILY_GLOB if stream.daily else SNAPSHOT_GLOB):
+                strays.append(info)
+        if days is not None and stream.daily:
+            own = [info for info in own if file_day(info.path) in days]
+            # A stray in a folder that names no day is of no day: a look at the whole stream
+            # finds it.
+            strays = [info for info in strays if folder_day(info.path) in days]
+        return own, strays
+
+    def unrecognised(
+        self, listed: Iterable[pafs.FileInfo], streams: Iterable[Stream], kept: Collection[str]
+    ) -> list[str]:
+        """What a listing of the whole lake (recursive, from its root) holds that the lake did
+        not write, each named once (a folder, not what is in it): at the root, what is no
+        service's folder nor one of `kept` (the lake's own folders, `_damaged` and the like);
+        in a service's folder, what is no stream's folder; in a stream's, what is none of its
+        day folders or files (`stream_file`). A stream written by others is theirs whole."""
+        by_folder = {(s.service, s.name): s for s in streams}
+        services = {service for service, _ in by_folder}
+        named: set[str] = set()
+        for info in sorted(listed, key=lambda info: info.path):
+            relative = info.path.removeprefix(self.root + "/")
+            parts = relative.split("/")
+            inside = any("/".join(parts[:n]) in named for n in range(1, len(parts)))
+            if inside or parts[0] in kept or lake_temporary(parts[-1]):
+                continue
+            folder = info.type == pafs.FileType.Directory
+            if len(parts) == 1:
+                ours = folder and parts[0] in services
+            elif len(parts) == 2:
+                ours = folder and (parts[0], parts[1]) in by_folder
+            else:
+                # A store may list no folder where no object names one: the path decides.
+                stream = by_folder.get((parts[0], parts[1]))
+                rest = "/".join(parts[2:])
+                if stream is None:
+                    ours = False
+                elif stream.written_by_others:
+                    ours = True
+                elif folder:
+                    ours = stream.daily and len(parts) == 3 and day_of(rest) is not None
+                else:
+                    ours = stream_file(stream, rest)
+            if not ours:
+                named.add(relative)
+        return sorted(self.uri(f"{self.root}/{relative}") for relative in named)
 
     def uri(self, path: str) -> str:
         """A file's name in a DuckDB connection from `connect`."""
@@ -310,8 +378,8 @@ class Lake:
         folder = self.uri(self.stream_dir(stream))
         # By name: a file landed before a column was declared (`_extra`) reads it as null.
         if stream.daily:
-            return parquet_read(stream, sql_literal(folder + "/date=*/*.parquet"), DAILY_READ)
-        glob = sql_literal(folder + "/*.parquet")
+            return parquet_read(stream, sql_literal(f"{folder}/{DAILY_GLOB}"), DAILY_READ)
+        glob = sql_literal(f"{folder}/{SNAPSHOT_GLOB}")
         return parquet_read(stream, glob, "hive_partitioning = false, union_by_name = true")
 
     def connect(
@@ -366,9 +434,58 @@ class Lake:
         return swept
 
 
+def lake_temporary(name: str) -> bool:
+    """Whether a file's name is one `Lake.placed` gives a file while it is written (with
+    `.new` for the instant before it is held, `held_while_written`)."""
+    return name.startswith(".") and name.removesuffix(".new").endswith(TEMPORARY_SUFFIX)
+
+
+def day_of(folder: str) -> date | None:
+    """The day a folder's name (`date=YYYY-MM-DD`) is of; None for any other name."""
+    found = DAY_FOLDER.fullmatch(folder)
+    if found is None:
+        return None
+    try:
+        return date.fromisoformat(found.group(1))
+    except ValueError:  # 2026-02-30
+        return None
+
+
+def globbed(relative: str, glob: str) -> bool:
+    """Whether a DuckDB glob reads the path: each `*` within one folder's or file's name,
+    never across a `/` (`pipelines/lake/files.py` reads an object store's alike)."""
+    parts, wanted = relative.split("/"), glob.split("/")
+    return len(parts) == len(wanted) and all(map(fnmatch.fnmatchcase, parts, wanted))
+
+
+def stream_file(stream: Stream, relative: str) -> bool:
+    """Whether `relative`, a path in `stream`'s folder, is one of the stream's files: the
+    one decision of what the lake takes for its own. The lake writes `<name>.parquet`, the
+    name one a connection may have (`CONNECTION_NAME`; merged files and the receivers' too),
+    in a `date=YYYY-MM-DD` folder for a daily stream. A stream written by others (a
+    `WAREHOUSE_SQL` source) is whatever Parquet its views read."""
+    if stream.written_by_others:
+        return globbed(relative, DAILY_GLOB) or globbed(relative, SNAPSHOT_GLOB)
+    *folders, name = relative.split("/")
+    stem = name.removesuffix(".parquet")
+    if stem == name or not CONNECTION_NAME.fullmatch(stem):
+        return False
+    if not stream.daily:
+        return not folders
+    return len(folders) == 1 and day_of(folders[0]) is not None
+
+
+def folder_day(path: str) -> date | None:
+    """The day of the folder a file is in; None where that names no day."""
+    return day_of(PurePosixPath(path).parent.name)
+
+
 def file_day(path: str) -> date:
-    """The day of a daily stream's file, from its `date=` folder."""
-    return date.fromisoformat(PurePosixPath(path).parent.name.removeprefix("date="))
+    """The day of a daily stream's file (`stream_file`), from its `date=` folder."""
+    day = folder_day(path)
+    if day is None:
+        raise ValueError(f"{path}: not in a day's folder (date=YYYY-MM-DD)")
+    return day
 
 
 def file_stem(path: str) -> str:

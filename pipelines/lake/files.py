@@ -5,12 +5,12 @@ its own so that only such a lake imports fsspec, which slows every command's sta
 
 from __future__ import annotations
 
-import fnmatch
 import io
 
 import pyarrow.fs as pafs
 from fsspec.implementations.arrow import ArrowFSWrapper
 
+from pipelines.lake import globbed
 from pipelines.lake.object_store import READ_OBJECTS, SCHEMES
 
 
@@ -37,7 +37,9 @@ class LakeFiles(ArrowFSWrapper):
         listed = {
             info.path: self._make_entry(info)
             for info in self.fs.get_file_info(selector)
-            if info.type == pafs.FileType.File and fnmatch.fnmatchcase(info.path, pattern)
+            # As DuckDB globs a local folder: a `*` never reaches into a folder below, so a
+            # folder made in a day's folder is read by neither.
+            if info.type == pafs.FileType.File and globbed(info.path, pattern)
         }
         self._listed.update(listed)
         return sorted(listed)

@@ -17,12 +17,18 @@ How deep a file is read depends on the reader:
 
 Only a file's own content is taken for damage: the file is fetched whole first, so a store
 or disk that fails to give it is that failure, raised as it is, and never moves a file.
+
+A file the lake did not write is no stream's (`stream_file`, pipelines/lake/__init__.py): no
+reader takes it for a day or a connection. Most are left where they are, read by nothing,
+and `python -m pipelines check` names them. One a view's glob would read (a `.parquet` of
+another tool in a day's folder) would change the relation: each reader that sets damaged
+files aside moves it to `<lake>/_foreign/`, its path kept, its reason beside it, and says so.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import PurePosixPath
@@ -32,13 +38,17 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from pipelines.errors import first_line
-from pipelines.lake import Lake, file_day, watermarks
+from pipelines.lake import Lake, file_day, file_stem, stream_file, watermarks
 from pipelines.lake.footers import footers
 from pipelines.pull.landing import served_days, today
 from pipelines.stream import Stream
 
 FOLDER = "_damaged"
+#: Where the files a view would read that the lake did not write are moved.
+FOREIGN = "_foreign"
 REASON_SUFFIX = ".reason.txt"
+#: Why such a file was moved.
+FOREIGN_REASON = "not a file the lake writes, and a view of the stream would read it"
 
 
 #: What a run that set files aside says of them: nothing lands them before then.
@@ -62,8 +72,16 @@ class SetAside:
     reason: str
     #: A snapshot, or a day its service still serves: a sync lands it again.
     lands_again: bool = True
+    #: Not damaged: a file the lake did not write, which held nothing of the stream's.
+    foreign: bool = False
+
+    @property
+    def what(self) -> str:
+        return "file the lake did not write" if self.foreign else "damaged file"
 
     def __str__(self) -> str:
+        if self.foreign:
+            return f"{self.path}: {self.reason}; moved to {self.moved_to}"
         told = f"{self.path} ({what_it_held(self.path)}): {self.reason}; moved to {self.moved_to}"
         return told if self.lands_again else f"{told}; {NOT_AGAIN}"
 
@@ -94,18 +112,22 @@ def unreadable(lake: Lake, path: str, pages: bool = False) -> str | None:
     return None
 
 
-def set_aside(lake: Lake, path: str, reason: str, again: bool = True) -> SetAside:
-    """Move one file out of its stream, with its reason beside it. The compactions'
-    watermarks are forgotten: a receiver's day then lands again (`pipelines/lake/watermarks.py`)."""
+def set_aside(
+    lake: Lake, path: str, reason: str, again: bool = True, foreign: bool = False
+) -> SetAside:
+    """Move one file out of its stream, with its reason beside it: to `_damaged/`, or a
+    file the lake did not write to `_foreign/`. For a damaged one the compactions' watermarks
+    are forgotten: a receiver's day then lands again (`pipelines/lake/watermarks.py`)."""
     relative = path.removeprefix(lake.root).lstrip("/")
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    target = f"{lake.root}/{FOLDER}/{relative}.{stamp}"
+    target = f"{lake.root}/{FOREIGN if foreign else FOLDER}/{relative}.{stamp}"
     lake.fs.create_dir(target.rpartition("/")[0], recursive=True)
     with lake.fs.open_output_stream(target + REASON_SUFFIX) as out:
         out.write(f"{lake.uri(path)}\n{reason}\nfound {stamp}\n".encode())
     lake.fs.move(path, target)
-    watermarks.forget_all(lake)
-    return SetAside(lake.uri(path), lake.uri(target), reason, again)
+    if not foreign:
+        watermarks.forget_all(lake)
+    return SetAside(lake.uri(path), lake.uri(target), reason, again and not foreign, foreign)
 
 
 def damaged_files(lake: Lake, stream: Stream) -> dict[str, str]:
@@ -122,11 +144,17 @@ def set_aside_damaged(
     lake: Lake, stream: Stream, days: Collection[date] | None = None, pages: bool = False
 ) -> list[SetAside]:
     """Every file of `stream` (of a daily stream, of `days` only where given) that cannot be
-    read (its footer, or with `pages` every page), moved aside. Footers are read through
-    what the lake keeps of them (`pipelines/lake/footers.py`): a file the listing shows
-    unchanged since its footer was read is not read again, so a sync's look over its
-    service's whole window costs the files written since the last one."""
-    listed = lake.listing(stream, days)
+    read (its footer, or with `pages` every page), moved aside; and, from the same listing,
+    every file there a view would read that the lake did not write (`Lake.sorted_out`).
+    Footers are read through what the lake keeps of them (`pipelines/lake/footers.py`): a
+    file the listing shows unchanged since its footer was read is not read again, so a
+    sync's look over its service's whole window costs the files written since the last one."""
+    listed, strays = lake.sorted_out(stream, days)
+    moved = []
+    for info in strays:
+        # Another reader beside this one may have moved it first.
+        with contextlib.suppress(FileNotFoundError):
+            moved.append(set_aside(lake, info.path, FOREIGN_REASON, foreign=True))
     written = {info.path: info.mtime_ns for info in listed}
     if pages:
         reasons = {}
@@ -142,7 +170,7 @@ def set_aside_damaged(
         # A landing beside this one may have just replaced the file whole: that one is new.
         if reason is not None and lake.modified_ns(path) == written[path]:
             found.append(set_aside(lake, path, reason, lands_again(stream, path)))
-    return found
+    return found + moved
 
 
 def damaged_of(lake: Lake, stream: Stream) -> list[str]:
@@ -156,9 +184,14 @@ def damaged_of(lake: Lake, stream: Stream) -> list[str]:
     )
 
 
-def missing(lake: Lake, streams: Collection[Stream]) -> dict[str, list[str]]:
+def missing(
+    lake: Lake, streams: Collection[Stream], connections: Mapping[str, Collection[str]]
+) -> dict[str, list[str]]:
     """Per relation, what its set-aside files held (`what_it_held`) that has not landed
-    again, and whether a sync will: the relation is short of it until then. One listing of
+    again, and whether a sync will: the relation is short of it until then. Only a file a
+    sync writes counts, one of the service's `connections` (by service): a file of another
+    name set aside (a stray `extra.parquet`) took nothing a sync lands from the relation,
+    and would otherwise be said missing for good once its day landed whole. One listing of
     the folder."""
     folder = f"{lake.root}/{FOLDER}"
     listed = lake.fs.get_file_info(pafs.FileSelector(folder, allow_not_found=True, recursive=True))
@@ -167,10 +200,14 @@ def missing(lake: Lake, streams: Collection[Stream]) -> dict[str, list[str]]:
     for info in listed:
         if not info.is_file or info.path.endswith(REASON_SUFFIX):
             continue
-        relative = info.path.removeprefix(folder + "/")
-        original = f"{lake.root}/{relative.rpartition('.')[0]}"  # its stamp taken off
+        relative = info.path.removeprefix(folder + "/").rpartition(".")[0]  # its stamp off
         stream = by_folder.get("/".join(relative.split("/")[:2]))
-        if stream is not None and not lake.exists(original):
+        inside = relative.split("/", 2)[2:]
+        if stream is None or not inside or not stream_file(stream, inside[0]):
+            continue
+        original = f"{lake.root}/{relative}"
+        ours = file_stem(original) in connections.get(stream.service, ())
+        if ours and not lake.exists(original):
             when = "the next sync lands it" if lands_again(stream, original) else NOT_AGAIN
             held = f"{what_it_held(original)} (damaged, set aside; {when})"
             short.setdefault(stream.relation, set()).add(held)

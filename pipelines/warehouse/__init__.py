@@ -55,7 +55,7 @@ import shutil
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime
 from pathlib import Path, PurePosixPath
 
@@ -139,6 +139,25 @@ class WarehouseUnavailable(Unavailable):
     the setting, and that the next build makes them."""
 
 
+def sql_files(sql_dirs: Iterable[Path]) -> list[Path]:
+    """The SQL files of the folders, each schema's subfolder's."""
+    return sorted(file for sql_dir in sql_dirs for file in Path(sql_dir).glob("*/*.sql"))
+
+
+def others_stream(service: str, name: str) -> Stream:
+    """A stream a view names that the product does not define: written by others, typed by
+    its files."""
+    return Stream(service, name, pa.schema([]), written_by_others=True)
+
+
+def others_streams(sql_dirs: Iterable[Path], defined: Iterable[Stream]) -> list[Stream]:
+    """The streams the SQL files of the folders name that are none of `defined`: their
+    folders in the lake are others' (`check` takes nothing in them for a stray)."""
+    known = {(s.service, s.name) for s in defined}
+    named = {m.groups() for file in sql_files(sql_dirs) for m in SOURCE.finditer(file.read_text())}
+    return [others_stream(service, name) for service, name in sorted(named - known)]
+
+
 def declared_view(stream: Stream) -> str:
     """The view of a stream no SQL file defines: its columns in declared order (a daily
     stream's `date` after `connection`), `_extra` as JSON."""
@@ -200,7 +219,7 @@ class Warehouse:
 
     def _lake_stream(self, service: str, name: str) -> Stream:
         """A stream the product does not define, as its files in the lake show it."""
-        stream = Stream(service, name, pa.schema([]))
+        stream = others_stream(service, name)
         files = self.lake.files(stream)
         if not files:
             raise SetupError(
@@ -210,7 +229,7 @@ class Warehouse:
                 "or correct the view"
             )
         daily = any(PurePosixPath(f).parent.name.startswith("date=") for f in files)
-        return Stream(service, name, stream.schema, daily=daily)
+        return replace(stream, daily=daily)
 
     def _source(self, plan: _Plan | None, match: re.Match[str]) -> str:
         service, name = match.group(1), match.group(2)
@@ -236,7 +255,7 @@ class Warehouse:
         return _empty_relation(schema)
 
     def _sql_files(self) -> list[Path]:
-        return sorted(file for sql_dir in self.sql_dirs for file in sql_dir.glob("*/*.sql"))
+        return sql_files(self.sql_dirs)
 
     def definitions(self) -> str:
         """A fingerprint of what the views are made from, but the lake's files: the SQL

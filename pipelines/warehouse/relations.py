@@ -40,6 +40,9 @@ WAREHOUSE_STREAMS = [
     *AGENT_STREAMS,
     ACTIVITY_CHANGES,
 ]
+#: Every stream whose files the product writes in the lake: the warehouse's, and the push's
+#: own bookkeeping.
+LAKE_STREAMS = [*WAREHOUSE_STREAMS, pushed.PUSH_STATE]
 
 
 def warehouse_of(
@@ -141,7 +144,13 @@ def set_aside_damaged_files(lake: Lake) -> list[SetAside]:
     return [f for s in remade for f in set_aside_damaged(lake, s, pages=True)]
 
 
-def damaged_note(damaged: Sequence[SetAside]) -> str:
-    """What a run that set files aside says: each file, what it held, and when it lands."""
+def damaged_note(found: Sequence[SetAside]) -> str:
+    """What a run that set files aside says: each damaged file, what it held, and when it
+    lands; each file the lake did not write."""
+    damaged = [f for f in found if not f.foreign]
+    foreign = [f for f in found if f.foreign]
     again = f"; {LANDED_AGAIN}" if any(f.lands_again for f in damaged) else ""
-    return f"damaged file(s) set aside: {'; '.join(str(f) for f in damaged)}{again}"
+    told = [f"damaged file(s) set aside: {'; '.join(map(str, damaged))}{again}"] if damaged else []
+    if foreign:
+        told.append(f"file(s) the lake did not write set aside: {'; '.join(map(str, foreign))}")
+    return "; ".join(told)
