@@ -21,11 +21,12 @@ on here."""
 import functools
 from collections.abc import Callable, Iterator
 from datetime import date, timedelta
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import dagster as dg
 
 from assets.dagster_internals import AssetCheckEvaluationTargetMaterializationData
+from assets.factory import asset_key
 from assets.partitions import partitions_of
 from assets.resources import LakeResource
 from assets.tags import (
@@ -172,6 +173,46 @@ def nothing_compared(reason: str, metadata: dict | None = None) -> dg.AssetCheck
     )
 
 
+class Verdict(Protocol):
+    """What a check of the core finds (`pipelines/streams/<service>/checks.py`)."""
+
+    @property
+    def passed(self) -> bool: ...
+
+    @property
+    def nothing_compared(self) -> str | None:
+        """Why nothing was compared, or None."""
+
+
+def result_of(verdict: Verdict, metadata: dict, **shown) -> dg.AssetCheckResult:
+    """Dagster's result of a verdict of the core, with `metadata`: where it says why nothing
+    was compared, that warning (`nothing_compared`); else passed or not, with what else the
+    result shows (a description)."""
+    if verdict.nothing_compared is not None:
+        return nothing_compared(verdict.nothing_compared, metadata)
+    return dg.AssetCheckResult(passed=verdict.passed, metadata=metadata, **shown)
+
+
+def stream_check(
+    stream: Stream, name: str, description: str
+) -> Callable[[Callable], dg.AssetChecksDefinition]:
+    """The decorator of a service's own check on `stream`'s asset: never blocking (a check
+    reports, it does not hold back what comes after) and, on a day-partitioned stream,
+    partitioned like it, its result recorded by `by_day`."""
+    partitions = partitions_of(stream)
+
+    def define(check: Callable) -> dg.AssetChecksDefinition:
+        return dg.asset_check(
+            asset=asset_key(stream),
+            name=name,
+            blocking=False,
+            partitions_def=partitions,
+            description=description,
+        )(by_day(check) if partitions else check)
+
+    return define
+
+
 def unique_ids_check(stream: Stream, asset_key: dg.AssetKey) -> dg.AssetChecksDefinition:
     """No key repeats within a connection (`stream.key` may include a daily stream's `date`)."""
     key = ", ".join(["connection", *stream.key])
@@ -313,8 +354,4 @@ STREAM_CHECKS = (unique_ids_check, schema_matches_check, files_readable_check)
 
 def stream_checks(streams: list[Stream]) -> list[dg.AssetChecksDefinition]:
     """Every check each of `streams` gets, on its asset (`<service>/<stream>`)."""
-    return [
-        check(stream, dg.AssetKey([stream.service, stream.name]))
-        for stream in streams
-        for check in STREAM_CHECKS
-    ]
+    return [check(stream, asset_key(stream)) for stream in streams for check in STREAM_CHECKS]

@@ -9,13 +9,19 @@ from dataclasses import asdict
 
 import dagster as dg
 
-from assets.checks import by_day, checked_days, nothing_compared, scope, stream_checks
+from assets.checks import (
+    checked_days,
+    nothing_compared,
+    result_of,
+    scope,
+    stream_check,
+    stream_checks,
+)
 from assets.factory import stream_assets
-from assets.partitions import partitions_of
 from assets.resources import CommentAutomationResource, LakeResource
 from pipelines.clients.failures import isolated
 from pipelines.pull.landing import today
-from pipelines.streams.comment import SERVICE, STREAMS, TRIGGER_LOGS
+from pipelines.streams.comment import ACCOUNTS, STREAMS, TRIGGER_LOGS
 from pipelines.streams.comment.checks import (
     TOKEN_WARNING_DAYS,
     LogTotals,
@@ -29,28 +35,19 @@ from pipelines.transport import CallStats
 MISMATCHES_SHOWN = 20
 
 
-def _key(name: str) -> dg.AssetKey:
-    return dg.AssetKey([SERVICE, name])
-
-
 ASSETS = stream_assets(STREAMS)
 
 
 # -- checks ------------------------------------------------------------------------------------
 
 
-@dg.asset_check(
-    asset=_key("trigger_logs"),
-    name="logs_match_daily_stats",
-    blocking=False,
-    partitions_def=partitions_of(TRIGGER_LOGS),
-    description=(
-        "Each closed day's trigger logs equal that day's stats (public replies + DMs + "
-        "failed), for the days before today (UTC) whose files on both sides were pulled after "
-        "the day ended. Warns when no such day is landed."
-    ),
+@stream_check(
+    TRIGGER_LOGS,
+    "logs_match_daily_stats",
+    "Each closed day's trigger logs equal that day's stats (public replies + DMs + failed), "
+    "for the days before today (UTC) whose files on both sides were pulled after the day "
+    "ended. Warns when no such day is landed.",
 )
-@by_day
 def logs_match_daily_stats(
     context: dg.AssetCheckExecutionContext, lake: LakeResource
 ) -> dg.AssetCheckResult:
@@ -64,28 +61,21 @@ def logs_match_daily_stats(
         "days_compared": verdict.days_compared,
         "days_pulled_before_they_ended": verdict.days_pulled_before_they_ended,
     }
-    if verdict.nothing_compared is not None:
-        return nothing_compared(verdict.nothing_compared, figures)
-    return dg.AssetCheckResult(
-        passed=verdict.passed,
-        description=f"{verdict.days_compared} closed day(s) compared",
-        metadata={**figures, "days_mismatched": verdict.days_mismatched[:MISMATCHES_SHOWN]},
+    if verdict.nothing_compared is None:
+        figures["days_mismatched"] = verdict.days_mismatched[:MISMATCHES_SHOWN]
+    return result_of(
+        verdict, figures, description=f"{verdict.days_compared} closed day(s) compared"
     )
 
 
-@dg.asset_check(
-    asset=_key("trigger_logs"),
-    name="rows_equal_service_total",
-    blocking=False,
-    partitions_def=partitions_of(TRIGGER_LOGS),
-    description=(
-        "The landed trigger logs of the closed days (before today, UTC) from each connection's "
-        "first landed one to yesterday, within the 365 days the service keeps, equal the "
-        "service's count of the same days, read from one answer of `GET /logs`. An error only "
-        "once every one of those days is landed from a pull after it ended; a warning before."
-    ),
+@stream_check(
+    TRIGGER_LOGS,
+    "rows_equal_service_total",
+    "The landed trigger logs of the closed days (before today, UTC) from each connection's "
+    "first landed one to yesterday, within the 365 days the service keeps, equal the "
+    "service's count of the same days, read from one answer of `GET /logs`. An error only "
+    "once every one of those days is landed from a pull after it ended; a warning before.",
 )
-@by_day
 def rows_equal_service_total(
     comment: CommentAutomationResource, lake: LakeResource
 ) -> dg.AssetCheckResult:
@@ -135,15 +125,12 @@ def rows_equal_service_total(
     )
 
 
-@dg.asset_check(
-    asset=_key("accounts"),
-    name="tokens_not_expiring",
-    blocking=False,
-    description=(
-        f"Warns when a landed account's token expires within {TOKEN_WARNING_DAYS} days: its "
-        "automations stop then, and reconnecting takes a person at a browser (the service "
-        "offers no API for it)."
-    ),
+@stream_check(
+    ACCOUNTS,
+    "tokens_not_expiring",
+    f"Warns when a landed account's token expires within {TOKEN_WARNING_DAYS} days: its "
+    "automations stop then, and reconnecting takes a person at a browser (the service "
+    "offers no API for it).",
 )
 def tokens_not_expiring(lake: LakeResource) -> dg.AssetCheckResult:
     expiring = expiring_tokens(lake.lake())

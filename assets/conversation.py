@@ -9,51 +9,33 @@ from datetime import date
 
 import dagster as dg
 
-from assets.checks import by_day, nothing_compared, stream_checks
-from assets.factory import stream_assets
-from assets.partitions import partitions_of
+from assets.checks import nothing_compared, result_of, stream_check, stream_checks
+from assets.factory import asset_key, stream_assets
 from assets.resources import ConversationResource, LakeResource
 from pipelines.stream import Stream
 from pipelines.streams.conversation import (
     ASSIGNMENTS,
     MEMBERS,
     MESSAGES,
-    SERVICE,
     STREAMS,
     checks,
 )
 
-
-def _key(name: str) -> dg.AssetKey:
-    return dg.AssetKey([SERVICE, name])
-
-
-def _result(verdict: checks.Verdict) -> dg.AssetCheckResult:
-    if verdict.nothing_compared is not None:
-        return nothing_compared(verdict.nothing_compared, verdict.figures)
-    return dg.AssetCheckResult(passed=verdict.passed, metadata=verdict.figures)
-
-
 ASSETS = stream_assets(STREAMS)
 
 
-@dg.asset_check(
-    asset=_key("messages"),
-    name="rows_match_backup",
-    blocking=False,
-    partitions_def=partitions_of(MESSAGES),
-    description=(
-        "The lake still holds, for the days of the last materialization, the row count of "
-        "the backup file they were landed from; a region whose files of those days were "
-        "landed again since is left out."
-    ),
+@stream_check(
+    MESSAGES,
+    "rows_match_backup",
+    "The lake still holds, for the days of the last materialization, the row count of the "
+    "backup file they were landed from; a region whose files of those days were landed "
+    "again since is left out.",
 )
-@by_day
 def rows_match_backup(
     context: dg.AssetCheckExecutionContext, conversation: ConversationResource, lake: LakeResource
 ) -> dg.AssetCheckResult:
     # The range and the backup file's counts are the run's figures: one observation per run.
-    records = context.instance.fetch_observations(_key("messages"), limit=1).records
+    records = context.instance.fetch_observations(asset_key(MESSAGES), limit=1).records
     if not records or records[0].asset_observation is None:
         return nothing_compared("messages were never materialized")
     event = records[0].event_log_entry
@@ -66,25 +48,23 @@ def rows_match_backup(
         metadata["backup_rows_per_connection"].value,
         materialized_ns=int(event.timestamp * 1e9),
     )
-    return _result(verdict)
+    return result_of(verdict, verdict.figures)
 
 
 def _matches_members_seen(stream: Stream) -> dg.AssetChecksDefinition:
-    @dg.asset_check(
-        asset=_key(stream.name),
-        name="matches_members_in_messages",
-        blocking=False,
-        description=(
-            f"{stream.relation} holds a row for every member of the messages landed before "
-            "it, and none for a member of no landed message; members of messages landed since "
-            "are looked up by the next pull."
-        ),
+    @stream_check(
+        stream,
+        "matches_members_in_messages",
+        f"{stream.relation} holds a row for every member of the messages landed before it, "
+        "and none for a member of no landed message; members of messages landed since are "
+        "looked up by the next pull.",
     )
     def matches_members_in_messages(
         conversation: ConversationResource, lake: LakeResource
     ) -> dg.AssetCheckResult:
         names = [connection.name for connection in conversation.connections]
-        return _result(checks.members_match_messages(lake.lake(), stream, names))
+        verdict = checks.members_match_messages(lake.lake(), stream, names)
+        return result_of(verdict, verdict.figures)
 
     return matches_members_in_messages
 

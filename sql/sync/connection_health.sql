@@ -1,7 +1,8 @@
 -- Each connection of each pulled stream, from every run of it (sync.runs): when a run last
 -- landed it and what, when one last failed on it and why. `failing` is true when its last
 -- failure came after its last landing: it has not landed since. Connections failing now:
--- WHERE failing.
+-- WHERE failing. The Dagster asset's table of its connections is this view too, over the
+-- runs it carries (pipelines/warehouse/health.py), so the two decide alike.
 CREATE OR REPLACE VIEW sync.connection_health AS
 WITH parts AS (
     SELECT relation, ended_at, part.connection, part.outcome, part.rows, part.error

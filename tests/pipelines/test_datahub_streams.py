@@ -33,7 +33,6 @@ from pipelines.streams.datahub.reports import (
     report_window,
     reported_broadcasts,
 )
-from pipelines.streams.datahub.snapshots import custom_field_rows
 from pipelines.transport import RetryPolicy, Transport, TruncatedBody
 
 DAY = date(2026, 3, 31)
@@ -73,7 +72,7 @@ def service(handle) -> tuple[Transport, list[httpx.Request]]:
 # -- custom fields ------------------------------------------------------------------------
 
 
-def test_custom_field_rows_list_archived_fields_with_their_options():
+def test_custom_fields_list_archived_fields_with_their_options():
     gold = {"id": 10, "key": "gold", "name": "Gold", "colour": "amber"}
     fields = [
         {"id": 1, "key": "tier", "type": "single_select", "active": False, "options": [gold]},
@@ -81,7 +80,7 @@ def test_custom_field_rows_list_archived_fields_with_their_options():
     ]
     transport, calls = service(lambda request: fields)
 
-    rows = list(custom_field_rows(turn(CUSTOM_FIELDS, None, transport)))
+    rows = list(CUSTOM_FIELDS.rows(turn(CUSTOM_FIELDS, None, transport)))
 
     assert [(c.url.path, dict(c.url.params)) for c in calls] == [("/cdh/v1/custom-fields/", {})]
     assert rows[0]["active"] is False

@@ -7,7 +7,6 @@ stream is declared (a `PulledStream`, `pipelines/pull/landing.py`) beside its ro
 assets (`assets/comment.py`) only run them through Dagster.
 """
 
-from pipelines.clients.comment import CommentAutomation
 from pipelines.pull.landing import PulledStream
 from pipelines.streams.comment.daily_stats import DAILY_STATS
 from pipelines.streams.comment.snapshots import (
@@ -18,8 +17,6 @@ from pipelines.streams.comment.snapshots import (
     WORKSPACE,
 )
 from pipelines.streams.comment.trigger_logs import TRIGGER_LOGS
-
-SERVICE = CommentAutomation.service
 
 STREAMS: list[PulledStream] = [
     WORKSPACE,

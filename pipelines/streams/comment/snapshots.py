@@ -24,9 +24,8 @@ from pipelines.clients.comment import (
 from pipelines.lake.schemas import arrow_fields, model_row
 from pipelines.pull.landing import PulledStream, Turn
 from pipelines.stream import connection_schema, described
+from pipelines.streams.listed import listed_stream
 from pipelines.transport import ServiceError
-
-SERVICE = CommentAutomation.service
 
 #: Both lists of recent media an account has: feed posts and stories.
 POST_KINDS = ("posts", "story")
@@ -43,7 +42,7 @@ def workspace_rows(turn: Turn) -> Iterator[dict]:
 
 
 WORKSPACE = PulledStream(
-    SERVICE,
+    CommentAutomation.service,
     "workspace",
     connection_schema(
         [
@@ -63,16 +62,11 @@ WORKSPACE = PulledStream(
 )
 
 
-def account_rows(turn: Turn) -> Iterator[dict]:
-    for account in turn.client.accounts().accounts:
-        yield model_row(account, turn.stream.schema)
-
-
-ACCOUNTS = PulledStream(
-    SERVICE,
+ACCOUNTS = listed_stream(
+    CommentAutomation.service,
     "accounts",
     connection_schema(arrow_fields(Account)),
-    rows=account_rows,
+    lambda client: client.accounts().accounts,
     description="Connected Instagram, Facebook and Threads accounts and their token expiry.",
 )
 
@@ -100,7 +94,7 @@ def post_rows(turn: Turn) -> Iterator[dict]:
 
 
 POSTS = PulledStream(
-    SERVICE,
+    CommentAutomation.service,
     "posts",
     # The account listed, and which of its lists (`POST_KINDS`).
     connection_schema(
@@ -142,7 +136,7 @@ def activity_rows(turn: Turn) -> Iterator[dict]:
 
 
 ACTIVITIES = PulledStream(
-    SERVICE,
+    CommentAutomation.service,
     "activities",
     # Its stats' totals as columns of their own; `dm` and `follow_gate` as JSON text.
     connection_schema([*arrow_fields(Activity, exclude=("stats",)), *arrow_fields(ActivityStats)]),
@@ -161,7 +155,7 @@ def activity_daily_rows(turn: Turn) -> Iterator[dict]:
 
 
 ACTIVITY_DAILY = PulledStream(
-    SERVICE,
+    CommentAutomation.service,
     "activity_daily",
     connection_schema(
         [

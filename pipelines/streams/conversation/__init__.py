@@ -7,12 +7,9 @@ assignments). `checks.py` says what the checks compare; the assets
 (`assets/conversation.py`) run them.
 """
 
-from pipelines.clients.conversation import ConversationService
 from pipelines.pull.landing import PulledStream
 from pipelines.streams.conversation.backups import MESSAGES
 from pipelines.streams.conversation.directory import CHANNELS, TEAMS, USERS
 from pipelines.streams.conversation.members import ASSIGNMENTS, MEMBERS
-
-SERVICE = ConversationService.service
 
 STREAMS: list[PulledStream] = [CHANNELS, TEAMS, USERS, MESSAGES, MEMBERS, ASSIGNMENTS]

@@ -1,64 +1,48 @@
 """Channels, teams and users: each region's directory, listed whole on every pull."""
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from functools import partial
+from typing import Any
 
 from pipelines.clients.conversation import Channel, ConversationService, Team, User
-from pipelines.lake.schemas import arrow_fields, model_row
-from pipelines.pull.landing import PulledStream, Turn
+from pipelines.lake.schemas import arrow_fields
 from pipelines.pull.paging import cursor_pages
 from pipelines.stream import connection_schema
+from pipelines.streams.listed import listed_stream
 
-SERVICE = ConversationService.service
+#: A stream of one of the service's lists.
+listed = partial(listed_stream, ConversationService.service)
 
-
-def channel_rows(turn: Turn) -> Iterator[dict]:
-    # The full list, not the paginated one: only it carries the full record.
-    for channel in turn.client.list_channels().channels:
-        yield model_row(channel, turn.stream.schema)
-
-
-CHANNELS = PulledStream(
-    SERVICE,
+CHANNELS = listed(
     "channels",
     connection_schema(arrow_fields(Channel)),
-    rows=channel_rows,
+    # The full list, not the paginated one: only it carries the full record.
+    lambda client: client.list_channels().channels,
     description="Channels of each region (`list_channels`, full records).",
 )
 
 
-def _cursor_listed(turn: Turn, listing: str, items: str) -> Iterator[dict]:
-    """Every row of a cursor-paged list: `client.<listing>(cursor)`, its rows in `<items>`."""
-    list_page = getattr(turn.client, listing)
+def _cursor_listed(list_page: Callable[[str | None], Any], items: str) -> Iterator:
+    """Every item of a cursor-paged list: `list_page(cursor)`, its items in `<items>`."""
 
     def fetch(cursor: str | None) -> tuple[list, str | None]:
         page = list_page(cursor)
         return getattr(page, items), page.cursor.after
 
-    for listed in cursor_pages(fetch):
-        yield from (model_row(item, turn.stream.schema) for item in listed)
+    for listed_items in cursor_pages(fetch):
+        yield from listed_items
 
 
-def team_rows(turn: Turn) -> Iterator[dict]:
-    return _cursor_listed(turn, "list_teams", "teams")
-
-
-TEAMS = PulledStream(
-    SERVICE,
+TEAMS = listed(
     "teams",
     connection_schema(arrow_fields(Team)),
-    rows=team_rows,
+    lambda client: _cursor_listed(client.list_teams, "teams"),
     description="Teams of each region (`list_teams`, cursor pages).",
 )
 
-
-def user_rows(turn: Turn) -> Iterator[dict]:
-    return _cursor_listed(turn, "list_users", "users")
-
-
-USERS = PulledStream(
-    SERVICE,
+USERS = listed(
     "users",
     connection_schema(arrow_fields(User)),
-    rows=user_rows,
+    lambda client: _cursor_listed(client.list_users, "users"),
     description="Users of each region (`list_users`, cursor pages).",
 )

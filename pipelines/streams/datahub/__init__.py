@@ -7,12 +7,9 @@ and `export.py` (members, through the export task). `checks.py` says what the ch
 compare; the assets (`assets/datahub.py`) only run these and report to Dagster.
 """
 
-from pipelines.clients.datahub import DataHub
 from pipelines.pull.landing import PulledStream
 from pipelines.streams.datahub.export import MEMBERS
 from pipelines.streams.datahub.reports import BROADCAST_REPORTS
 from pipelines.streams.datahub.snapshots import BROADCASTS, CUSTOM_FIELDS
-
-SERVICE = DataHub.service
 
 STREAMS: list[PulledStream] = [CUSTOM_FIELDS, BROADCASTS, BROADCAST_REPORTS, MEMBERS]

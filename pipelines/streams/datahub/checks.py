@@ -28,6 +28,22 @@ class ExportRowCounts:
     not_announced: list[str]
 
     @property
+    def figures(self) -> dict:
+        """What was compared, by name: shown beside the verdict."""
+        return {
+            "rows_landed": self.landed,
+            "export_row_count": self.announced,
+            "files_without_row_count": self.not_announced,
+        }
+
+    @property
+    def nothing_compared(self) -> str | None:
+        """Why nothing was compared, or None."""
+        if self.landed:
+            return None
+        return "no file says its count" if self.not_announced else "members not landed"
+
+    @property
     def passed(self) -> bool:
         return self.landed == self.announced
 
@@ -62,12 +78,29 @@ class ReportCoverage:
     not_compared: dict[str, list[str]]
 
     @property
-    def compared(self) -> bool:
-        return bool(self.missing or self.unknown)
+    def figures(self) -> dict:
+        """What was compared, by name: shown beside the verdict."""
+        return {
+            "broadcasts_without_report": self.missing,
+            "reports_of_unknown_broadcasts": self.unknown,
+            "not_compared": self.not_compared,
+        }
+
+    @property
+    def nothing_compared(self) -> str | None:
+        """Why nothing was compared (each connection's reasons, once), or None."""
+        if self.missing or self.unknown:
+            return None
+        reasons = sorted({reason for found in self.not_compared.values() for reason in found})
+        return "; ".join(reasons) or "no broadcasts landed"
 
     @property
     def passed(self) -> bool:
-        return self.compared and not any(self.missing.values()) and not any(self.unknown.values())
+        return (
+            self.nothing_compared is None
+            and not any(self.missing.values())
+            and not any(self.unknown.values())
+        )
 
 
 def _report_ids(lake: Lake, files: list[str]) -> set[int]:

@@ -3,40 +3,29 @@ and landed as the connection's file."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from functools import partial
 
 import pyarrow as pa
 
 from pipelines.clients.datahub import Broadcast, CustomField, DataHub
-from pipelines.lake.schemas import arrow_fields, model_row
-from pipelines.pull.landing import PulledStream, Turn
+from pipelines.lake.schemas import arrow_fields
 from pipelines.stream import CONNECTION, EXTRA
+from pipelines.streams.listed import listed_stream
 
+#: A stream of one of the hub's lists.
+listed = partial(listed_stream, DataHub.service)
 
-def custom_field_rows(turn: Turn) -> Iterator[dict]:
-    # `active` unset lists archived fields too (the hub documents null as all).
-    for field in turn.client.list_custom_fields(active=None):
-        yield model_row(field, turn.stream.schema)
-
-
-CUSTOM_FIELDS = PulledStream(
-    DataHub.service,
+CUSTOM_FIELDS = listed(
     "custom_fields",
     pa.schema([*arrow_fields(CustomField), CONNECTION, EXTRA]),
-    rows=custom_field_rows,
+    # `active` unset lists archived fields too (the hub documents null as all).
+    lambda client: client.list_custom_fields(active=None),
     description="Custom field definitions, archived ones included, with their options.",
 )
 
-
-def broadcast_rows(turn: Turn) -> Iterator[dict]:
-    for broadcast in turn.client.list_broadcasts():
-        yield model_row(broadcast, turn.stream.schema)
-
-
-BROADCASTS = PulledStream(
-    DataHub.service,
+BROADCASTS = listed(
     "broadcasts",
     pa.schema([*arrow_fields(Broadcast), CONNECTION, EXTRA]),
-    rows=broadcast_rows,
+    lambda client: client.list_broadcasts(),
     description="Broadcasts, sent and scheduled.",
 )
