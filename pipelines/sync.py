@@ -41,7 +41,7 @@ from pipelines.stream_run import (
     written_by,
 )
 from pipelines.warehouse import WarehouseBusy, WarehouseUnavailable, Written
-from pipelines.warehouse.relations import PULLED, refresh_warehouse
+from pipelines.warehouse.relations import PULLED, refresh_warehouse, warehouse_of
 from pipelines.webhooks.compaction import WEBHOOK_COMPACTION
 
 #: What `sync.runs` says started a run of the command line.
@@ -155,8 +155,12 @@ def plan_sync(
     streams: list[str] | None, start: date | None, end: date | None, settings: Settings
 ) -> Plan:
     """The sync of what `streams` selects (`select_streams`), in its order, the leftovers of
-    a killed run swept from the lake first."""
+    a killed run swept from the lake first. A view that cannot be built whatever lands (a
+    `WAREHOUSE_SQL` source no one wrote) is a `SetupError` before any request."""
     pulled, received = select_streams(streams)
+    warehouse_of(
+        settings.lake_root, settings.warehouse_path, settings.warehouse_sql
+    ).check_sources()
     lake = Lake(settings.lake_root)
     lake.sweep_temporary()
     runs = run_order([s for s in pulled if settings.connections[s.service]])

@@ -222,14 +222,25 @@ class Warehouse:
         stream = others_stream(service, name)
         files = self.lake.files(stream)
         if not files:
-            raise SetupError(
-                f"{{{{ source('{service}', '{name}') }}}} in a view of WAREHOUSE_SQL: the "
-                f"product has no such stream and {self.lake.uri(self.lake.stream_dir(stream))} "
-                "holds no Parquet file; write one (even empty) before the warehouse is built, "
-                "or correct the view"
-            )
+            raise SetupError(self._unlanded(stream))
         daily = any(PurePosixPath(f).parent.name.startswith("date=") for f in files)
         return replace(stream, daily=daily)
+
+    def _unlanded(self, stream: Stream) -> str:
+        return (
+            f"{{{{ source('{stream.service}', '{stream.name}') }}}} in a view of WAREHOUSE_SQL: "
+            f"the product has no such stream and {self.lake.uri(self.lake.stream_dir(stream))} "
+            "holds no Parquet file; write one (even empty) before the warehouse is built, "
+            "or correct the view"
+        )
+
+    def check_sources(self) -> None:
+        """Raise `SetupError` where a view reads a source the product does not land and the
+        lake holds no file of: no sync or push can build the views until someone writes it,
+        so it is said before any work (one listing per such source)."""
+        for stream in others_streams(self.sql_dirs, self.streams.values()):
+            if not self.lake.files(stream):
+                raise SetupError(f"{self._unlanded(stream)}; nothing was pulled or sent")
 
     def _source(self, plan: _Plan | None, match: re.Match[str]) -> str:
         service, name = match.group(1), match.group(2)

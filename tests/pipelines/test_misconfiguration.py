@@ -433,19 +433,23 @@ def test_debug_shows_the_trace_of_a_failed_connection_without_its_key(
 def test_a_view_naming_a_source_with_no_file_is_one_error_line_and_exit_2(
     frozen_sandbox, sync_env, monkeypatch, capsys, tmp_path, command
 ):
-    """A settings mistake found during a run, told as the README promises. Regression: an
-    uncaught ValueError and exit 1."""
+    """A settings mistake told as the README promises, before any work: a sync makes no
+    request and writes no file. Regression: an uncaught ValueError and exit 1; then exit 2
+    only after every stream had landed."""
     sync_env(frozen_sandbox)
     views = tmp_path / "mine"
     (views / "erp").mkdir(parents=True)
     (views / "erp" / "late_orders.sql").write_text("SELECT * FROM {{ source('erp', 'orders') }}")
     monkeypatch.setenv("WAREHOUSE_SQL", str(views))
+    httpx.delete(f"{frozen_sandbox.url}/_sandbox/requests")
 
     assert main(command) == 2
     err = capsys.readouterr().err
     [line] = [line for line in err.splitlines() if line.startswith("error:")]
     assert "source('erp', 'orders')" in line and "WAREHOUSE_SQL" in line
     assert "Traceback" not in err
+    assert httpx.get(f"{frozen_sandbox.url}/_sandbox/requests").json()["paths"] == []
+    assert list(Path(os.environ["LAKE_ROOT"]).rglob("*.parquet")) == []
 
 
 @pytest.mark.parametrize(
