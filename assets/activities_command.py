@@ -18,6 +18,16 @@ from pipelines.push.run import refresh
 from pipelines.settings import Settings, lake_location, services
 
 LOG_QUERY = "SELECT * FROM sync.activity_changes ORDER BY applied_at DESC"
+ACTIVITIES_HELP = """Keep the comment automation's activities as code: one TOML file per
+activity in ACTIVITIES_DIR (docs/activities.md), planned against each connection's
+activities, then applied."""
+PLAN_HELP = """Compare the files of ACTIVITIES_DIR with each connection's activities and
+print what `apply` would create, change, activate or delete, and what was changed at the
+service by hand since the last apply (drift). Writes nothing."""
+APPLY_HELP = """Make each connection's activities match the files of ACTIVITIES_DIR, as `plan`
+prints it, and log each change in sync.activity_changes. Making an activity active and
+deleting one each need their flag. The comment automation key must be allowed to write (a
+read-only key is refused with 403)."""
 
 
 def add_command(commands: argparse._SubParsersAction) -> None:
@@ -25,10 +35,17 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "activities",
         help="make the comment automation activities match ACTIVITIES_DIR (plan, apply)",
+        description=ACTIVITIES_HELP,
     )
-    steps = parser.add_subparsers(dest="step", required=True)
-    steps.add_parser("plan", help="what apply would change, per connection, and drift; no write")
-    apply = steps.add_parser("apply", help="make the service match the folder")
+    steps = parser.add_subparsers(dest="step", required=True, parser_class=type(parser))
+    steps.add_parser(
+        "plan",
+        help="what apply would change, per connection, and drift; no write",
+        description=PLAN_HELP,
+    )
+    apply = steps.add_parser(
+        "apply", help="make the service match the folder", description=APPLY_HELP
+    )
     apply.add_argument(
         "--allow-activate",
         action="store_true",

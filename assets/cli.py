@@ -13,6 +13,7 @@ import argparse
 import logging
 import os
 import sys
+import textwrap
 import traceback
 import uuid
 from datetime import date
@@ -250,10 +251,25 @@ not stop it; they see the new views when they reconnect."""
 
 
 class Parser(argparse.ArgumentParser):
-    """A usage mistake in one line (argparse prints the whole usage above it)."""
+    """A usage mistake in one line (argparse prints the whole usage above it). Descriptions
+    and epilogs are printed as written: their paragraphs stay apart."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"error: {message} (`{self.prog} --help` says more)\n")
+
+
+def day(text: str) -> date:
+    """A day as `--start` and `--end` take it."""
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a day as YYYY-MM-DD (e.g. 2026-02-28), got {text!r}"
+        ) from None
 
 
 def parser() -> Parser:
@@ -274,12 +290,12 @@ def parser() -> Parser:
     commands.add_parser(
         "check", help="is each key and URL right?", description=CHECK_HELP, epilog=EXIT_CODES
     )
-    relations = ", ".join(stream.relation for stream in selectable())
+    relations = textwrap.fill(", ".join(stream.relation for stream in selectable()), 92)
     sync = commands.add_parser(
         "sync",
         help="pull the services' streams into the lake and the warehouse",
         description=SYNC_HELP,
-        epilog=f"relations --streams knows: {relations}. {EXIT_CODES}",
+        epilog=f"relations --streams knows:\n{relations}\n\n{EXIT_CODES}",
     )
     sync.add_argument(
         "--streams",
@@ -290,13 +306,13 @@ def parser() -> Parser:
     )
     sync.add_argument(
         "--start",
-        type=date.fromisoformat,
+        type=day,
         metavar="YYYY-MM-DD",
         help="first day the day-partitioned streams pull (UTC; default: the first day missing)",
     )
     sync.add_argument(
         "--end",
-        type=date.fromisoformat,
+        type=day,
         metavar="YYYY-MM-DD",
         help="last day the day-partitioned streams pull (UTC; default: today)",
     )

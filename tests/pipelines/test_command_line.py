@@ -68,7 +68,7 @@ def no_run(monkeypatch):
             ["sync", "--start", "2026-03-01", "--end", "2026-02-01"],
             "--start 2026-03-01 is after --end 2026-02-01",
         ),
-        (["sync", "--start", "2026-02-31"], "invalid fromisoformat value: '2026-02-31'"),
+        (["sync", "--start", "2026-02-31"], "expected a day as YYYY-MM-DD (e.g. 2026-02-28), got"),
         (["sync", "--days", "3"], "unrecognized arguments: --days 3"),
         (["pull"], "invalid choice: 'pull'"),
     ],
@@ -109,6 +109,25 @@ def test_each_command_says_what_it_does_and_what_each_option_means(capsys, comma
         assert option in text
     # Every option has its own words, none describes the code ("imports", "module").
     assert "imports what it runs" not in text and "assets/" not in text
+
+
+@pytest.mark.parametrize(
+    ("step", "says"),
+    [("plan", "Writes nothing"), ("apply", "a read-only key is refused with 403")],
+)
+def test_each_activities_step_says_what_it_does(capsys, step, says):
+    with pytest.raises(SystemExit) as exited:
+        main(["activities", step, "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert exited.value.code == 0 and "ACTIVITIES_DIR" in text and says in text, text
+
+
+def test_the_sync_help_keeps_the_relations_apart_from_the_exit_codes(capsys):
+    with pytest.raises(SystemExit):
+        main(["sync", "--help"])
+    out = capsys.readouterr().out
+    relations, codes = out.split("relations --streams knows:\n")[1].split("\n\nexit codes:")
+    assert "datahub.broadcast_reports" in relations and " 0 everything ran" in codes
 
 
 def test_push_types_lists_the_record_types_the_push_sends_in_its_order():
