@@ -359,8 +359,9 @@ def _push(
                 )
                 figures, rejections = pushed.run(warehouse, senders_gone, retry_refused)
                 ledger.reject(record_type, rejections)
+                # Its figures are the report's: the command line prints them once, as a
+                # table, and a Dagster run shows them as the step's and the records' metadata.
                 report.figures[record_type] = figures
-                log(f"{record_type}: " + ", ".join(f"{k} {v}" for k, v in figures.items()))
         if not dry_run:  # under the lease: no other push compacts into the ledger meanwhile
             log(f"ledger: {merged_ledger(ledger)}")
     # The ledger and the rejections may have their first files now: their views follow.

@@ -693,10 +693,12 @@ def test_a_push_killed_at_random_points_resends_at_most_what_was_in_flight(start
     assert never_stored <= len(in_doubt) <= kills * send.WORKERS
 
 
-def test_a_push_with_nothing_new_reads_no_row_of_a_view(start_sandbox, sync_env, monkeypatch):
+def test_a_push_with_nothing_new_reads_no_row_of_a_view(
+    start_sandbox, sync_env, monkeypatch, capsys
+):
     """Once a push has decided every key without a request, the next one with nothing new
     hands Python no row (`pipelines/push/changes.py`), sends nothing and says the same
-    figures; `push --retry-refused` with nothing refused is such a push too."""
+    figures, once; `push --retry-refused` with nothing refused is such a push too."""
     sandbox = start_sandbox()
     resources = pushable(sandbox, sync_env)
     run_push(resources)
@@ -710,8 +712,14 @@ def test_a_push_with_nothing_new_reads_no_row_of_a_view(start_sandbox, sync_env,
 
     monkeypatch.setattr(push_run, "make_plan", make_plan)
     assert run_push(resources) == settled
+    capsys.readouterr()
     assert main(["push", "--retry-refused"]) == 0
     assert planned == []
+    # Each record type's figures are said once: its row of the table.
+    said = capsys.readouterr()
+    lines = (said.out + said.err).splitlines()
+    [row] = [line for line in lines if line.split()[:1] in (["order"], ["order:"])]
+    assert row.split()[1:4] == [f"{settled['order'][n]:,}" for n in ("new", "changed", "unchanged")]
     assert settled["order"]["unchanged"] > 0 and settled["order"]["rejected"] > 0
     after = httpx.get(f"{sandbox.url}/_sandbox/datahub/default/records/order").json()
     assert after == before
