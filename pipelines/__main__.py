@@ -26,7 +26,6 @@ traceback.
 """
 
 import atexit
-import gc
 import os
 import sys
 
@@ -67,9 +66,4 @@ try:
     returned = main()
 except BrokenPipeError:
     returned = 1  # the reader of what it prints went away (`| head`): nothing more to say
-except BaseException:
-    # Given back for the interpreter's teardown to free them with the rest: DuckDB's bindings
-    # report each of their objects still alive then as a leak.
-    gc.unfreeze()
-    raise
 sys.exit(returned)
