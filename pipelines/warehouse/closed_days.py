@@ -11,7 +11,6 @@ the lake does at the last build.
 
 from __future__ import annotations
 
-import atexit
 import functools
 import threading
 from collections import defaultdict
@@ -50,16 +49,8 @@ def dated(stream: Stream) -> pa.Schema:
 @functools.cache
 def _describer() -> duckdb.DuckDBPyConnection:
     """The process's one in-memory DuckDB for `duckdb_columns`: opening a database costs
-    far more than the question (bench: peer), and a build asks about some twenty schemas.
-    Closed at the process's exit: a connection still open when DuckDB's module is torn down
-    is reported as leaked, line after line, on stderr."""
-    atexit.register(_close_describer)
+    far more than the question (bench: peer), and a build asks about some twenty schemas."""
     return duckdb.connect()
-
-
-def _close_describer() -> None:
-    _describer().close()
-    _describer.cache_clear()
 
 
 @functools.cache
