@@ -22,6 +22,7 @@ import shlex
 import shutil
 import sys
 from collections import Counter
+from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
@@ -214,8 +215,12 @@ def main() -> int:
     hook = f"http://127.0.0.1:{receiver_port}/webhooks/datahub"
     agent_url = f"http://127.0.0.1:{agent_port}/agent/reply"
     # The sandbox as `python -m sandbox` starts it again (`restart`), with the receivers the
-    # demo runs beside it this time.
-    restart = ["--frozen", "--rate-window", str(RATE_WINDOW_SECONDS), "--task-phase-seconds", "0.2"]
+    # demo runs beside it this time. Its data is anchored at this moment (`--now`), so the
+    # sandbox started again later serves the data the demo's lake holds, not data shifted by
+    # the time since.
+    anchor = datetime.now(UTC).replace(microsecond=0).isoformat()
+    restart = ["--frozen", "--now", anchor, "--rate-window", str(RATE_WINDOW_SECONDS)]
+    restart += ["--task-phase-seconds", "0.2"]
     sandbox_args = [*restart, "--webhook-url", hook, "--agent-url", agent_url]
     with (
         running_process("pipelines.webhooks", receiver_port),

@@ -10,8 +10,10 @@ import socket
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
+import duckdb
 import httpx
 
 from assets import definitions
@@ -99,17 +101,32 @@ def test_make_demo_lands_every_relation_equal_to_the_truth_and_pushes_once(tmp_p
     assert command.split()[:3] == [".venv/bin/python", "-m", "pipelines"]
     written = settings.read_text()
     assert SECRET not in written and AGENT_TOKEN not in written
-    go_on_with(restart, settings)
+    go_on_with(restart, settings, tmp_path / "warehouse.duckdb")
 
 
-def go_on_with(restart: str, settings: Path) -> None:
-    """The demo's way to go on works: its sandbox started again with the command it printed,
-    then `check`, with its settings sourced in a shell, finds every connection right."""
+def go_on_with(restart: str, settings: Path, warehouse: Path) -> None:
+    """The demo's way to go on works: its sandbox started again with the command it printed
+    serves the data the demo's warehouse holds (its anchor is pinned), and `check`, with its
+    settings sourced in a shell, finds every connection right."""
     program, *args = shlex.split(restart)
     assert program == ".venv/bin/python"
     sandbox = subprocess.Popen([sys.executable, *args], cwd=ROOT, stdout=subprocess.DEVNULL)
     try:
-        wait_for_sandbox(restart)
+        base = wait_for_sandbox(restart)
+        with duckdb.connect(str(warehouse), read_only=True) as con:
+            workspaces = [row[0] for row in con.sql("SELECT id FROM comment.workspace").fetchall()]
+            landed = dict(
+                con.sql(
+                    "SELECT strftime(date, '%Y-%m-%d'), count(*) FROM comment.trigger_logs "
+                    "GROUP BY ALL"
+                ).fetchall()
+            )
+        served: Counter = Counter()
+        for workspace in workspaces:
+            url = f"{base}/_sandbox/truth/comment/{workspace}/trigger_logs/days"
+            served.update(httpx.get(url, timeout=30).json()["days"])
+        assert len(workspaces) == 2 and sum(landed.values()) > 0
+        assert {day: n for day, n in served.items() if n} == landed
         env = as_a_user("WEBHOOK_SECRET", "AGENT_TOKEN")
         checked = subprocess.run(
             ["sh", "-c", f". {shlex.quote(str(settings))} && {sys.executable} -m pipelines check"],
@@ -130,15 +147,15 @@ def go_on_with(restart: str, settings: Path) -> None:
     assert len(connections) == 6 and all(row[-1] == "ok" for row in connections), rows
 
 
-def wait_for_sandbox(restart: str) -> None:
-    """Until the sandbox the command starts answers."""
+def wait_for_sandbox(restart: str) -> str:
+    """Until the sandbox the command starts answers; its base URL."""
     args = shlex.split(restart)
     base = f"http://127.0.0.1:{args[args.index('--port') + 1]}"
     deadline = time.monotonic() + 120
     while True:
         try:
             httpx.get(f"{base}/_sandbox/clock", timeout=2).raise_for_status()
-            return
+            return base
         except httpx.HTTPError:
             assert time.monotonic() < deadline, f"the sandbox never answered at {base}"
             time.sleep(0.5)
