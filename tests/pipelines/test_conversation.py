@@ -30,14 +30,9 @@ from tests.pipelines.conftest import APIKEY
 
 REGIONS = ("default", "jp")
 #: The column each stream's truth ids are compared with.
-ID_COLUMNS = {
-    "channels": "id",
-    "teams": "id",
-    "users": "id",
-    "messages": "message_uuid",
-    "members": "id",
-    "assignments": "member_id",
-}
+#: Each pulled stream's id within its region, its key's last column (a member's `id` within
+#: its channel): every stream the service declares is compared with the sandbox's truth.
+ID_COLUMNS = {stream.name: stream.key[-1] for stream in STREAMS}
 DIRECTORY = ("channels", "teams", "users")
 #: The first day of the sandboxes' history (tests/conftest.py), whose anchor is now.
 FIRST_DAY = today() - timedelta(days=HISTORY_DAYS)
