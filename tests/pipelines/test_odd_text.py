@@ -131,8 +131,9 @@ def test_a_message_with_a_lone_surrogate_lands_with_the_replacement_character(
     pool of texts is where a user's odd text enters."""
     messages = frozen_sandbox.app.services[("conversation", "default")].messages
     lo, hi = messages.year()
-    member_rows = lo + np.flatnonzero(messages.table["kind"][lo:hi] == 0)
-    newest = int(member_rows[-1])
+    # A member's text message (an image carries no text): the newest one.
+    texts = (messages.table["kind"][lo:hi] == 0) & (messages.table["mtype"][lo:hi] == 0)
+    newest = int(lo + np.flatnonzero(texts)[-1])
     pool = list(sandbox_messages.TEXTS)
     pool[int(messages.table["text"][newest])] = ODD
     monkeypatch.setattr(sandbox_messages, "TEXTS", tuple(pool))
