@@ -117,6 +117,9 @@ def serve(port: int, ui_port: int, data: Path) -> int:
     os.environ.update(point_at_sandbox(base, data) | demo.environment())
     os.environ["DAGSTER_HOME"] = str(home)
     os.environ["AGENT_REPLY"] = "demo.agent:reply"
+    # urllib3 warns, on import, of an optional dependency no part of the product uses;
+    # at its warning level Dagster's services would show it as theirs.
+    os.environ.setdefault("PYTHONWARNINGS", "ignore::urllib3.exceptions.DependencyWarning")
     os.environ.setdefault("WEBHOOK_SECRET", secrets.token_hex(24))
     os.environ.setdefault("AGENT_TOKEN", secrets.token_hex(24))
     # The shop's tables, empty: the demo's views build before anything writes them.
@@ -155,7 +158,10 @@ def serve(port: int, ui_port: int, data: Path) -> int:
             flush=True,
         )
         workspace = str(ROOT / "workspace.yaml")
+        # Dagster's services say their warnings and errors, not each poll of the sensors
+        # and schedules (hundreds of lines an hour among the product's own).
         command = [sys.executable, "-m", "dagster_dg_cli.cli", "dev", "-w", workspace]
+        command += ["--log-level", "warning"]
         dagster = Dagster([*command, "-p", str(ui_port)])
         try:
             # Asked first, so it stops while the sandbox and the receivers stop.

@@ -294,6 +294,10 @@ def test_make_dev_lands_both_receivers_through_the_ui_and_stops_everything_on_ct
     warned = [line for line in said.splitlines() if "Warning" in line or "WARNING" in line]
     assert not warned, "\n".join(warned)
     assert "Traceback" not in said
+    # Nor Dagster's polling: its services say warnings and errors only (the runs' lines
+    # are the product's).
+    polled = [line for line in said.splitlines() if "Checking for new runs" in line]
+    assert not polled, "\n".join(polled[:5])
 
 
 def test_make_dev_says_in_one_line_which_server_did_not_start(tmp_path):
