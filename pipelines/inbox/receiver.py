@@ -20,7 +20,7 @@ from starlette.routing import Route
 from pipelines.errors import SyncError
 from pipelines.inbox.serving import serve
 from pipelines.inbox.storage import Stored
-from pipelines.lake.object_store import checked_root
+from pipelines.lake.object_store import checked_root, place, verify
 
 
 async def bounded_body(request: Request, limit: int) -> bytes | None:
@@ -93,7 +93,11 @@ def main(
         parser.error(f"{command.secret_variable} is not set: {command.secret_is}")
     try:
         # Written as the settings write it (`pipelines/settings.py`): the shared inbox's scope.
-        receiver = start(checked_root(os.environ.get("LAKE_ROOT", "data/lake")), secret)
+        lake_root = checked_root(os.environ.get("LAKE_ROOT", "data/lake"))
+        lake = place(lake_root)
+        if lake.local:  # a store is not asked: the receiver stores while it is away
+            verify(lake)
+        receiver = start(lake_root, secret)
     except SyncError as problem:  # a setting (2), the inbox out of reach or damaged (1)
         print(f"{command.name}: {problem}", file=sys.stderr)
         return problem.exit_code

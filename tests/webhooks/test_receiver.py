@@ -259,6 +259,15 @@ def test_the_receiver_refuses_to_start_without_a_secret(tmp_path):
     assert not (tmp_path / "inbox.sqlite3").exists()
 
 
+def test_the_receiver_refuses_a_lake_root_that_is_a_file(tmp_path):
+    env = os.environ | {"WEBHOOK_SECRET": "s3cret", "LAKE_ROOT": str(tmp_path / "lake")}
+    (tmp_path / "lake").write_text("not a folder")
+    finished = start_receiver(env)
+    assert finished.returncode == 2, finished.stderr
+    [line] = finished.stderr.splitlines()
+    assert line.startswith("webhook receiver: LAKE_ROOT=") and "is a file, not a folder" in line
+
+
 def test_a_receiver_started_on_a_full_disk_says_so_in_one_line(tmp_path):
     """Regression: `sqlite3.OperationalError: database or disk is full` and a traceback."""
     env = os.environ | {"WEBHOOK_SECRET": SECRET, "WEBHOOK_INBOX": str(tmp_path / "in.sqlite3")}
