@@ -4,11 +4,14 @@ reply function does."""
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from urllib.parse import urlsplit
 
+import httpx
 import pytest
 
 from pipelines.agent.compaction import AGENT_MESSAGES, AGENT_REQUESTS, FILE_NAME, compact
@@ -249,3 +252,22 @@ def test_a_receiver_whose_inbox_cannot_be_made_says_so_in_one_line(tmp_path):
     [line] = finished.stderr.strip().splitlines()
     assert f"the agent inbox at {inbox} (AGENT_INBOX) cannot be used" in line
     assert TOKEN not in line
+
+
+def test_the_example_call_in_the_docs_answers_200_as_written(serve_agent):
+    """docs/agent.md's curl example, its body and headers as written."""
+    guide = (ROOT / "docs" / "agent.md").read_text()
+    (example,) = re.findall(r"```sh\n(curl .*?)\n```", guide, re.S)
+    (url,) = re.findall(r"curl -s (\S+)", example)
+    (body,) = re.findall(r"-d '(.*)'$", example, re.S)
+    agent = serve_agent(lambda request, _warehouse: f"about {request.messages[0].text!r}")
+    assert url.endswith(urlsplit(agent.url).path)
+    headers = dict(re.findall(r'-H "([^:]+): ([^"]+)"', example))
+    headers["Authorization"] = headers["Authorization"].replace("$AGENT_TOKEN", TOKEN)
+
+    answer = httpx.post(agent.url, content=body.encode(), headers=headers, timeout=30)
+    again = httpx.post(agent.url, content=body.encode(), headers=headers, timeout=30)
+
+    assert answer.status_code == 200, answer.text
+    assert answer.json() == again.json() == {"reply_text": "about 'Where is my order?'"}
+    assert agent.inbox.counts() == {"requests": 1, "answers": 1, "rejected": 0}
