@@ -6,6 +6,7 @@ import hashlib
 import hmac
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -307,3 +308,19 @@ def test_events_answered_200_survive_a_kill_and_reach_the_lake(
     assert sorted(lake_keys(lake)) == sorted(bodies)
     for log in (first.log, second.log):
         assert SECRET not in log.read_text()
+
+
+def test_the_example_delivery_in_the_docs_answers_200_as_written(receiver, monkeypatch, capsys):
+    """docs/webhooks.md's example, run as written against a receiver on its own port."""
+    guide = (ROOT / "docs" / "webhooks.md").read_text()
+    (example,) = re.findall(r"```python\n(.*?)```", guide, re.S)
+    written = "http://127.0.0.1:9000/webhooks/datahub"
+    assert written in example and receiver.url.endswith(WEBHOOK_PATH)
+    monkeypatch.setenv("WEBHOOK_SECRET", SECRET)
+
+    for _ in range(2):  # the same key twice: stored once
+        exec(example.replace(written, receiver.url), {})
+
+    said = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in said] == ["200", "200"], said
+    assert receiver.inbox.counts() == {"events": 1, "rejected": 0}
