@@ -483,3 +483,20 @@ def test_a_warehouse_that_cannot_be_refreshed_after_an_apply_is_reported_not_fai
     warehouse = out.splitlines()[-1]
     assert warehouse.startswith("warehouse: ") and str(folder) in warehouse
     assert "refresh fails" in rows(sandbox, service["workspace"])
+
+
+def test_an_apply_with_a_read_only_key_is_one_line_naming_the_key(
+    sandbox, service, folder, run, monkeypatch
+):
+    """As with the demo's settings (docs/activities.md says which key writes)."""
+    monkeypatch.setenv("COMMENT_AUTOMATION_API_KEY", "sa_live_demo_readonly")
+    declare(folder, "a", spring(service, "read only"))
+    before = writes(sandbox)
+
+    code, _, err = run("apply")
+
+    assert code != 0 and len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert "COMMENT_AUTOMATION_API_KEY" in err and "403" in err, err
+    assert "sa_live_demo_readonly" not in err
+    assert "read only" not in rows(sandbox, service["workspace"])
+    assert writes(sandbox) - before <= 1  # the refused create, if anything
