@@ -31,7 +31,11 @@ default 24 h); what differs from a year of hourly runs is said in bench/README.m
 
 At the end, what landed is checked against the sandbox's truth: every closed day of trigger
 logs and messages the services still serve, every webhook delivered, every agent turn, the
-last pushed balances; a difference exits 1. Data under data/bench/year/<store> (git-ignored).
+last pushed balances; a difference exits 1. Then `--pairs` rounds of the same commands (a
+push, the compaction, a one-request sync) on a copy of the first point's lake and on the
+last point's, one after the other: the machine is shared, and a year of points measured
+an hour apart meets different loads, which pairs share. Data under data/bench/year/<store>
+(git-ignored).
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ import os
 import secrets
 import shutil
 import sqlite3
+import statistics
 import subprocess
 import sys
 import time
@@ -214,18 +219,21 @@ def process_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def inbox_rows(env: dict[str, str]) -> tuple[int, int]:
-    """Rows in the webhook inbox and the agent inbox (0 before a receiver's first row)."""
+def inbox_paths(env: dict[str, str]) -> tuple[str, str]:
+    """Where the webhook inbox and the agent inbox are (SQLite files beside the lake)."""
     from pipelines.agent.inbox import inbox_path as agent_inbox
     from pipelines.webhooks.inbox import inbox_path as webhook_inbox
 
+    return str(webhook_inbox(env["LAKE_ROOT"], env)), str(agent_inbox(env["LAKE_ROOT"], env))
+
+
+def inbox_rows(env: dict[str, str]) -> tuple[int, int]:
+    """Rows in the webhook inbox and the agent inbox (0 before a receiver's first row)."""
     counts = []
+    webhooks, agent = inbox_paths(env)
     for path, sql in (
-        (webhook_inbox(env["LAKE_ROOT"], env), "SELECT count(*) FROM events"),
-        (
-            agent_inbox(env["LAKE_ROOT"], env),
-            "SELECT (SELECT count(*) FROM requests) + (SELECT count(*) FROM answers)",
-        ),
+        (Path(webhooks), "SELECT count(*) FROM events"),
+        (Path(agent), "SELECT (SELECT count(*) FROM requests) + (SELECT count(*) FROM answers)"),
     ):
         if not path.exists():
             counts.append(0)
@@ -290,6 +298,7 @@ class World:
     cycles: list[dict] = field(default_factory=list)
     steps: list[dict] = field(default_factory=list)
     catch_ups: list[dict] = field(default_factory=list)
+    pair_runs: list[dict] = field(default_factory=list)
 
     def advance_to(self, moment: datetime) -> datetime:
         return advance_to(self.base, moment, self.clock_file)
@@ -297,15 +306,17 @@ class World:
     def store_requests(self) -> int:
         return self.store.requests if self.store is not None else 0
 
-    def command(self, *args: str) -> dict:
-        """`python -m pipelines <args>` in a process of its own on the sandbox's clock,
-        measured; the requests the services and the store saw meanwhile. A command that
-        fails stops the bench: the figures of a broken cycle mean nothing."""
+    def command(self, *args: str, lake: Copy | None = None, at: datetime | None = None) -> dict:
+        """`python -m pipelines <args>` in a process of its own on the sandbox's clock (or at
+        `at`, ticking from there), on the lake (or on `lake`, a copy), measured; the requests
+        the services and the store saw meanwhile. A command that fails stops the bench: the
+        figures of a broken cycle mean nothing."""
+        env, data = (self.env, self.data) if lake is None else (lake.env, lake.data)
         traffic(self.base, reset=True)
         store_before = self.store_requests()
-        moment = sandbox_now(self.base).isoformat()
-        measured = measured_run(["bench.clocked", moment, "pipelines", *args], self.env, self.data)
-        log = (self.data / "output.log").read_text(errors="replace")
+        moment = (at or sandbox_now(self.base)).isoformat()
+        measured = measured_run(["bench.clocked", moment, "pipelines", *args], env, data)
+        log = (data / "output.log").read_text(errors="replace")
         seen = operations(traffic(self.base, reset=True))
         if measured.exit_code:
             raise RuntimeError(f"pipelines {' '.join(args)} exited {measured.exit_code}:\n{log}")
@@ -400,6 +411,104 @@ class World:
         self.catch_ups.append(figures)
         return figures
 
+    def snapshot(self) -> Copy:
+        """A copy of everything a run reads, as it is now: the lake, the warehouse, the push's
+        journal and lease, the inboxes (copied through SQLite: the receivers keep writing
+        theirs), the key budgets; at this moment, for the pairs at the end."""
+        import sqlite3 as sqlite
+
+        import pyarrow.fs as pafs
+
+        from pipelines.lake import Lake
+
+        copy = self.data / "week-old"
+        local = self.env["LAKE_ROOT"] == str(self.data / "lake")
+        shutil.copytree(
+            self.data,
+            copy,
+            ignore=shutil.ignore_patterns(copy.name, "lake", "*.sqlite3*", "*.log", "*.json*"),
+        )
+        lake = Lake(self.env["LAKE_ROOT"])
+        root = str(copy / "lake") if local else f"{self.env['LAKE_ROOT']}-week-old"
+        copied = Lake(root)
+        # One file at a time: moto's server loses objects uploaded in parallel.
+        pafs.copy_files(lake.root, copied.root, lake.fs, copied.fs, use_threads=False)
+        env = self.env | {
+            "LAKE_ROOT": root,
+            "WAREHOUSE_PATH": str(copy / "warehouse.duckdb"),
+            "XDG_STATE_HOME": str(copy / "state"),
+        }
+        for inbox in (Path(p) for p in inbox_paths(self.env)):
+            if inbox.exists():
+                into = copy / inbox.relative_to(self.data)
+                with sqlite.connect(inbox) as source, sqlite.connect(into) as target:
+                    source.backup(target)
+        return Copy(env, copy, sandbox_now(self.base))
+
+    def pairs(self, week: Copy, rounds: int, changes: int) -> list[dict]:
+        """The same commands on the week-old copy (on its own clock) and on the year-old lake
+        (on the sandbox's), one after the other, `rounds` times after a round that warms both
+        up: a push of `changes` changed balances, the receivers' compaction, and a sync of one
+        request (`comment.workspace`: the sync's own bookkeeping, whatever the lake holds).
+        Side by side, so that the machine's load weighs on both alike."""
+        year = Copy(self.env, self.data, sandbox_now(self.base))
+        commands = {
+            "push": ("push",),
+            "compaction": ("sync", "--streams", *COMPACTION),
+            "one-request sync": ("sync", "--streams", "comment.workspace"),
+        }
+        runs: list[dict] = []
+        for n in range(rounds + 1):
+            for name, lake in (("week-old", week), ("year-old", year)):
+                at = lake.at + timedelta(hours=n + 1)
+                change_points(lake.env["LAKE_ROOT"], changes, at, 1)
+                for command, args in commands.items():
+                    figures = self.command(*args, lake=lake, at=at)
+                    figures.pop("output")
+                    if n:
+                        runs.append({"lake": name, "command": command, **figures})
+        rows = []
+        for command in commands:
+            week_runs = [r for r in runs if r["command"] == command and r["lake"] == "week-old"]
+            year_runs = [r for r in runs if r["command"] == command and r["lake"] == "year-old"]
+            ratios = [y["CPU s"] / w["CPU s"] for w, y in zip(week_runs, year_runs, strict=True)]
+            rows.append(
+                {
+                    "command": command,
+                    "CPU s, week-old": statistics.median(r["CPU s"] for r in week_runs),
+                    "CPU s, year-old": statistics.median(r["CPU s"] for r in year_runs),
+                    "year / week CPU": round(statistics.median(ratios), 2),
+                    "per pair": ", ".join(f"{r:.2f}" for r in ratios),
+                    "wall s, week-old": statistics.median(r["wall s"] for r in week_runs),
+                    "wall s, year-old": statistics.median(r["wall s"] for r in year_runs),
+                    "peak MB, week-old": statistics.median(r["peak RSS MB"] for r in week_runs),
+                    "peak MB, year-old": statistics.median(r["peak RSS MB"] for r in year_runs),
+                    **(
+                        {
+                            "store requests, week-old": statistics.median(
+                                r["store requests"] for r in week_runs
+                            ),
+                            "store requests, year-old": statistics.median(
+                                r["store requests"] for r in year_runs
+                            ),
+                        }
+                        if self.store
+                        else {}
+                    ),
+                }
+            )
+        self.pair_runs = runs
+        return rows
+
+
+@dataclass
+class Copy:
+    """A lake to run commands on: its environment, its data folder, its clock's moment."""
+
+    env: dict[str, str]
+    data: Path
+    at: datetime
+
 
 def run_moments(start: datetime, until: datetime, hours: int) -> list[datetime]:
     """The catch-up's runs: every `hours` back from `until`, after `start`, oldest first (on
@@ -434,7 +543,10 @@ def catch_up_command(argv: list[str]) -> int:
             change_points(os.environ["LAKE_ROOT"], int(changes) * elapsed, moment, elapsed)
             figures: dict = {"at": f"{moment:%Y-%m-%d %H:%M}"}
             with timed(figures, "sync"):
-                synced = run_sync()
+                # From the last run's day: the day policy (`days_to_sync`) lands what is
+                # missing plus yesterday and today, so after a gap of more than a day the
+                # last run's day would keep only what it held then.
+                synced = run_sync(start=last.date(), end=moment.date())
             if not synced.ok:
                 print(f"{moment}: sync failed: {synced.failed}", flush=True)
                 return 1
@@ -678,6 +790,7 @@ def run(args: argparse.Namespace) -> dict:
             ],
         )
         last_changes: list[dict] = []
+        week: Copy | None = None
         previous = start
         for point in range(args.points):
             # Every point's cycles follow a catch-up run, the first point's too: the first
@@ -689,12 +802,17 @@ def run(args: argparse.Namespace) -> dict:
                 world.cycle(point, at + timedelta(hours=k), args.changes)
             previous = at + timedelta(hours=args.cycles_per_point)
             last_changes = change_points_of_last_cycle(world, args.changes)
+            if point == 0 and args.pairs:
+                week = world.snapshot()
         today = sandbox_now(base).date()
         checks = checked(world, today, last_changes)
+        pairs = world.pairs(week, args.pairs, args.changes) if week else []
         load = os.getloadavg()
     return {
         "rows": world.cycles,
         "first against last": first_against_last(world.cycles, args.cycles_per_point),
+        "pairs": pairs,
+        "pair_runs": world.pair_runs,
         "steps": world.steps,
         "catch_ups": world.catch_ups,
         "first_day": first,
@@ -706,6 +824,7 @@ def run(args: argparse.Namespace) -> dict:
             "step_days": args.step_days,
             "cycles_per_point": args.cycles_per_point,
             "catch_up_hours": args.catch_up_hours,
+            "pairs": args.pairs,
             "changes_per_cycle": args.changes,
             "customers": args.customers,
             "start": start.isoformat(),
@@ -743,6 +862,13 @@ def main(argv: list[str] | None = None) -> int:
         help="simulated hours a catch-up run covers (24: a sync and a push a day)",
     )
     parser.add_argument("--changes", type=int, default=3, help="shop rows changed an hour")
+    parser.add_argument(
+        "--pairs",
+        type=int,
+        default=3,
+        help="rounds of the same commands on a copy of the first point's lake and on the "
+        "year's, side by side, at the end (0: none)",
+    )
     parser.add_argument("--customers", type=int, default=300, help="the shop's customers")
     parser.add_argument("--store", choices=("local", "s3"), default="local")
     parser.add_argument("--data", type=Path, help=f"where the run's data go (default {DATA})")
@@ -752,7 +878,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     result = run(args)
     name = "year" if args.store == "local" else "year-s3"
-    tables = {"first against last": result.pop("first against last")}
+    tables = {
+        "first against last": result.pop("first against last"),
+        # The first point's lake (a copy) and the last point's, side by side.
+        "pairs": result.pop("pairs"),
+    }
     rows = result.pop("rows")
     if args.json:
         print_table(name, rows)
