@@ -47,7 +47,7 @@ dev: install
 # its table and writes bench/results/<figure>.json; one at a time, so they do not share cores.
 # The `bench` dependency group (dlt, the peer in bench.peer) is installed here only: `install`
 # syncs the default groups, so `make test` never pulls it.
-BENCHES := pull peer rate budget parallel incremental backfill warehouse webhooks agent push push_history soak
+BENCHES := pull peer rate budget parallel incremental backfill warehouse webhooks agent push push_history year soak
 $(VENV)/.synced-bench: $(VENV)/.synced
 	$(BIN)/uv sync --locked --inexact --compile-bytecode --quiet --group bench
 	touch $@
