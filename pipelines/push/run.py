@@ -1,11 +1,13 @@
-"""One push run, shared by `python -m pipelines push` and the Dagster jobs: refresh the
-outbound views, resume imports a killed run left polling, then per record type plan and (not
-in a dry run) send, to the service the record type names (the data hub, or the conversation
-service), keeping every rejected row with its reason.
+"""One push run, shared by `python -m pipelines push` and the Dagster jobs: resume imports a
+killed run left polling, then per record type plan and (not in a dry run) send, to the
+service the record type names (the data hub, or the conversation service), keeping every
+rejected row with its reason; at its end, the analysts' file shows what it wrote.
 
 The outbound views are read from the warehouse's definitions in a DuckDB of the push's own
 (`Warehouse.in_memory`), not from `warehouse.duckdb`: an analyst's session on that file, even
-a read-write one holding DuckDB's lock, cannot stop a push.
+a read-write one holding DuckDB's lock, cannot stop a push. Only the views the selected
+record types read are defined there, so a push costs what its views read, not what the lake
+holds.
 
 The outbound views are the user's: the product ships none (demo/sql/outbound holds the
 demo's examples). A record type whose view is missing plans and sends nothing, and says so;
@@ -35,6 +37,7 @@ from pipelines.push.ledger_merge import merge_ledger
 from pipelines.push.plan import OUTBOUND, OUTCOMES, Outbound, Plan, Resend, Sending, make_plan
 from pipelines.push.send import Client, Sent, send_plan
 from pipelines.streams.datahub import CUSTOM_FIELDS
+from pipelines.streams.pushed import PUSHED, REJECTED
 from pipelines.transport import CallStats
 from pipelines.warehouse import WarehouseBusy, WarehouseUnavailable
 from pipelines.warehouse.relations import (
@@ -113,11 +116,19 @@ def custom_field_definitions(lake: LakeLocation) -> dict[str, list[dict]]:
     return by_connection
 
 
+#: What a push writes that the warehouse shows: the ledger and the rejected rows.
+WRITTEN = [(PUSHED.relation, None), (REJECTED.relation, None)]
+
+
 def refresh(lake: LakeLocation) -> str:
-    """The analysts' file brought up to date, or why it could not be: the push reads its own
-    views, so that is reported, not a reason to send nothing."""
+    """The analysts' file brought up to date after a push, or why it could not be: the push
+    reads its own views, so that is reported, not a reason to fail. Its views read the
+    ledger and the rejected rows whole, so a push that wrote to them changes nothing there
+    unless they had no file before (`Warehouse.covers`)."""
     try:
-        return refresh_warehouse(lake.lake_root, lake.warehouse_path, lake.warehouse_sql)
+        return refresh_warehouse(
+            lake.lake_root, lake.warehouse_path, lake.warehouse_sql, written=WRITTEN
+        )
     except (WarehouseBusy, WarehouseUnavailable) as failed:
         return str(failed)
 
@@ -160,7 +171,6 @@ def run_push(
     reads the ledger until its last answer is journaled; a dry run sends nothing and takes
     none. `retry_refused`: send again the rows the service refused, changed or not, without
     waiting for their retry (`pipelines/push/changes.py`)."""
-    log(f"warehouse: {refresh(lake)}")
     with ExitStack() as held:
         lease = None
         if not dry_run:
@@ -323,7 +333,13 @@ def _push(
     definitions = custom_field_definitions(lake)
     defined = warehouse_of(lake.lake_root, lake.warehouse_path, lake.warehouse_sql)
     selected = record_types or ORDER
-    with defined.in_memory() as warehouse, Ledger(lake.lake(), lease=lease) as ledger:
+    # Only the views the selected record types read are defined: every other binds over
+    # files the push never reads.
+    reading = [f"outbound.{OUTBOUND[t].view} {OUTBOUND[t].also or ''}" for t in selected]
+    with (
+        defined.in_memory(reading) as warehouse,
+        Ledger(lake.lake(), lease=lease) as ledger,
+    ):
         views = outbound_views(warehouse)
         # The services the push has rows for: one it has no view for needs no key.
         sources = {t: outbound_source(OUTBOUND[t], views) for t in selected}

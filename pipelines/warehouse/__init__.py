@@ -92,6 +92,9 @@ SOURCE = re.compile(r"\{\{\s*source\('(\w+)',\s*'(\w+)'\)\s*\}\}")
 PREVIOUS_SUFFIX = ".previous"
 #: The first line of a statement from a file: the file, for a message about it.
 ORIGIN = "-- "
+#: A relation named with its schema in SQL, each part quoted or not (a lookahead, so that
+#: `memory.conversation.members` names `conversation.members` too).
+QUALIFIED = re.compile(r'(?<![\w"])(?="?(\w+)"?\s*\.\s*"?(\w+)"?)')
 #: What DuckDB raises for a view it cannot make from its SQL (not for a file it cannot read).
 VIEW_MISTAKES = (
     duckdb.ParserException,
@@ -169,6 +172,21 @@ def declared_view(stream: Stream) -> str:
     )
     source = f"{{{{ source('{stream.service}', '{stream.name}') }}}}"
     return f"CREATE OR REPLACE VIEW {stream.relation} AS\nSELECT\n    {columns}\nFROM {source};"
+
+
+def read_by(queries: Iterable[str], views: dict[str, str]) -> set[str]:
+    """The relations of `views` (each view's SQL by relation) that `queries` read, and those
+    that these read in turn. A relation counts as read where its name appears, quoted or not:
+    one named in a comment is defined too, which costs a little and changes no answer."""
+    relations = {relation.lower(): relation for relation in views}
+    wanted: set[str] = set()
+    unread = list(queries)
+    while unread:
+        named = {f"{s}.{n}".lower() for s, n in QUALIFIED.findall(unread.pop())}
+        for relation in {relations[r] for r in named.intersection(relations)} - wanted:
+            wanted.add(relation)
+            unread.append(views[relation])
+    return wanted
 
 
 def _empty_relation(schema: pa.Schema) -> str:
@@ -277,33 +295,46 @@ class Warehouse:
         parts += [s.relation for s in self.viewed]
         return _fingerprint(parts)
 
-    def statements(self, plan: _Plan | None = None) -> list[str]:
-        """Every statement that builds the warehouse, in order. With a `plan`, the copied
-        streams read their tables and open days, and the plan learns what the views read
-        from the lake; without, every stream reads all its files (a warehouse in memory,
-        which has no tables)."""
+    def _views(self) -> list[tuple[str, str, str]]:
+        """Each view as written, in the order it is made: its relation, where it comes from
+        (a SQL file, or the declared stream), its SQL with the sources not yet substituted."""
         defined = {(file.parent.name, file.stem) for file in self._sql_files()}
         declared = [s for s in self.viewed if (s.service, s.name) not in defined]
         schemas = schema_order({*schemas_of(self.sql_dirs), *(s.service for s in declared)})
-        statements = [f"CREATE SCHEMA IF NOT EXISTS {schema}" for schema in schemas]
-        source = functools.partial(self._source, plan)
+        views = []
         for schema in schemas:
             for stream in declared:
                 if stream.service == schema:
-                    view = declared_view(stream)
-                    statements.append(f"{ORIGIN}{stream.relation}\n{SOURCE.sub(source, view)}")
+                    views.append((stream.relation, stream.relation, declared_view(stream)))
             for sql_dir in self.sql_dirs:
                 for file in sorted((sql_dir / schema).glob("*.sql")):
-                    statements.append(f"{ORIGIN}{file}\n{SOURCE.sub(source, file.read_text())}")
+                    views.append((f"{schema}.{file.stem}", str(file), file.read_text()))
+        return views
+
+    def statements(self, plan: _Plan | None = None, reading: Iterable[str] = ()) -> list[str]:
+        """Every statement that builds the warehouse, in order. With a `plan`, the copied
+        streams read their tables and open days, and the plan learns what the views read
+        from the lake; without, every stream reads all its files (a warehouse in memory,
+        which has no tables). `reading`: queries whose views alone are wanted (with the
+        views those read in turn); none, every view."""
+        views = self._views()
+        if reading:
+            wanted = read_by(reading, {relation: sql for relation, _, sql in views})
+            views = [view for view in views if view[0] in wanted]
+        schemas = schema_order({*schemas_of(self.sql_dirs), *(r.split(".")[0] for r, *_ in views)})
+        statements = [f"CREATE SCHEMA IF NOT EXISTS {schema}" for schema in schemas]
+        source = functools.partial(self._source, plan)
+        statements += [f"{ORIGIN}{origin}\n{SOURCE.sub(source, sql)}" for _, origin, sql in views]
         return statements
 
     @contextmanager
-    def in_memory(self) -> Iterator[duckdb.DuckDBPyConnection]:
+    def in_memory(self, reading: Iterable[str] = ()) -> Iterator[duckdb.DuckDBPyConnection]:
         """The same views in a DuckDB of this process's own: what the file holds, without
-        opening it, so no session on the file can stand in the way (the push reads here)."""
+        opening it, so no session on the file can stand in the way (the push reads here).
+        `reading`: queries whose views alone are defined (the push's sources): a view binds
+        over every file it reads, so defining the others would cost what the lake holds."""
         with self.lake.connect() as con:
-            statements = self.statements()
-            _define(con, statements)
+            _define(con, self.statements(reading=reading))
             yield con
 
     def covers(self, written: Iterable[Written]) -> bool:

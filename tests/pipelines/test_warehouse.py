@@ -270,3 +270,27 @@ def test_a_column_declared_after_the_files_were_written_reads_as_null(tmp_path):
     with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as con:
         found = con.execute("SELECT id, looked_up_at FROM conversation.members").fetchall()
     assert found == [(7, None)]
+
+
+def test_a_warehouse_in_memory_for_some_queries_defines_what_they_read_and_no_more(tmp_path):
+    """The push's warehouse (`Warehouse.in_memory(reading)`): the views its queries name, with
+    those these read in turn (quoted, or behind the database's name); a view nobody asked for
+    is not defined, so even one that cannot be built stands in no one's way."""
+    lake = Lake(tmp_path / "lake")
+    lake.write(ERP_ORDERS, "orders", [{"id": "o-1", "total": 5.0}])
+    folder = user_folder(tmp_path / "mine")
+    (folder / "outbound" / "refunds.sql").write_text(
+        'CREATE OR REPLACE VIEW outbound.refunds AS SELECT id FROM memory."erp" . "orders";'
+    )
+    (folder / "outbound" / "broken.sql").write_text(
+        "CREATE OR REPLACE VIEW outbound.broken AS SELECT * FROM erp.nowhere;"
+    )
+    warehouse = Warehouse(tmp_path / "w.duckdb", lake, WAREHOUSE_STREAMS, extra_sql=[folder])
+    with warehouse.in_memory(["SELECT * FROM OUTBOUND.refunds"]) as con:
+        defined = con.execute(
+            "SELECT schema_name || '.' || view_name FROM duckdb_views() WHERE NOT internal"
+        ).fetchall()
+        assert {name for (name,) in defined} == {"outbound.refunds", "erp.orders"}
+        assert con.execute("SELECT * FROM outbound.refunds").fetchall() == [("o-1",)]
+    with pytest.raises(SetupError, match="broken.sql"), warehouse.in_memory():
+        pass
