@@ -111,7 +111,7 @@ class Changes:
         con.execute("SET TimeZone = 'UTC'")
         described = con.execute(f"SELECT * FROM {self.source} LIMIT 0").description
         self.columns = [d[0] for d in described]
-        self.key_sql = outbound.key.sql(self.columns)
+        self.key_sql = outbound.key.sql({d[0]: str(d[1]) for d in described})
         self._rejected = self._file(lake.path(REJECTED, record_type))
         con.execute(
             "CREATE OR REPLACE TABLE push_work.decided "

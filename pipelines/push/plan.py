@@ -57,18 +57,34 @@ class KeyColumns(Protocol):
 
     def __call__(self, row: Mapping[str, Any]) -> tuple[str, ...]: ...
 
-    def sql(self, view_columns: Sequence[str]) -> str: ...
+    def sql(self, view_columns: Mapping[str, str]) -> str: ...
 
 
-def _value_sql(column: str, view_columns: Sequence[str]) -> str:
-    """A key column's text in DuckDB, as `row_key` writes it."""
+_STAMP = (
+    "strftime({value}, '%Y-%m-%d %H:%M:%S') "
+    "|| CASE WHEN microsecond({value}) % 1000000 = 0 THEN '' ELSE strftime({value}, '.%f') END"
+)
+#: Python's text of a value (`str`) where DuckDB's cast to text differs, for a column of the
+#: type: a timestamp's fraction in six digits and only when it has one, its offset `+00:00`
+#: (the push reads in UTC), a boolean capitalised.
+_PYTHON_TEXT = {
+    "TIMESTAMP WITH TIME ZONE": f"{_STAMP} || '+00:00'",
+    "TIMESTAMP": _STAMP,
+    "BOOLEAN": "CASE WHEN {value} THEN 'True' ELSE 'False' END",
+}
+
+
+def _value_sql(column: str, view_columns: Mapping[str, str]) -> str:
+    """A key column's text in DuckDB, as `row_key` writes it (`view_columns`: each column's
+    DuckDB type)."""
     quoted = f'"{column}"'
     if column == "connection":
         present = f"nullif(CAST({quoted} AS VARCHAR), '')" if column in view_columns else "NULL"
         return f"coalesce({present}, '{DEFAULT_CONNECTION}')"
     if column not in view_columns:
         return "''"
-    return f"coalesce(CAST({quoted} AS VARCHAR), '')"
+    text = _PYTHON_TEXT.get(view_columns[column], "CAST({value} AS VARCHAR)")
+    return f"coalesce({text.format(value=quoted)}, '')"
 
 
 @dataclass(frozen=True)
@@ -80,7 +96,7 @@ class _Columns:
     def __call__(self, _row: Mapping[str, Any]) -> tuple[str, ...]:
         return self.names
 
-    def sql(self, view_columns: Sequence[str]) -> str:
+    def sql(self, view_columns: Mapping[str, str]) -> str:
         return " || ':' || ".join(_value_sql(c, view_columns) for c in self.names)
 
 
@@ -93,7 +109,7 @@ class _ImportKey:
         attribute = row.get("import_key")
         return ("import_key", attribute) if isinstance(attribute, str) else ("import_key",)
 
-    def sql(self, view_columns: Sequence[str]) -> str:
+    def sql(self, view_columns: Mapping[str, str]) -> str:
         if "import_key" not in view_columns:
             return "''"
         named = " ".join(

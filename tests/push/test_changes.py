@@ -196,9 +196,23 @@ def test_a_lost_or_damaged_state_plans_everything_again_with_the_same_figures(sh
 
 
 def test_a_key_duckdb_writes_otherwise_plans_the_view_whole(shop):
-    """A key column of a type DuckDB writes otherwise than Python (a boolean: `true`
-    against `True`): every row is planned, as before the state was kept."""
-    shop.rows = [order(TEN, id=True)]
+    """A key column of a type DuckDB writes otherwise than Python (bytes: `ord` against
+    `b'ord'`): every row is planned, as before the state was kept."""
+    shop.rows = [order(TEN, id=b"ord")]
     figures = shop.push()
-    assert figures["rejected"] == 1 and shop.planned == [[True]]
+    assert figures["rejected"] == 1 and shop.planned == [[b"ord"]]
     assert not shop.lake.exists(shop.lake.path(PUSH_STATE, "order"))
+
+
+@pytest.mark.parametrize(
+    "key",
+    [TEN, TEN.replace(microsecond=500_000), TEN.replace(tzinfo=None), True],
+    ids=["timestamp", "with a fraction", "without a zone", "boolean"],
+)
+def test_a_key_of_a_timestamp_or_a_boolean_is_keyed_as_python_keys_it(shop, key):
+    """Such keys (a conversation close is keyed by its `closed_at`) are written alike in
+    DuckDB and Python: the state is kept and the next push plans nothing."""
+    shop.rows = [order(TEN, id=key)]
+    assert shop.push()["rejected"] == 1 and shop.planned == [[key]]
+    assert shop.lake.exists(shop.lake.path(PUSH_STATE, "order"))
+    assert shop.push()["rejected"] == 1 and shop.planned == []
