@@ -7,7 +7,8 @@ streams, in which order, for which days, and how a failure is told.
 
 Without a range, each daily stream lands the days of the one day policy (`days_to_sync`):
 what is missing from the days its service still serves, plus yesterday and today (what can
-still change): on an empty lake that is everything; on a synced one, two days.
+still change): on an empty lake that is everything; on a synced one, two days. With one (a
+backfill), the days beyond its edges are compared with the service after it (`mended_edges`).
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ from pipelines.lake import Lake
 from pipelines.lake.object_store import lake_fault
 from pipelines.mistakes import misnamed
 from pipelines.pull.damaged import set_aside_damaged
-from pipelines.pull.landing import PulledStream
+from pipelines.pull.edges import mend_edges
+from pipelines.pull.landing import PulledStream, today
 from pipelines.settings import Settings, lake_location, load_settings, services
 from pipelines.stream import Stream
 from pipelines.stream_run import (
@@ -259,12 +261,50 @@ def land(plan: Plan, report: SyncReport, runner: Runner) -> set[Written]:
         runner.land(run, days, report)
         for stream in run:
             written |= written_by(stream, days, started_at)
+        if days and any(plan.asked) and run[0].relation not in report.failed:
+            written |= mended_edges(plan, report, runner, run[0], days, started_at)
     for receiver in plan.received:  # what the webhook and agent receivers stored
         try:
             written |= runner.compact(receiver, report)
         except Exception as error:
             report.fail(receiver.label, *told_error(error, plan.settings))
     return written
+
+
+def mended_edges(
+    plan: Plan,
+    report: SyncReport,
+    runner: Runner,
+    stream: PulledStream,
+    days: list[date],
+    started_at: datetime,
+) -> set[Written]:
+    """After a backfill (`--start` or `--end`), the days beyond its edges that differ from
+    the service landed again, or said with the sync that lands them (`pipelines/pull/edges.py`),
+    in `report`'s notes; returns what the days landed again wrote. Comparing that fails is
+    said and fails nothing: the range itself has landed."""
+    landed_again: list[date] = []
+
+    def land_again(days: list[date]) -> bool:
+        again = SyncReport()
+        runner.land([stream], days, again)
+        for what, message in again.failed.items():
+            report.fail(what, message, again.codes[what])
+        if not again.failed:
+            landed_again.extend(days)
+        return not again.failed
+
+    service = services(plan.settings)[stream.service]
+    try:
+        edges = mend_edges(stream, service, plan.lake, days, today(), land_again)
+    except SyncError as error:
+        report.notes.append(
+            f"{stream.relation}: the days beyond {days[0]}..{days[-1]} were not compared with "
+            f"the service: {error}"
+        )
+    else:
+        report.notes.extend(edges.notes())
+    return written_by(stream, landed_again, started_at) if landed_again else set()
 
 
 def shared_instance() -> bool:

@@ -12,7 +12,7 @@ asset of each declaration (`assets/factory.py`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
@@ -59,6 +59,11 @@ class PulledStream(Stream):
     #: Pulled every hour (it changes all day: its service's recent-days schedule in
     #: `assets/definitions.py`), else daily; Dagster's freshness policy follows.
     hourly: bool = False
+    #: A daily stream whose rows can move between days (a log's `created_at`, as the service
+    #: serves it): `day_counts(client, days, today)`, the service's own count of rows of
+    #: each closed day of `days`. A range backfill compares the landed days beyond its edges
+    #: with it (`pipelines/pull/edges.py`); without it they are not compared.
+    day_counts: Callable[[Any, Collection[date], date], dict[date, int]] | None = None
 
     def __post_init__(self) -> None:
         if (self.rows is None) == (self.lands is None):

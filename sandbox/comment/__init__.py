@@ -6,11 +6,15 @@ the ground truth is keyed by workspace id, as `GET /me` returns it.
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from datetime import datetime
 
+from fastapi import APIRouter, HTTPException
+
+from sandbox.comment.data import epoch
 from sandbox.comment.routes import create_app
 from sandbox.comment.workspace import Workspace
 from sandbox.context import COMMENT_KEYS, Sandbox
+from sandbox.encoding import JSONResponse
 
 
 class CommentService:
@@ -21,7 +25,8 @@ class CommentService:
         names = dict.fromkeys(workspace for workspace, _ in COMMENT_KEYS.values())
         self.workspaces = {name: Workspace(sandbox, name) for name in names}
         self.app = create_app(sandbox, self.workspaces)
-        self.admin = APIRouter()
+        self.admin = APIRouter(tags=["sandbox"])
+        self.admin.add_api_route("/logs/shift", self._shift_logs, methods=["POST"])
 
     def catch_up(self) -> None:
         for workspace in self.workspaces.values():
@@ -38,6 +43,24 @@ class CommentService:
 
     def truth_rows(self, scope: str, stream: str) -> list[dict]:
         return self._workspace(scope).truth_rows(stream)
+
+    def _shift_logs(
+        self,
+        seconds: int,
+        start: datetime | None = None,
+        end: datetime | None = None,
+    ) -> JSONResponse:
+        """Sandbox only: every workspace's logs created in [`start`, `end`) move by `seconds`,
+        their ids kept, as a sandbox started again with another `--now` serves them. Answers
+        `{moved: {workspace id: logs}}`; 400 if a log would move past now."""
+        if any(at is not None and at.tzinfo is None for at in (start, end)):
+            raise HTTPException(400, "start and end need a timezone")
+        bounds = (epoch(start) if start else 0, epoch(end) if end else 2**62)
+        try:
+            moved = {w.id: w.shift_logs(seconds, *bounds) for w in self.workspaces.values()}
+        except ValueError as refused:
+            raise HTTPException(400, str(refused)) from None
+        return JSONResponse({"moved": moved})
 
     def _workspace(self, scope: str) -> Workspace:
         for workspace in self.workspaces.values():

@@ -432,6 +432,22 @@ class Workspace:
             return {(first + timedelta(days=d)).isoformat(): 1 for d in range(STATS_DAYS_MAX)}
         raise KeyError(stream)
 
+    def shift_logs(self, seconds: int, start: int, end: int) -> int:
+        """Move the logs created in [`start`, `end`) (epoch seconds) by `seconds`, ids kept:
+        what a restart with another anchor does to every log, here without a restart and to
+        any window (a test's rows crossing a day). None may move past now, where live
+        arrivals go. Returns how many moved."""
+        self.catch_up()
+        with self._lock:
+            logs = self.logs
+            chosen = (logs.t >= start) & (logs.t < end)
+            t = np.where(chosen, logs.t + seconds, logs.t)
+            if chosen.any() and t[chosen].max() > epoch(self.clock.now()):
+                raise ValueError("logs would move past the sandbox's now")
+            order = np.lexsort((logs.serial, t))  # ascending (created_at, serial), as kept
+            self.logs = dataclasses.replace(logs, t=t).take(order)
+            return int(np.count_nonzero(chosen))
+
     def _served_post_ids(self) -> list[str]:
         ids = []
         for account in self.accounts:

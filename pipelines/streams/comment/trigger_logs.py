@@ -43,6 +43,7 @@ from pipelines.lake import Lake
 from pipelines.pull.landing import PulledStream, Turn
 from pipelines.pull.paging import Fetched, Page, first_page_holding, offset_pages
 from pipelines.stream import connection_schema
+from pipelines.streams.comment.day_counts import logs_per_day
 from pipelines.streams.comment.served import served_since
 
 #: UTC days as whole numbers: seconds since the epoch // SECONDS_A_DAY.
@@ -301,6 +302,7 @@ TRIGGER_LOGS = PulledStream(
     served_days=LOGS_MAX_DAYS,
     rows=trigger_log_days,
     hourly=True,
+    day_counts=logs_per_day,
     description=(
         "Every trigger log (one row per public reply or DM attempt), by UTC day of "
         "`created_at`. A range is paged once, newest first, deduplicated by id and repaired "
