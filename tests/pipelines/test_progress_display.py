@@ -8,6 +8,7 @@ import select
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from assets.live import cells
@@ -33,9 +34,11 @@ def environment() -> dict[str, str]:
     return env | {"TERM": "xterm-256color", "COLUMNS": "160", "LINES": "40"}
 
 
-def on_a_terminal(command: list[str]) -> tuple[int, str]:
+def on_a_terminal(
+    command: list[str], watch: Callable[[str], None] = lambda _: None
+) -> tuple[int, str]:
     """Run `command` with stdin, stdout and stderr a pseudo-terminal; its exit code and all
-    it wrote there."""
+    it wrote there. `watch` is given what it wrote so far, as it comes."""
     main, side = os.openpty()
     process = subprocess.Popen(
         command, stdin=side, stdout=side, stderr=side, env=environment(), close_fds=True
@@ -54,6 +57,7 @@ def on_a_terminal(command: list[str]) -> tuple[int, str]:
             if not chunk:
                 break
             written += chunk
+            watch(written.decode(errors="replace"))
     finally:
         os.close(main)
     return process.wait(timeout=60), written.decode(errors="replace")
