@@ -135,9 +135,10 @@ def run_push_command(
             print(f"FAILED push: {message}", file=sys.stderr)
         return max(code for _, code in failures)  # another push busy is 3 (pipelines/errors.py)
     columns = [*OUTCOMES] + ([] if dry_run else ["sent", "refused"])
-    print(f"\n{'record type':<24}" + "".join(f"{c:>10}" for c in columns))
+    width = {c: max(10, len(c) + 2) for c in columns}  # refused_before: no two names touch
+    print(f"\n{'record type':<24}" + "".join(f"{c:>{width[c]}}" for c in columns))
     for record_type, counts in figures.items():
-        print(f"{record_type:<24}" + "".join(f"{counts.get(c, 0):>10,}" for c in columns))
+        print(f"{record_type:<24}" + "".join(f"{counts.get(c, 0):>{width[c]},}" for c in columns))
     print("\nrejected rows, with the field and the reason: SELECT * FROM sync.rejected")
     return 0
 

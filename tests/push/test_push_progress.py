@@ -129,7 +129,9 @@ def test_a_push_in_a_pipe_prints_a_plain_line_per_record_type_and_its_table(
         keys, sent, requests = numbers(found.groups())
         held = held_as_expected(sandbox, resources, record_type)
         assert keys > 0 and sent == len(held) and requests == submissions_of(record_type)(sandbox)
-    # The figures, once: the table's row of each record type.
+    # The figures, once: the table's row of each record type, under a column per figure.
+    [header] = [line for line in done.stdout.splitlines() if line.startswith("record type")]
+    assert header.split() == ["record", "type", *OUTCOMES, "sent", "refused"]
     for record_type in TYPES:
         rows = [
             line
