@@ -1,13 +1,15 @@
 """The command line's live display of its long commands (docs/running.md, "On a terminal"): a
 table redrawn four times a second on stderr, above which the product's lines still print, and
 left on the screen when the command ends. A sync's has a row per stream and connection
-(`table`); a push's a row per record type (`push_table`).
+(`table`); a push's a row per record type (`push_table`); an activities apply's a row per
+connection (`apply_table`).
 
-It reads the board of `pipelines/progress.py`, where every landing and push of the command's
-process keeps its figures as it goes: the command line runs them in its own process (its
-Dagster runs too, `execute_in_process`). Shown only where a person watches: stdout and stderr
-both a terminal (not a dumb one), and not with `--debug`, whose lines are Dagster's own as
-before. Elsewhere (a pipe, a file, CI, cron) the output is the plain lines alone."""
+It reads the board of `pipelines/progress.py`, where every landing, push and apply of the
+command's process keeps its figures as it goes: the command line runs them in its own
+process (its Dagster runs too, `execute_in_process`). Shown only where a person watches:
+stdout and stderr both a terminal (not a dumb one), and not with `--debug`, whose lines are
+Dagster's own as before. Elsewhere (a pipe, a file, CI, cron) the output is the plain lines
+alone."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+from pipelines.activities import progress as applying
 from pipelines.progress import Board, duration, watching
 from pipelines.pull.progress import TurnProgress
 
@@ -28,6 +31,8 @@ if TYPE_CHECKING:  # imported by the push's display alone: a sync does not load 
 COLUMNS = ("days", "rows", "pages", "requests", "waited", "left")
 #: A push's columns, beside the record type.
 PUSH_COLUMNS = ("phase", "keys", "rejected", "to send", "accepted", "refused", "requests", "time")
+#: An apply's columns, beside the connection (the change being made is the last).
+APPLY_COLUMNS = ("phase", "applied", "requests", "time")
 
 
 def display_wanted(debug: bool) -> bool:
@@ -114,6 +119,25 @@ def push_table(board: Board):
     for record_type in board.entries(RecordTypeProgress):
         style = _style(record_type.phase == FAILED, record_type.ended is not None)
         grid.add_row(record_type.record_type, *push_cells(record_type, now), style=style)
+    return grid
+
+
+def apply_table(board: Board):
+    """An activities apply's board as a rich table: per connection, its changes made of
+    those planned, requests, time, and the change being made (or the last made)."""
+    grid = _grid(["connection"], APPLY_COLUMNS)
+    grid.add_column("change")
+    now = time.monotonic()
+    for going in board.entries(applying.ConnectionApply):
+        cells = [going.phase, f"{going.applied}/{going.changes}", f"{going.stats.requests:,}"]
+        if going.started is None:
+            cells[1:] = ["", ""]
+            cells.append("")
+        else:
+            taken = duration((going.ended or now) - going.started)
+            cells.append(f"done in {taken}" if going.phase == applying.DONE else taken)
+        style = _style(going.phase == applying.FAILED, going.ended is not None)
+        grid.add_row(going.connection, *cells, going.change, style=style)
     return grid
 
 

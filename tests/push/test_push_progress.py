@@ -4,18 +4,12 @@ rows rejected, to send, accepted, refused, requests, time), and ends with its fi
 in a pipe it prints a plain line per record type as it ends, and the table, with no control
 sequence."""
 
-import asyncio
 import re
 import subprocess
 import sys
-import threading
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 from pipelines.push.plan import OUTCOMES
-from tests.pipelines.conftest import LiveSandbox
-from tests.pipelines.test_progress_display import CONTROL, environment, on_a_terminal
+from tests.pipelines.test_progress_display import CONTROL, environment, held, on_a_terminal
 from tests.push.test_push import held_as_expected, pushable, submissions_of
 
 #: What the tests push: coupons first, then orders (`OUTBOUND`'s order).
@@ -32,29 +26,6 @@ def numbers(found: tuple[str, ...]) -> list[int]:
     return [int(n.replace(",", "")) for n in found]
 
 
-@contextmanager
-def orders_held(sandbox: LiveSandbox) -> Iterator[threading.Event]:
-    """The sandbox answers no order until the event is set: the push is seen sending them,
-    whatever the machine's pace (300 s at most, should the test fail first)."""
-    injector = sandbox.app.faults
-    inner = injector.app
-    release = threading.Event()
-
-    async def held(scope, receive, send) -> None:
-        if scope["type"] == "http" and scope["method"] == "POST" and scope["path"] == ORDERS:
-            deadline = time.monotonic() + 300
-            while not release.is_set() and time.monotonic() < deadline:
-                await asyncio.sleep(0.02)
-        await inner(scope, receive, send)
-
-    injector.app = held
-    try:
-        yield release
-    finally:
-        release.set()
-        injector.app = inner
-
-
 def test_a_push_on_a_terminal_shows_each_record_type_live_and_ends_with_its_table(
     start_sandbox, sync_env
 ):
@@ -63,7 +34,7 @@ def test_a_push_on_a_terminal_shows_each_record_type_live_and_ends_with_its_tabl
     sending = re.compile(ROW.format("order", "sending"))
     seen: list[str] = []
 
-    with orders_held(sandbox) as release:
+    with held(sandbox, ORDERS) as release:
 
         def watch(written: str) -> None:
             # The frame that shows the orders sent and none answered yet, the coupons done
@@ -91,9 +62,9 @@ def test_a_push_on_a_terminal_shows_each_record_type_live_and_ends_with_its_tabl
     finals = re.findall(ROW.format("order", "done") + r"\s+done in", plain)
     assert finals, plain
     planned, handed, rejected, to_send, accepted, refused, requests = numbers(finals[-1])
-    held = held_as_expected(sandbox, resources, "order")
+    orders = held_as_expected(sandbox, resources, "order")
     assert planned == handed > 0 and rejected > 0  # the shop's planted invalid rows
-    assert accepted == to_send == len(held) and refused == 0
+    assert accepted == to_send == len(orders) and refused == 0
     assert requests == submissions_of("order")(sandbox)
     # The product's lines print above the table, and the figures' table after it, once.
     assert re.search(rf"push order: {handed:,} key\(s\) planned, {accepted:,} row\(s\) sent", plain)
@@ -101,7 +72,7 @@ def test_a_push_on_a_terminal_shows_each_record_type_live_and_ends_with_its_tabl
     assert figures and plain.rindex("done in") < figures.start(), plain
     [row] = [line.split() for line in plain[figures.start() :].splitlines() if line[:6] == "order "]
     columns = [*OUTCOMES, "sent", "refused"]
-    assert numbers(tuple(row[1:]))[columns.index("sent")] == len(held)
+    assert numbers(tuple(row[1:]))[columns.index("sent")] == len(orders)
 
 
 def test_a_push_in_a_pipe_prints_a_plain_line_per_record_type_and_its_table(
@@ -127,8 +98,8 @@ def test_a_push_in_a_pipe_prints_a_plain_line_per_record_type_and_its_table(
     assert all(said), lines
     for record_type, found in zip(TYPES, said, strict=True):
         keys, sent, requests = numbers(found.groups())
-        held = held_as_expected(sandbox, resources, record_type)
-        assert keys > 0 and sent == len(held) and requests == submissions_of(record_type)(sandbox)
+        stored = held_as_expected(sandbox, resources, record_type)
+        assert keys > 0 and sent == len(stored) and requests == submissions_of(record_type)(sandbox)
     # The figures, once: the table's row of each record type, under a column per figure.
     [header] = [line for line in done.stdout.splitlines() if line.startswith("record type")]
     assert header.split() == ["record", "type", *OUTCOMES, "sent", "refused"]
