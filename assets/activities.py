@@ -48,6 +48,7 @@ def activities_plan_or_apply(
             by=by,
             allow_activate=config.allow_activate,
             allow_delete=config.allow_delete,
+            log=context.log.info,
         )
     for plan in outcome.plans:
         lines = plan.lines(flags=not config.apply)  # after an apply, no flag is needed

@@ -7,6 +7,7 @@ import getpass
 import os
 import sys
 
+from assets.live import apply_table, display_wanted, live_progress
 from pipelines.activities import (
     Outcome,
     Refused,
@@ -70,15 +71,19 @@ def run_command(args: argparse.Namespace, settings: Settings) -> int:
         if any(p.changes for p in outcome.plans):
             print("\nto make it so: python -m pipelines activities apply")
         return 0
+    # A line per change made as it is made (stderr: stdout is the outcome), and on a
+    # terminal a live table per connection (`assets/live.py`).
     try:
-        outcome = apply_activities(
-            service,
-            lake,
-            folder,
-            by=args.by or _os_user(),
-            allow_activate=args.allow_activate,
-            allow_delete=args.allow_delete,
-        )
+        with live_progress(display_wanted(args.debug), apply_table):
+            outcome = apply_activities(
+                service,
+                lake,
+                folder,
+                by=args.by or _os_user(),
+                allow_activate=args.allow_activate,
+                allow_delete=args.allow_delete,
+                log=lambda line: print(line, file=sys.stderr),
+            )
     except Refused as refused:
         for line in refused.lines:
             print(f"error: {line}", file=sys.stderr)

@@ -22,7 +22,7 @@ from functools import partial
 import duckdb
 
 from assets import activities_command
-from assets.live import display_wanted, live_progress
+from assets.live import display_wanted, live_progress, push_table
 from pipelines import sync
 from pipelines.clients import conversation
 from pipelines.clients.datahub import SUBMIT_OPERATIONS
@@ -94,10 +94,12 @@ def run_push_command(
     resend_in_doubt: bool = False,
     resend_keys: list[str] | None = None,
     retry_refused: bool = False,
+    live: bool = False,
 ) -> int:
     """The push (`pipelines/push/run.py`), as a run of the `push` job where DAGSTER_HOME keeps
     an instance, so it shows in the UI; else in this process, with no Dagster imported, as a
-    sync. Prints the plan's figures per record type, or each failure once."""
+    sync. Prints the plan's figures per record type, or each failure once. `live`: a live
+    table of each record type's progress while it runs (`assets/live.py`), as a sync's."""
     settings = load_settings()
     config = {
         "dry_run": dry_run,
@@ -109,31 +111,34 @@ def run_push_command(
     with lasting_imports():  # the push's jobs and its validation models
         from pipelines.push.plan import OUTCOMES
         from pipelines.push.run import run_push
-    if shared_instance():
-        figures, failures = push_in_dagster(settings, config)
-    else:
-        figures, failures = {}, []
-        try:
-            figures = run_push(
-                lake_location(settings),
-                services(settings),
-                dry_run,
-                record_types or None,
-                resend_in_doubt=resend_in_doubt or frozenset(resend_keys or ()),
-                log=sync.console_logger().info,
-                run_id=str(uuid.uuid4()),
-                retry_refused=retry_refused,
-            ).figures
-        except Exception as error:  # told once, in the product's words (`told_error`)
-            failures.append(sync.told_error(error, settings))
+    # On a terminal, a live table of each record type's progress (`assets/live.py`).
+    with live_progress(live, push_table):
+        if shared_instance():
+            figures, failures = push_in_dagster(settings, config)
+        else:
+            figures, failures = {}, []
+            try:
+                figures = run_push(
+                    lake_location(settings),
+                    services(settings),
+                    dry_run,
+                    record_types or None,
+                    resend_in_doubt=resend_in_doubt or frozenset(resend_keys or ()),
+                    log=sync.console_logger().info,
+                    run_id=str(uuid.uuid4()),
+                    retry_refused=retry_refused,
+                ).figures
+            except Exception as error:  # told once, in the product's words (`told_error`)
+                failures.append(sync.told_error(error, settings))
     if failures:
         for message, _ in failures:
             print(f"FAILED push: {message}", file=sys.stderr)
         return max(code for _, code in failures)  # another push busy is 3 (pipelines/errors.py)
     columns = [*OUTCOMES] + ([] if dry_run else ["sent", "refused"])
-    print(f"\n{'record type':<24}" + "".join(f"{c:>10}" for c in columns))
+    width = {c: max(10, len(c) + 2) for c in columns}  # refused_before: no two names touch
+    print(f"\n{'record type':<24}" + "".join(f"{c:>{width[c]}}" for c in columns))
     for record_type, counts in figures.items():
-        print(f"{record_type:<24}" + "".join(f"{counts.get(c, 0):>10,}" for c in columns))
+        print(f"{record_type:<24}" + "".join(f"{counts.get(c, 0):>{width[c]},}" for c in columns))
     print("\nrejected rows, with the field and the reason: SELECT * FROM sync.rejected")
     return 0
 
@@ -433,6 +438,7 @@ def run_command(args: argparse.Namespace) -> int:
             args.resend_in_doubt,
             args.resend or [],
             args.retry_refused,
+            live=display_wanted(args.debug),
         )
     if args.command == "warehouse":
         outcome, failed = refreshed(settings)

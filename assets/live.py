@@ -1,23 +1,38 @@
-"""The command line's live display of its landings (docs/running.md, "On a terminal"): a table
-with a row per stream and connection, redrawn four times a second on stderr, above which the
-product's lines still print, and left on the screen when the sync ends.
+"""The command line's live display of its long commands (docs/running.md, "On a terminal"): a
+table redrawn four times a second on stderr, above which the product's lines still print, and
+left on the screen when the command ends. A sync's has a row per stream and connection
+(`table`); a push's a row per record type (`push_table`); an activities apply's a row per
+connection (`apply_table`).
 
-It reads the board of `pipelines/pull/progress.py`, where every landing of the command's process
-keeps its figures as it goes: the command line lands in its own process (its Dagster runs
-too, `execute_in_process`). Shown only where a person watches: stdout and stderr both a terminal
-(not a dumb one), and not with `--debug`, whose lines are Dagster's own as before. Elsewhere
-(a pipe, a file, CI, cron) the output is the plain lines alone."""
+It reads the board of `pipelines/progress.py`, where every landing, push and apply of the
+command's process keeps its figures as it goes: the command line runs them in its own
+process (its Dagster runs too, `execute_in_process`). Shown only where a person watches:
+stdout and stderr both a terminal (not a dumb one), and not with `--debug`, whose lines are
+Dagster's own as before. Elsewhere (a pipe, a file, CI, cron) the output is the plain lines
+alone."""
+
+from __future__ import annotations
 
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
-from pipelines.pull.progress import Board, TurnProgress, watching
+from pipelines.activities import progress as applying
+from pipelines.progress import Board, duration, watching
+from pipelines.pull.progress import TurnProgress
+
+if TYPE_CHECKING:  # imported by the push's display alone: a sync does not load the push
+    from pipelines.push.progress import RecordTypeProgress
 
 #: The display's columns, beside the stream and the connection.
 COLUMNS = ("days", "rows", "pages", "requests", "waited", "left")
+#: A push's columns, beside the record type.
+PUSH_COLUMNS = ("phase", "keys", "rejected", "to send", "accepted", "refused", "requests", "time")
+#: An apply's columns, beside the connection (the change being made is the last).
+APPLY_COLUMNS = ("phase", "applied", "requests", "time")
 
 
 def display_wanted(debug: bool) -> bool:
@@ -27,46 +42,109 @@ def display_wanted(debug: bool) -> bool:
     return not debug and sys.stdout.isatty() and Console(file=sys.stderr).is_interactive
 
 
-def _duration(seconds: float) -> str:
-    minutes, seconds = divmod(round(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h {minutes:02}m" if hours else f"{minutes}m {seconds:02}s"
-
-
 def cells(turn: TurnProgress, now: float) -> tuple[str, ...]:
     """One row of the display: days done of days asked (`-` for a snapshot), rows, pages,
     requests, seconds waited for the rate budget, and time left (where the days done tell
     it) or how the turn ended."""
     days = "-" if turn.days_asked is None else f"{turn.days_done}/{turn.days_asked}"
     if turn.ended is not None:
-        left = "failed" if turn.failed else f"done in {_duration(turn.ended - turn.started)}"
+        left = "failed" if turn.failed else f"done in {duration(turn.ended - turn.started)}"
     else:
         seconds = turn.seconds_left(now)
-        left = "" if seconds is None else f"~{_duration(seconds)}"
+        left = "" if seconds is None else f"~{duration(seconds)}"
     stats = turn.stats
     figures = (turn.rows, stats.pages, stats.requests)
     return (days, *(f"{n:,}" for n in figures), f"{stats.waited:.1f}s", left)
 
 
-def table(board: Board):
-    """The board as a rich table."""
+def push_cells(record_type: RecordTypeProgress, now: float) -> tuple[str, ...]:
+    """One row of a push's display: its phase, keys planned of those handed (of the view's,
+    where it is planned whole: the planned alone), rows rejected and to send so far, the
+    answers, requests, and the time it has taken, then how it ended."""
+    if record_type.started is None:
+        return (record_type.phase, *[""] * (len(PUSH_COLUMNS) - 1))
+    keys = f"{record_type.planned:,}"
+    if record_type.handed is not None:
+        keys += f"/{record_type.handed:,}"
+    taken = duration((record_type.ended or now) - record_type.started)
+    figures = (
+        record_type.rejected,
+        record_type.to_send,
+        record_type.accepted,
+        record_type.refused,
+        record_type.requests,
+    )
+    from pipelines.push.progress import FAILED
+
+    ended = record_type.ended is not None and record_type.phase != FAILED
+    return (
+        record_type.phase,
+        keys,
+        *(f"{n:,}" for n in figures),
+        f"done in {taken}" if ended else taken,
+    )
+
+
+def _grid(first: list[str], columns: tuple[str, ...]):
     from rich.table import Table
 
     grid = Table(box=None, header_style="bold", pad_edge=False)
-    grid.add_column("stream")
-    grid.add_column("connection")
-    for name in COLUMNS:
+    for name in first:
+        grid.add_column(name)
+    for name in columns:
         grid.add_column(name, justify="right")
+    return grid
+
+
+def _style(failed: bool, ended: bool) -> str | None:
+    return "red" if failed else "green" if ended else None
+
+
+def table(board: Board):
+    """A sync's board as a rich table."""
+    grid = _grid(["stream", "connection"], COLUMNS)
     now = time.monotonic()
-    for turn in board.turns():
-        style = "red" if turn.failed else "green" if turn.ended is not None else None
+    for turn in board.entries(TurnProgress):
+        style = _style(turn.failed, turn.ended is not None)
         grid.add_row(turn.relation, turn.connection, *cells(turn, now), style=style)
     return grid
 
 
+def push_table(board: Board):
+    """A push's board as a rich table."""
+    from pipelines.push.progress import FAILED, RecordTypeProgress
+
+    grid = _grid(["record type"], PUSH_COLUMNS)
+    now = time.monotonic()
+    for record_type in board.entries(RecordTypeProgress):
+        style = _style(record_type.phase == FAILED, record_type.ended is not None)
+        grid.add_row(record_type.record_type, *push_cells(record_type, now), style=style)
+    return grid
+
+
+def apply_table(board: Board):
+    """An activities apply's board as a rich table: per connection, its changes made of
+    those planned, requests, time, and the change being made (or the last made)."""
+    grid = _grid(["connection"], APPLY_COLUMNS)
+    grid.add_column("change")
+    now = time.monotonic()
+    for going in board.entries(applying.ConnectionApply):
+        cells = [going.phase, f"{going.applied}/{going.changes}", f"{going.stats.requests:,}"]
+        if going.started is None:
+            cells[1:] = ["", ""]
+            cells.append("")
+        else:
+            taken = duration((going.ended or now) - going.started)
+            cells.append(f"done in {taken}" if going.phase == applying.DONE else taken)
+        style = _style(going.phase == applying.FAILED, going.ended is not None)
+        grid.add_row(going.connection, *cells, going.change, style=style)
+    return grid
+
+
 @contextmanager
-def live_progress(show: bool) -> Iterator[None]:
-    """The live display for the block's landings, where `show`; else nothing."""
+def live_progress(show: bool, drawn: Callable[[Board], object] = table) -> Iterator[None]:
+    """The live display for the block's runs, where `show`, the board `drawn` as a table
+    (`table`: a sync's; `push_table`); else nothing."""
     if not show:
         yield
         return
@@ -80,6 +158,6 @@ def live_progress(show: bool) -> Iterator[None]:
         terminal,
         watching() as board,
         # What prints meanwhile (the product's lines) goes above the display.
-        Live(console=Console(file=terminal), get_renderable=lambda: table(board)),
+        Live(console=Console(file=terminal), get_renderable=lambda: drawn(board)),
     ):
         yield

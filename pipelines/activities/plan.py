@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -38,6 +38,7 @@ from typing import Any
 import httpx
 
 from pipelines.activities.declared import Declared, read_folder
+from pipelines.activities.progress import connections_planned
 from pipelines.activities.state import CHANGES, FIELDS, Applied, comparable, last_applied
 from pipelines.clients.base import Connection
 from pipelines.clients.comment import CommentAutomation, CommentClient
@@ -147,7 +148,7 @@ def plan_activities(service: CommentAutomation, lake: Lake, folder: Path) -> Out
     plans = []
     for name in sorted(named):
         mine = [d for d in declared if d.connection == name]
-        with _client(service, connections[name]) as client:
+        with _client(service, connections[name], CallStats()) as client:
             plans.append(_plan_connection(client, applied.get(name, {}), name, mine))
     return Outcome(plans)
 
@@ -160,9 +161,11 @@ def apply_activities(
     by: str,
     allow_activate: bool = False,
     allow_delete: bool = False,
+    log: Callable[[str], object] = lambda _: None,
 ) -> Outcome:
     """`plan_activities`, then its changes made, each recorded in the apply log; refused
-    whole (`Refused`) before any write if a change needs a flag not given."""
+    whole (`Refused`) before any write if a change needs a flag not given. Each change made
+    is said to `log` (`pipelines/activities/progress.py`)."""
     outcome = plan_activities(service, lake, folder)
     allowed = {ALLOW_ACTIVATE: allow_activate, ALLOW_DELETE: allow_delete}
     refused = [
@@ -182,15 +185,23 @@ def apply_activities(
         raise Refused(refused)
     apply_id = uuid.uuid4().hex
     connections = {c.name: c for c in service.connections}
+    progress = connections_planned(
+        {p.connection: len(p.changes) for p in outcome.plans if p.changes}
+    )
     for plan in outcome.plans:
         if not plan.changes:
             continue
+        going = progress[plan.connection]
+        going.begin()
         rows: list[dict] = []
         try:
-            with _client(service, connections[plan.connection]) as client:
+            with _client(service, connections[plan.connection], going.stats) as client:
                 for change in plan.changes:
+                    going.making(change.action, change.declared.name)
                     rows.append(_made(client, change, plan.connection, apply_id, by))
+                    log(going.made())
         finally:
+            going.end(failed=len(rows) < len(plan.changes))
             if rows:  # what was done is recorded even when a later change failed
                 _log(lake, rows, plan.connection)
                 outcome.applied += len(rows)
@@ -228,12 +239,14 @@ def _log(lake: Lake, rows: list[dict], connection: str) -> None:
 
 
 @contextmanager
-def _client(service: CommentAutomation, connection: Connection) -> Iterator[CommentClient]:
-    """A client of `connection`; what the service answered, or that it could not be
-    reached, told with the connection and its settings (`explain`). A 400 is the file's to
-    fix and says so itself."""
+def _client(
+    service: CommentAutomation, connection: Connection, stats: CallStats
+) -> Iterator[CommentClient]:
+    """A client of `connection`, its calls counted in `stats`; what the service answered, or
+    that it could not be reached, told with the connection and its settings (`explain`). A
+    400 is the file's to fix and says so itself."""
     try:
-        with service.transport(connection, CallStats()) as transport:
+        with service.transport(connection, stats) as transport:
             yield service.client(transport)
     except ServiceError as error:
         if error.status == 400:

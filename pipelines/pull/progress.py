@@ -2,22 +2,15 @@
 connection, the days done of the days asked, the rows landed, and its calls (pages, requests,
 seconds waited for the key's rate budget: its own `CallStats`, which add to the run's).
 
-The landing (`pipelines/pull/landing.py`) keeps a `TurnProgress` for each connection's turn. Where
-a display watches (`watching`: the command line on a terminal, `assets/live.py`), each is also
-put on the display's `Board`, which the display reads at each refresh. Nothing is sent
-anywhere: the command line lands in its own process (its Dagster runs too, with
-`execute_in_process`, whatever the job's executor), so the board is shared by reference.
-Elsewhere (a run of the Dagster UI, the daemon) nothing watches, and a turn's figures are the
-landing's alone."""
+The landing (`pipelines/pull/landing.py`) keeps a `TurnProgress` for each connection's turn,
+on the board of the display watching, if one does (`pipelines/progress.py`)."""
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from pipelines.progress import shown
 from pipelines.transport import CallStats
 
 
@@ -58,43 +51,9 @@ class TurnProgress:
         return pace * max(self.days_asked - self.days_done, 0)
 
 
-class Board:
-    """The turns of the runs a display watches, in the order they started."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._turns: list[TurnProgress] = []
-
-    def add(self, turn: TurnProgress) -> None:
-        with self._lock:
-            self._turns.append(turn)
-
-    def turns(self) -> list[TurnProgress]:
-        with self._lock:
-            return list(self._turns)
-
-
-#: The board of the display watching this process, if one does.
-_board: Board | None = None
-
-
-@contextmanager
-def watching() -> Iterator[Board]:
-    """A board that every turn started until the end of the block is put on."""
-    global _board
-    board = _board = Board()
-    try:
-        yield board
-    finally:
-        _board = None
-
-
 def turn_started(
     relation: str, connection: str, days_asked: int | None, run_stats: CallStats
 ) -> TurnProgress:
     """The progress of a connection's turn, its calls counted in `run_stats` too; on the
     board of the display watching, if one does."""
-    turn = TurnProgress(relation, connection, days_asked, CallStats(parent=run_stats))
-    if _board is not None:
-        _board.add(turn)
-    return turn
+    return shown(TurnProgress(relation, connection, days_asked, CallStats(parent=run_stats)))

@@ -82,13 +82,16 @@ def send_imports(
     deadline_seconds: float,
     max_rows: int = MAX_ROWS,
     lease: Lease | None = None,
+    sent: Sent | None = None,
 ) -> Sent:
     """Import each (connection, import_key) group in chunks, `IMPORTS_IN_FLIGHT` tasks at
     once. Chunks start in order, each only once the one before is in the ledger; groups go
     one after another, as before (rows of two import keys may match the same contact, and the
     order they apply in decides its fields). A worker's error fails the run once the chunks
-    in flight have ended and been recorded; no chunk starts after it is seen."""
-    sent = Sent()
+    in flight have ended and been recorded; no chunk starts after it is seen. `sent`: the
+    counts to add each group's outcome to, where a live display reads them
+    (`pipelines/push/progress.py`)."""
+    sent = Sent() if sent is None else sent
     groups: dict[tuple[str, str], list[Planned]] = defaultdict(list)
     for row in plan.to_send:
         groups[(row.connection, row.import_key)].append(row)

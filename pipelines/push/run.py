@@ -35,6 +35,7 @@ from pipelines.push.lease import Lease, holder_name, no_push_alive, wait_seconds
 from pipelines.push.ledger import Ledger, now
 from pipelines.push.ledger_merge import merge_ledger
 from pipelines.push.plan import OUTBOUND, OUTCOMES, Outbound, Plan, Resend, Sending, make_plan
+from pipelines.push.progress import FAILED, NO_VIEW, RecordTypeProgress, record_types_begun
 from pipelines.push.send import Client, Sent, send_plan
 from pipelines.streams.datahub import CUSTOM_FIELDS
 from pipelines.streams.pushed import PUSHED, REJECTED
@@ -234,10 +235,19 @@ def connection_failed(error: httpx.TransportError) -> Unavailable:
     )
 
 
-def _send(plan: Plan, to: Mapping[str, Client], ledger: Ledger, lease: Lease | None) -> Sent:
+def _send(
+    plan: Plan,
+    progress: RecordTypeProgress,
+    to: Mapping[str, Client],
+    ledger: Ledger,
+    lease: Lease | None,
+) -> Sent:
     if OUTBOUND[plan.record_type].sending is Sending.MEMBER_IMPORT:
-        return imports.send_imports(plan, to, ledger, IMPORT_DEADLINE_SECONDS, lease=lease)
-    return send_plan(plan, to, ledger, lease=lease)
+        sent = progress.sending(importing=True)
+        return imports.send_imports(
+            plan, to, ledger, IMPORT_DEADLINE_SECONDS, lease=lease, sent=sent
+        )
+    return send_plan(plan, to, ledger, lease=lease, sent=progress.sending(importing=False))
 
 
 @dataclass
@@ -250,9 +260,10 @@ class RecordTypePush:
     #: Where its rows are read from (`outbound_source`).
     source: str
     ledger: Ledger
-    send: Callable[[Plan], Sent] | None
+    send: Callable[[Plan, RecordTypeProgress], Sent] | None
     custom_fields: Mapping[str, list[dict]]
     resend_in_doubt: Resend
+    progress: RecordTypeProgress
 
     def run(
         self, warehouse: duckdb.DuckDBPyConnection, senders_gone: bool, retry_refused: bool
@@ -271,10 +282,12 @@ class RecordTypePush:
         )
         figures: Counter = Counter()
         rejections: list[dict] = []
+        self.progress.handed_keys(changes.handed())
         self._planned(changes.batches(), senders_gone, figures, rejections, changes)
         if changes.differs:
             figures = Counter(sent=figures["sent"], refused=figures["refused"])
             rejections = []
+            self.progress.handed_keys(None)
             rows = outbound_rows(warehouse, self.source)
             whole = Batch(list(rows), self.ledger.latest(self.record_type))
             self._planned([whole], senders_gone, figures, rejections, None)
@@ -305,11 +318,12 @@ class RecordTypePush:
                     self.resend_in_doubt,
                     senders_gone,
                 )
+            self.progress.plan_made(plan)
             figures.update(plan.counts)
             rejections += plan.rejections
             refused: set[str] = set()
             if self.send is not None:
-                sent = self.send(plan)
+                sent = self.send(plan, self.progress)
                 figures.update(sent=sent.accepted, refused=sent.refused)
                 rejections += sent.rejections
                 refused = {r["key"] for r in sent.rejections}
@@ -344,6 +358,7 @@ def _push(
         # The services the push has rows for: one it has no view for needs no key.
         sources = {t: outbound_source(OUTBOUND[t], views) for t in selected}
         wanted = sorted({OUTBOUND[t].service for t, source in sources.items() if source})
+        progress = record_types_begun(list(selected), report.stats)
         with clients_of({name: services[name] for name in wanted}, report.stats) as clients:
             for record_type, outbound in OUTBOUND.items():
                 resumable = outbound.sending is Sending.MEMBER_IMPORT and not dry_run
@@ -364,17 +379,26 @@ def _push(
                 source = sources[record_type]
                 if source is None:
                     report.figures[record_type] = dict.fromkeys(OUTCOMES, 0)
+                    progress[record_type].end(NO_VIEW)
                     continue
                 sender = None
                 if not dry_run:
                     sender = partial(
                         _send, to=clients[outbound.service], ledger=ledger, lease=lease
                     )
+                tracked = progress[record_type]
                 pushed = RecordTypePush(
-                    record_type, source, ledger, sender, definitions, resend_in_doubt
+                    record_type, source, ledger, sender, definitions, resend_in_doubt, tracked
                 )
-                figures, rejections = pushed.run(warehouse, senders_gone, retry_refused)
-                ledger.reject(record_type, rejections)
+                tracked.begin()
+                try:
+                    figures, rejections = pushed.run(warehouse, senders_gone, retry_refused)
+                    ledger.reject(record_type, rejections)
+                except BaseException:
+                    tracked.end(FAILED)
+                    raise
+                tracked.end()
+                log(tracked.line(dry_run))
                 # Its figures are the report's: the command line prints them once, as a
                 # table, and a Dagster run shows them as the step's and the records' metadata.
                 report.figures[record_type] = figures

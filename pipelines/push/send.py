@@ -63,12 +63,14 @@ def send_plan(
     ledger: Ledger,
     workers: int = WORKERS,
     lease: Lease | None = None,
+    sent: Sent | None = None,
 ) -> Sent:
     """Send every planned row; a refusal (4xx) becomes a rejection naming the service's
     field; any other failure stops the run once the rows in flight have ended, every
     acceptance recorded, so a re-run resumes there. With a `lease`, no row is sent once it
-    is no longer held."""
-    sent = Sent()
+    is no longer held. `sent`: the counts to add each answer to as it is settled, where a
+    live display reads them (`pipelines/push/progress.py`)."""
+    sent = Sent() if sent is None else sent
     outbound = OUTBOUND[plan.record_type]
     stopped = threading.Event()
 

@@ -6,7 +6,10 @@ Each test has its own folder, lake and activity names; the sandbox is the module
 from __future__ import annotations
 
 import json
+import re
 import socket
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,6 +24,7 @@ from pipelines.errors import Unavailable
 from pipelines.settings import load_settings
 from tests.constants import COMMENT, READWRITE
 from tests.pipelines.conftest import LiveSandbox, start_sandbox  # noqa: F401
+from tests.pipelines.test_progress_display import CONTROL, environment, held, on_a_terminal
 
 WRITES = ("POST", "PATCH", "DELETE")
 
@@ -411,10 +415,15 @@ def test_a_change_the_service_refuses_stops_the_apply_and_what_was_done_is_logge
     code, _, err = run("apply")
 
     assert code == 1
-    assert err.startswith("error: POST /activities answered 400 invalid_request (field post_ids.0)")
-    assert err.endswith(
+    # The change made, said as it was made, then the failure, in one line.
+    *made, error = err.splitlines()
+    assert made == ["applied 1/2 in connection default: create 'refused first'"]
+    assert error.startswith(
+        "error: POST /activities answered 400 invalid_request (field post_ids.0)"
+    )
+    assert error.endswith(
         f"; refused: the create of 'refused second' in connection 'default', declared by "
-        f"{folder / 'b.toml'}: correct it there\n"
+        f"{folder / 'b.toml'}: correct it there"
     )
     held = rows(sandbox, service["workspace"])
     assert "refused first" in held and "refused second" not in held
@@ -500,3 +509,51 @@ def test_an_apply_with_a_read_only_key_is_one_line_naming_the_key(
     assert "sa_live_demo_readonly" not in err
     assert "read only" not in rows(sandbox, service["workspace"])
     assert writes(sandbox) - before <= 1  # the refused create, if anything
+
+
+def test_an_apply_on_a_terminal_shows_each_connection_live_and_in_a_pipe_a_line_per_change(
+    sandbox, service, folder
+):
+    """On a terminal, a live row per connection (`assets/live.py`, `apply_table`): the
+    changes made of those planned, requests, time, the change being made; the sandbox holds
+    the second create until the test has seen the first made. In a pipe, a line per change
+    as it is made, and no control sequence."""
+    for name in ("live first", "live second"):
+        declare(folder, name.replace(" ", "_"), spring(service, name))
+    command = [sys.executable, "-m", "pipelines", "activities", "apply"]
+    before = writes(sandbox)
+    making = re.compile(r"default\s+applying\s+1/2\s+\d+\s+\S+ \S+\s+create 'live second'")
+    seen: list[str] = []
+
+    with held(sandbox, f"{COMMENT}/activities", after=1) as release:
+
+        def watch(written: str) -> None:
+            if not seen and making.search(CONTROL.sub("", written)):
+                seen.append(written)
+                release.set()
+
+        code, screen = on_a_terminal(command, watch)
+
+    assert code == 0, screen
+    assert seen, screen  # the first made, the second under way
+    plain = CONTROL.sub("", screen)
+    assert re.search(r"connection\s+phase\s+applied\s+requests\s+time\s+change", plain), plain
+    finals = re.findall(
+        r"default\s+done\s+2/2\s+(\d+)\s+done in \S+ \S+\s+create 'live second'", plain
+    )
+    assert finals and int(finals[-1]) == writes(sandbox) - before == 2
+    assert plain.rindex("done in") < plain.index("applied 2 change(s)")
+    assert {"live first", "live second"} <= rows(sandbox, service["workspace"]).keys()
+
+    for name in ("live first", "live second"):
+        declare(folder, name.replace(" ", "_"), f'name = "{name}"\ndelete = true\n')
+    done = subprocess.run(
+        [*command, "--allow-delete"], capture_output=True, text=True, env=environment(), timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert "\x1b" not in done.stdout + done.stderr
+    assert done.stderr.splitlines() == [
+        "applied 1/2 in connection default: delete 'live first'",
+        "applied 2/2 in connection default: delete 'live second'",
+    ]
+    assert not {"live first", "live second"} & rows(sandbox, service["workspace"]).keys()

@@ -10,8 +10,9 @@ import pytest
 
 from pipelines.clients.base import Connection, Service
 from pipelines.lake import Lake
+from pipelines.progress import watching
 from pipelines.pull.landing import Pull, PulledStream, Turn, land
-from pipelines.pull.progress import watching
+from pipelines.pull.progress import TurnProgress
 from pipelines.stream import connection_schema
 
 SCHEMA = connection_schema([("id", pa.int64())])
@@ -146,7 +147,7 @@ def test_a_watched_landing_shows_each_connections_days_rows_and_calls_as_it_goes
         landed = land(Pull(service("a", "broken"), Lake(tmp_path), daily, print, print, DAYS))
 
     assert seen == [(0, 0), (1, 0), (2, 1)]  # each day counted once its file is written
-    turns = {turn.connection: turn for turn in board.turns()}
+    turns = {turn.connection: turn for turn in board.entries(TurnProgress)}
     a, broken = turns["a"], turns["broken"]
     assert (a.relation, a.days_done, a.days_asked, a.rows) == ("test.daily", 3, 3, 3)
     assert not a.failed

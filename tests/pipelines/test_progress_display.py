@@ -2,16 +2,21 @@
 (`assets/live.py`: days done of days asked, rows, pages, requests, seconds waited, time left);
 in a pipe it prints the plain lines alone, as cron, CI and Dagster get them."""
 
+import asyncio
 import os
 import re
 import select
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
 from assets.live import cells
 from pipelines.pull.progress import TurnProgress
+from tests.pipelines.conftest import LiveSandbox
 from tests.pipelines.test_comment import workspace_id
 
 #: A control sequence of a terminal (colour, cursor movement).
@@ -33,9 +38,11 @@ def environment() -> dict[str, str]:
     return env | {"TERM": "xterm-256color", "COLUMNS": "160", "LINES": "40"}
 
 
-def on_a_terminal(command: list[str]) -> tuple[int, str]:
+def on_a_terminal(
+    command: list[str], watch: Callable[[str], None] = lambda _: None
+) -> tuple[int, str]:
     """Run `command` with stdin, stdout and stderr a pseudo-terminal; its exit code and all
-    it wrote there."""
+    it wrote there. `watch` is given what it wrote so far, as it comes."""
     main, side = os.openpty()
     process = subprocess.Popen(
         command, stdin=side, stdout=side, stderr=side, env=environment(), close_fds=True
@@ -54,9 +61,36 @@ def on_a_terminal(command: list[str]) -> tuple[int, str]:
             if not chunk:
                 break
             written += chunk
+            watch(written.decode(errors="replace"))
     finally:
         os.close(main)
     return process.wait(timeout=60), written.decode(errors="replace")
+
+
+@contextmanager
+def held(sandbox: LiveSandbox, path: str, after: int = 0) -> Iterator[threading.Event]:
+    """The sandbox answers no POST to `path` past the first `after` until the event is set:
+    a command is seen at work on them, whatever the machine's pace (300 s at most, should
+    the test fail first)."""
+    injector = sandbox.app.faults
+    inner = injector.app
+    release = threading.Event()
+    passed = [0]
+
+    async def holding(scope, receive, send) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST" and scope["path"] == path:
+            passed[0] += 1
+            deadline = time.monotonic() + 300
+            while passed[0] > after and not release.is_set() and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
+        await inner(scope, receive, send)
+
+    injector.app = holding
+    try:
+        yield release
+    finally:
+        release.set()
+        injector.app = inner
 
 
 def test_a_sync_on_a_terminal_shows_each_streams_days_and_rows_live(frozen_sandbox, sync_env):

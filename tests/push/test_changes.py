@@ -18,6 +18,7 @@ from pipelines.push import run as push_run
 from pipelines.push.changes import mark_ledger
 from pipelines.push.ledger import Ledger, rejected_now
 from pipelines.push.plan import make_plan
+from pipelines.push.progress import RecordTypeProgress
 from pipelines.push.run import RecordTypePush
 from pipelines.streams.pushed import PUSH_STATE
 from pipelines.transport import ServiceError
@@ -77,7 +78,10 @@ class Shop:
                 sender = partial(
                     push_run._send, to={"default": self.hub}, ledger=ledger, lease=None
                 )
-            pushed = RecordTypePush("order", "outbound.orders", ledger, sender, {}, False)
+            self.progress = RecordTypeProgress("order")
+            pushed = RecordTypePush(
+                "order", "outbound.orders", ledger, sender, {}, False, self.progress
+            )
             figures, rejections = pushed.run(self.con, True, retry_refused)
             if not dry_run:
                 ledger.reject("order", rejections)
@@ -130,6 +134,10 @@ def test_a_push_with_n_changed_keys_plans_those_n(shop):
     assert shop.planned_keys() == changed | {"ord-new"}
     assert sorted(shop.hub.sent) == sorted(changed | {"ord-new"})
     assert (figures["changed"], figures["new"], figures["unchanged"]) == (3, 1, ORDERS - 3)
+    # What a live display shows of it (pipelines/push/progress.py): the keys DuckDB handed,
+    # each planned, and the service's answers.
+    progress = shop.progress
+    assert (progress.handed, progress.planned, progress.to_send, progress.accepted) == (4, 4, 4, 4)
     # A key that left the view is forgotten: it counts nowhere.
     shop.rows = [row for row in shop.rows if row["id"] != "ord-05"]
     assert shop.push()["unchanged"] == ORDERS - 1 + 1  # ord-new is unchanged now
@@ -202,6 +210,8 @@ def test_a_key_duckdb_writes_otherwise_plans_the_view_whole(shop):
     figures = shop.push()
     assert figures["rejected"] == 1 and shop.planned == [[b"ord"]]
     assert not shop.lake.exists(shop.lake.path(PUSH_STATE, "order"))
+    # Shown as the keys planned alone: how many the view has is not counted first.
+    assert (shop.progress.handed, shop.progress.planned, shop.progress.rejected) == (None, 1, 1)
 
 
 @pytest.mark.parametrize(
