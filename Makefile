@@ -21,7 +21,7 @@ $(VENV)/.synced: pyproject.toml uv.lock
 # reach them: compiled here (only what changed since), or where PYTHONDONTWRITEBYTECODE is set
 # every command would compile them anew (0.05-0.09 s of each sync's start, bench: peer).
 bytecode: $(VENV)/.synced
-	$(BIN)/python -m compileall -q -j 0 pipelines assets sandbox demo bench
+	$(BIN)/python -m compileall -q -j 0 pipelines assets cli sandbox demo bench
 
 install: $(VENV)/.synced bytecode
 

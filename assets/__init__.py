@@ -1,7 +1,7 @@
 """The Dagster layer: the assets, checks, jobs, schedules and sensors made from the core in
 `pipelines/`, the resources they are configured with, and the command line that runs them.
 Importing the package imports no Dagster: the command line's sync and activities run
-without it (`assets/cli.py`)."""
+without it (`cli/main.py`)."""
 
 import warnings
 

@@ -1,6 +1,6 @@
 """Comment automation activities as code (pipelines/activities/, docs/activities.md): the
 `activities` job of the Dagster UI, which plans by default and applies with `apply: true`
-(the command line's `activities plan|apply` is `assets/activities_command.py`)."""
+(the command line's `activities plan|apply` is `cli/activities.py`)."""
 
 import dagster as dg
 

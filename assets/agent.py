@@ -1,7 +1,7 @@
 """The AI agent's conversations in the lake: the asset that compacts the agent inbox into
 `conversation.agent_requests` and `conversation.agent_messages`
 (`pipelines/agent/compaction.py`), and the sensor that runs it when the inbox holds turns or
-answers the lake lacks (docs/agent.md). `python -m pipelines sync` runs it too."""
+answers the lake lacks (docs/agent.md). `python -m cli sync` runs it too."""
 
 # No `from __future__ import annotations`: Dagster reads the context and resource annotations.
 import dagster as dg

@@ -8,7 +8,7 @@ the sending), once when something fails and once when it recovers.
   too, so a job that keeps failing, or a retry that fails again, says nothing more; a
   success is told only after a failure. A failed run Dagster will retry
   (`dagster/will_retry`) is not settled: its retry's outcome is told. They watch every run
-  of the instance, those `python -m pipelines` records under `DAGSTER_HOME` too.
+  of the instance, those `python -m cli` records under `DAGSTER_HOME` too.
 - `alert_on_state_changes`: each asset check's newest evaluation (failing means failed with
   severity ERROR), each record type's newest push (failing means at least
   `ALERT_REJECTED_ROWS` rows left in `sync.rejected`, from the figures of its

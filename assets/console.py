@@ -1,9 +1,9 @@
 """What runs print on the console.
 
-A run of the command line (`python -m pipelines`, `make demo`) speaks for the product: the
+A run of the command line (`python -m cli`, `make demo`) speaks for the product: the
 lines its steps log (what each stream landed, a warning), each as its message alone, and none
 of Dagster's machinery (a step started, a resource initialized, an output handled) below
-WARNING. A failure is said once, by the command, after the run (`assets/cli.py`): Dagster's
+WARNING. A failure is said once, by the command, after the run (`cli/main.py`): Dagster's
 own lines about it (the step's failure, the steps not executed because of it, the run's
 failure) are left out there. `--debug` (or `SYNC_LOG_LEVEL=DEBUG`) shows Dagster's colored
 lines instead, every step event and every stack trace.

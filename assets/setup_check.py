@@ -1,4 +1,4 @@
-"""`python -m pipelines check` for the UI: the job `check_setup` makes the same cheap
+"""`python -m cli check` for the UI: the job `check_setup` makes the same cheap
 authenticated call per connection and checks the lake and the shared store
 (`pipelines/setup_check.py`), shows every result as a table, and fails naming each that is not
 right and what to do."""

@@ -1,8 +1,8 @@
-"""`python -m pipelines sync` where DAGSTER_HOME keeps an instance: the core's one sync
+"""`python -m cli sync` where DAGSTER_HOME keeps an instance: the core's one sync
 (`pipelines/sync.py`, `run_sync`: which streams, in which order, for which days, a failing
 one failing alone) with its runs as Dagster runs of the same assets the UI runs
 (`DagsterRuns`), so the runs and their checks show in the UI. Without DAGSTER_HOME the same
-sync runs them in its own process, with no Dagster (`assets/cli.py`, `run_sync`, chooses).
+sync runs them in its own process, with no Dagster (`cli/main.py`, `run_sync`, chooses).
 """
 
 import importlib

@@ -2,7 +2,7 @@
 into `datahub.webhook_events` (and the events it cannot represent into
 `datahub.webhook_quarantine`, `pipelines/webhooks/compaction.py`), and the sensor that runs
 it when the inbox holds events the lake lacks (docs/webhooks.md).
-`python -m pipelines sync` runs it too."""
+`python -m cli sync` runs it too."""
 
 # No `from __future__ import annotations`: Dagster reads the context and resource annotations.
 import dagster as dg

@@ -1,7 +1,7 @@
 """`python -m bench.backfill`: requests of a trigger log backfill beside its pages.
 
 On a frozen sandbox with rate limits and pacing off, each backfill starts from an empty lake
-and runs `python -m pipelines sync --streams comment.trigger_logs --start D --end D2`:
+and runs `python -m cli sync --streams comment.trigger_logs --start D --end D2`:
 
 - the 365 days the service serves (today - 364 .. today);
 - an older slice (300 .. 200 days ago), where the pipeline skips the newer pages by a binary

@@ -1,6 +1,6 @@
 """`python -m bench.in_dagster WHAT OUT …`: a bare floor (`bench/bare.py`, the same
 arguments) run as the body of one Dagster asset, materialized in this process on a throwaway
-instance as `python -m pipelines sync` materializes its assets where `DAGSTER_HOME` is set
+instance as `python -m cli sync` materializes its assets where `DAGSTER_HOME` is set
 (without it, the sync runs no Dagster run at all): what Dagster itself adds to a pull, with
 nothing of the product's in the process.
 
@@ -13,7 +13,7 @@ that the figure is the part of such a run's time that no change of ours can remo
 - the console logs at `SYNC_LOG_LEVEL` (the benchmark's: WARNING), results stay in memory (no
   IO manager's files), and the planned materializations of a range are one event
   (`PLANNED_AS_ONE_EVENT`, below);
-- the process starts and ends as the product's command does (`pipelines/__main__.py`): the
+- the process starts and ends as the product's command does (`cli/__main__.py`): the
   cyclic collector held off while the imports run, then their objects frozen out of it, and
   the process ended after its exit handlers, without the interpreter's teardown.
 
@@ -35,7 +35,7 @@ returned: int | None = None
 
 
 def _end_without_teardown() -> None:
-    """The last exit handler (registered first), as in `pipelines/__main__.py`."""
+    """The last exit handler (registered first), as in `cli/__main__.py`."""
     if returned is not None:
         sys.stdout.flush()
         sys.stderr.flush()

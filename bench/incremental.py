@@ -3,10 +3,10 @@
 Counted at the services' side (the sandbox's own request counts, `GET /_sandbox/requests`),
 for the `default` connection of each service, with rate limits and pacing off:
 
-1. On a frozen sandbox, a full `python -m pipelines sync` (empty lake), then the counts are
+1. On a frozen sandbox, a full `python -m cli sync` (empty lake), then the counts are
    reset and the same sync runs again with nothing new: requests per stream and connection,
    target at most 1 each.
-2. New trigger logs, then `python -m pipelines sync --streams comment.trigger_logs`:
+2. New trigger logs, then `python -m cli sync --streams comment.trigger_logs`:
    requests for N new logs beside ceil(N/200) + 1.
 
 A frozen sandbox gets no new rows, even when its clock is advanced (sandbox/comment/
@@ -217,9 +217,9 @@ def logs_check(env: dict[str, str], base: str, workspace: str, after: str) -> di
 
 
 def run_sync(env: dict[str, str], *args: str) -> float:
-    measured = measured_run(["pipelines", "sync", *args], env)
+    measured = measured_run(["cli", "sync", *args], env)
     if measured.exit_code:
-        raise RuntimeError(f"pipelines sync {' '.join(args)} exited {measured.exit_code}")
+        raise RuntimeError(f"cli sync {' '.join(args)} exited {measured.exit_code}")
     return measured.wall_seconds
 
 

@@ -7,7 +7,7 @@ invocation on one sandbox.
 The sandbox is the demo's (`sandbox/process.py`: frozen, small, seed 7) with its rate limits
 on in the demo's time-scaled window, and every backup and export phase taking `TASK_PHASE`
 seconds: the services' asynchronous jobs take time, as real ones do. Each run is
-`python -m pipelines sync` from an empty lake (`bench.measure`: wall, CPU, peak memory), the
+`python -m cli sync` from an empty lake (`bench.measure`: wall, CPU, peak memory), the
 two ways alternated over the rounds; the sandbox counts the requests and 429s of each run,
 and every relation of the warehouse is compared with the sandbox's truth
 (`pipelines/warehouse/reconcile.py`). Exit 1 if a run failed or a relation differs.
@@ -59,7 +59,7 @@ def one_sync(base: str, way: str, round_: int) -> dict:
     env = {**os.environ, **env, "PYTHONPATH": str(ROOT)}
     env.pop("DAGSTER_HOME", None)  # as cron runs it: no Dagster run
     traffic(base, reset=True)
-    measured = measured_run(["pipelines", "sync"], env)
+    measured = measured_run(["cli", "sync"], env)
     seen = traffic(base)
     truth = httpx.get(f"{base}/_sandbox/truth", timeout=60).json()
     compared = reconcile(Lake(data / "lake"), str(data / "warehouse.duckdb"), STREAMS, truth)

@@ -6,7 +6,7 @@ On one frozen `--scale large` sandbox with its rate limits off (and the pipeline
 each contender is a whole command in a process of its own (`bench.measure`): its wall time,
 its CPU (user + system, of the process and its children) and its peak resident memory:
 
-- trigger logs, the 365 days served (1,100,000 logs): `python -m pipelines sync --streams
+- trigger logs, the 365 days served (1,100,000 logs): `python -m cli sync --streams
   comment.trigger_logs`; dlt (`bench/peer_dlt.py`); bare loops with 1 and 4 requests in
   flight (`bench/bare.py`);
 - one request, the fixed cost: `sync --streams comment.workspace`; dlt, the same request; the
@@ -111,7 +111,7 @@ def file_rows(data: Path) -> tuple[int, int]:
 
 
 def sync(stream: str) -> Callable[[Path], list[str]]:
-    return lambda data: ["pipelines", "sync", "--streams", stream]
+    return lambda data: ["cli", "sync", "--streams", stream]
 
 
 def floor(

@@ -4,7 +4,7 @@ On a frozen `--scale large` sandbox with its rate limits off (and the pipeline's
 for the full trigger log history of one workspace (1,100,000 logs) and the message history
 of one conversation region (1,050,000 messages):
 
-- the pipeline: `python -m pipelines sync --streams <stream>` in a process of its own, as a
+- the pipeline: `python -m cli sync --streams <stream>` in a process of its own, as a
   cron job runs it without DAGSTER_HOME (it lands in its own process, no Dagster run): the
   whole command, start to exit (imports, the run, the warehouse views), its peak
   resident memory, and the stream's own seconds: the command less the same command for
@@ -92,7 +92,7 @@ def pipeline(base: str, name: str, stream: str, services: tuple[str, ...], *rang
     shutil.rmtree(data, ignore_errors=True)
     env = pipeline_env(base, data, services, UNPACED)
     env.pop("DAGSTER_HOME")  # as cron runs it: no Dagster run, no event log on disk
-    argv = ["pipelines", "sync", "--streams", stream, *range_]
+    argv = ["cli", "sync", "--streams", stream, *range_]
     measured = measured_run(argv, env)
     if measured.exit_code:
         raise RuntimeError(f"{' '.join(argv)} exited {measured.exit_code}")

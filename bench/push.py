@@ -242,17 +242,17 @@ def check_profiles(base: str, data: Path, push: dict) -> tuple[int, list[str]]:
 def throughput(data: Path) -> tuple[list[dict], dict]:
     with sandbox("--no-rate-limits", scale=SCALE) as base:
         env = environment(base, data, {"datahub": {"pace": False}})
-        run(["pipelines", "sync", "--streams", "members", "custom_fields"], env)
+        run(["cli", "sync", "--streams", "members", "custom_fields"], env)
         lake = Lake(data / "lake")
         shop = generate_shop(lake, customers=COMMERCE_CUSTOMERS)
         commerce = timed_push(
-            base, env, ["pipelines", "push", "--types", *COMMERCE], list(RECORD_PATHS.values())
+            base, env, ["cli", "push", "--types", *COMMERCE], list(RECORD_PATHS.values())
         )
         records, problems = check_records(base, data, commerce)
         # A larger shop for the profile updates; its commerce tables are not pushed.
         big_shop = generate_shop(lake, customers=PROFILE_CUSTOMERS)
         profiles = timed_push(
-            base, env, ["pipelines", "push", "--types", "contact_profile"], [PROFILE_PATH]
+            base, env, ["cli", "push", "--types", "contact_profile"], [PROFILE_PATH]
         )
         updates, more = check_profiles(base, data, profiles)
         problems += more
@@ -307,9 +307,7 @@ def profile_limits(seeded: Path, data: Path) -> tuple[dict, list[str]]:
     seed_lake(seeded, data)
     with sandbox(scale=SCALE) as base:
         env = environment(base, data, {})  # paced, the real 60 s window
-        push = timed_push(
-            base, env, ["pipelines", "push", "--types", "contact_profile"], [PROFILE_PATH]
-        )
+        push = timed_push(base, env, ["cli", "push", "--types", "contact_profile"], [PROFILE_PATH])
         updates, problems = check_profiles(base, data, push)
         accepted = hub(base, "/profile-updates")["accepted"]
     steady, budget = budget_use(accepted, push["span"], PROFILE_LIMIT, 60.0)
@@ -378,9 +376,9 @@ def import_limits(
 
 
 def push_with_import_rows(rows: int, push_args: list[str]) -> int:
-    """`python -m pipelines push …` with at most `rows` rows per import call (the pipeline's
+    """`python -m cli push …` with at most `rows` rows per import call (the pipeline's
     own chunking, pacing and task wait; only the chunk size differs from 10,000)."""
-    from assets.cli import main as pipelines_main
+    from cli.main import main as pipelines_main
     from pipelines.push import imports
 
     imports.send_imports = partial(imports.send_imports, max_rows=rows)

@@ -4,7 +4,7 @@ only those.
 
 1. **Steady push at 1x and 10x history**: the demo shop (`demo/shop.py`'s generator) at each
    of `SHOPS` customers, on a sandbox of its own (medium, limits off, pipeline unpaced), the
-   data hub's members and custom fields pulled first. Then, each `python -m pipelines push`
+   data hub's members and custom fields pulled first. Then, each `python -m cli push`
    in a process of its own: a dry run (every key planned: the planning of a first push), the
    first push, a second (every key decided `unchanged` in Python, then kept), and
    `STEADY_RUNS` pushes with nothing to send (the steady push; medians). `--before TREE` (a
@@ -76,7 +76,7 @@ def push_env(base: str, data: Path, sql: Path) -> dict[str, str]:
     return env | {"WAREHOUSE_SQL": str(sql)}
 
 
-#: The columns the push prints (`assets/cli.py`), longest first: a name of 10 characters or
+#: The columns the push prints (`cli/main.py`), longest first: a name of 10 characters or
 #: more is printed against the one before it ("rejectedrefused_before").
 PRINTED = re.compile(
     "refused_before|unchanged|in_doubt|rejected|changed|waiting|refused|stale|sent|new"
@@ -98,14 +98,14 @@ def printed_figures(log: Path) -> Counter:
 
 
 def timed_push(data: Path, env: dict[str, str], *args: str, tree: Path = ROOT) -> dict:
-    """One `python -m pipelines push ARGS` from `tree`, measured; from this tree it also
+    """One `python -m cli push ARGS` from `tree`, measured; from this tree it also
     counts the rows its plans were handed (the other tree's push runs as it is)."""
     handed = data / "handed.json"
     handed.unlink(missing_ok=True)
     if tree == ROOT:
         module_args = ["bench.push_history", "--as-push", str(handed), *args]
     else:
-        module_args, env = ["pipelines", "push", *args], env | {"PYTHONPATH": str(tree)}
+        module_args, env = ["cli", "push", *args], env | {"PYTHONPATH": str(tree)}
     measured = measured_run(module_args, env, data, cwd=tree)
     if measured.exit_code:
         raise RuntimeError(f"push {args} exited {measured.exit_code}: see {data}/output.log")
@@ -157,7 +157,7 @@ def shop_pushes(data: Path, customers: int, before: Path | None) -> tuple[list[d
     declare_shop(lake)  # so the pull's warehouse build finds the shop's tables
     with sandbox("--no-rate-limits", scale="medium") as base:
         env = push_env(base, data, demo.SQL_DIR)
-        pulled = measured_run(["pipelines", "sync", "--streams", "members", "custom_fields"], env)
+        pulled = measured_run(["cli", "sync", "--streams", "members", "custom_fields"], env)
         if pulled.exit_code:
             raise RuntimeError(f"the pull exited {pulled.exit_code}: see {data}/output.log")
         started = time.perf_counter()
@@ -226,9 +226,9 @@ def synthetic_dry_runs(data: Path) -> list[dict]:
 
 
 def push_counting_rows(out: str, push_args: list[str]) -> int:
-    """`python -m pipelines push …`, writing to `out` how many rows of each record type were
+    """`python -m cli push …`, writing to `out` how many rows of each record type were
     handed to a plan (`make_plan`): the rows that reached Python."""
-    from assets.cli import main as pipelines_main
+    from cli.main import main as pipelines_main
     from pipelines.push import run as push_run
 
     handed: Counter = Counter()

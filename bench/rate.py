@@ -3,7 +3,7 @@
 The sandbox enforces the documented 120 requests per minute per key, time-scaled to 120 per
 5 s (`--rate-window 5`), and the pipeline paces itself to the same window
 (`[service.comment] rate_window_seconds = 5`). It pulls enough days of trigger logs for
-about 1,000 requests (30-60 s): `python -m pipelines sync --streams comment.trigger_logs
+about 1,000 requests (30-60 s): `python -m cli sync --streams comment.trigger_logs
 --start D --end today`, from an empty lake.
 
 Share of the budget = requests accepted on the comment mount / (120 x span / 5), span being

@@ -11,7 +11,7 @@ rows in native DuckDB tables, and the hourly sync on a year-old lake beside a we
    query run once to warm up, then 5 times each way, alternating; the medians and their
    ratio. Target: every query within 2x of native. The results must be equal both ways.
    The same again with the lake in a local S3 server (moto), reported without a target.
-2. **The hourly run.** `python -m pipelines sync --streams comment.trigger_logs --start
+2. **The hourly run.** `python -m cli sync --streams comment.trigger_logs --start
    <yesterday> --end <today>` (one request: nothing new) on the year-old lake and on a
    week-old one (its last 7 days), each warmed up once, then 3 rounds alternating, whole
    process: wall and CPU. Target: the year-old at most 1.2x the week-old in both.
@@ -162,7 +162,7 @@ def hourly_args(today: date) -> list[str]:
     """The hourly run: yesterday and today of the trigger logs."""
     yesterday = today - timedelta(days=1)
     return [
-        *("pipelines", "sync", "--streams", TRIGGER_LOGS.relation),
+        *("cli", "sync", "--streams", TRIGGER_LOGS.relation),
         *("--start", yesterday.isoformat(), "--end", today.isoformat()),
     ]
 
@@ -296,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     with sandbox("--no-rate-limits") as base:
         env = pipeline_env(base, year, ("comment",), UNPACED)
         full = measured_run(
-            ["pipelines", "sync", "--streams", TRIGGER_LOGS.relation, "comment.activities"], env
+            ["cli", "sync", "--streams", TRIGGER_LOGS.relation, "comment.activities"], env
         )
         if full.exit_code:
             raise RuntimeError("the year's sync failed")

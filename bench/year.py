@@ -12,8 +12,8 @@ the sandbox's clock (`bench/clocked.py`): the product takes "today" from the clo
 
 An hourly cycle, each command in a process of its own as cron runs it (no DAGSTER_HOME):
 the clock +1 h; a few loyalty balances of the shop changed (`--changes`); `python -m
-pipelines sync` (every stream, the receivers' inboxes compacted); `python -m pipelines push`;
-then `python -m pipelines sync --streams datahub.webhook_events conversation.agent_requests`,
+cli sync` (every stream, the receivers' inboxes compacted); `python -m cli push`;
+then `python -m cli sync --streams datahub.webhook_events conversation.agent_requests`,
 the receivers' compaction, which lands the `*.sync` webhooks the push caused. Measured per
 command (`bench.common.measured_run`: wall, user + system CPU, peak RSS), with the requests
 the services saw (`/_sandbox/requests`), on the object store the store's requests, the
@@ -307,7 +307,7 @@ class World:
         return self.store.requests if self.store is not None else 0
 
     def command(self, *args: str, lake: Copy | None = None, at: datetime | None = None) -> dict:
-        """`python -m pipelines <args>` in a process of its own on the sandbox's clock (or at
+        """`python -m cli <args>` in a process of its own on the sandbox's clock (or at
         `at`, ticking from there), on the lake (or on `lake`, a copy), measured; the requests
         the services and the store saw meanwhile. A command that fails stops the bench: the
         figures of a broken cycle mean nothing."""
@@ -315,11 +315,11 @@ class World:
         traffic(self.base, reset=True)
         store_before = self.store_requests()
         moment = (at or sandbox_now(self.base)).isoformat()
-        measured = measured_run(["bench.clocked", moment, "pipelines", *args], env, data)
+        measured = measured_run(["bench.clocked", moment, "cli", *args], env, data)
         log = (data / "output.log").read_text(errors="replace")
         seen = operations(traffic(self.base, reset=True))
         if measured.exit_code:
-            raise RuntimeError(f"pipelines {' '.join(args)} exited {measured.exit_code}:\n{log}")
+            raise RuntimeError(f"cli {' '.join(args)} exited {measured.exit_code}:\n{log}")
         return {
             "wall s": round(measured.wall_seconds, 2),
             "CPU s": round(measured.cpu_seconds, 2),
@@ -531,7 +531,7 @@ def catch_up_command(argv: list[str]) -> int:
 
     os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")  # as the command sets it
     with time_machine.travel(sandbox_now(base), tick=True) as traveller, open(out, "a") as log:
-        from assets.cli import run_push_command
+        from cli.main import run_push_command
         from pipelines import process
         from pipelines.sync import run_sync
 

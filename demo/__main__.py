@@ -29,8 +29,9 @@ import duckdb
 import httpx
 
 import demo
-from assets import activities_command, definitions
-from assets.cli import run_push_command, run_sync
+from cli import activities as activities_command
+from cli import definitions
+from cli.main import run_push_command, run_sync
 from demo.shop import declare_shop, generate_shop
 from pipelines.lake import Lake
 from pipelines.settings import load_settings
@@ -47,7 +48,7 @@ SETTINGS_FILE = "settings.sh"
 
 
 def land(relations: list[str], settings) -> None:
-    """The receivers' inboxes compacted into the lake, as `python -m pipelines sync --streams
+    """The receivers' inboxes compacted into the lake, as `python -m cli sync --streams
     <relation> …` does."""
     report = run_sync(relations, settings=settings)
     for step, message in report.failed.items():
@@ -293,7 +294,7 @@ def main() -> int:
         "terminal), then source its settings and run any command:\n"
         f"  {sandbox_command}\n"
         f"  . {shlex.quote(str(settings_file))}\n"
-        "  .venv/bin/python -m pipelines check    # or sync, push --dry-run, warehouse\n"
+        "  .venv/bin/python -m cli check    # or sync, push --dry-run, warehouse\n"
         f"{settings_file}: the sandbox's addresses and its demo keys (not secrets), the lake, the "
         "warehouse and WAREHOUSE_SQL=demo/sql; no secret of the receivers."
     )

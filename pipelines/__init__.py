@@ -1,6 +1,6 @@
 """The core: transport, paging, clients and streams of each service, the lake, the warehouse,
-the push and the webhook receiver. Nothing here imports Dagster or `assets/` (the Dagster
-layer built on it), except the command line's launcher `pipelines/__main__.py`."""
+the push and the webhook receiver. Nothing here imports Dagster, `assets/` (the Dagster
+layer built on it) or `cli/` (the command line, beside it)."""
 
 import sys
 from collections.abc import Iterator

@@ -1,5 +1,5 @@
 """What a process of the product sets for itself, once, where it starts: the command line
-(`pipelines/__main__.py`), the Dagster code location (`assets/definitions.py`), the webhook
+(`cli/__main__.py`), the Dagster code location (`assets/definitions.py`), the webhook
 receiver and the demo. Not on import: importing a module of the product changes nothing
 beyond it."""
 

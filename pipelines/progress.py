@@ -3,7 +3,7 @@
 The core keeps a record of each part of a run as it goes (a connection's turn of a landing,
 `pipelines/pull/progress.py`; a record type of a push, `pipelines/push/progress.py`; a
 connection of an activities apply, `pipelines/activities/progress.py`). Where a display
-watches (`watching`: the command line on a terminal, `assets/live.py`), each record is also
+watches (`watching`: the command line on a terminal, `cli/live.py`), each record is also
 put on the display's `Board`, which the display reads at each refresh. Nothing is sent
 anywhere: the command line runs in its own process (its Dagster runs too, with
 `execute_in_process`, whatever the job's executor), so the board is shared by reference.

@@ -8,7 +8,7 @@ schema) and built after it (pipelines/warehouse/__init__.py says in which order)
 views live, the `outbound` views the push sends among them. A list separated by `os.pathsep`
 (`:` on Linux and macOS), relative to the working directory; default none. `make demo` and
 `make dev` set it to `demo/sql` (the demo shop and its example outbound views). Every
-warehouse build (sync, push, `python -m pipelines warehouse`, the webhook compaction) reads
+warehouse build (sync, push, `python -m cli warehouse`, the webhook compaction) reads
 it from here, through `Settings.warehouse_sql` and the `lake` resource.
 
 The file's shape (every section optional):

@@ -1,4 +1,4 @@
-"""`python -m pipelines check`: is the setup right? One cheap authenticated call per
+"""`python -m cli check`: is the setup right? One cheap authenticated call per
 connection (the cheapest read each service documents), the lake written to and looked over
 (damaged files set aside, files it did not write), the shared store reached, the webhook
 receiver's secret and the AI agent's settings present and the alerts' destinations
@@ -58,7 +58,7 @@ class Checked:
     problem: str = ""
     #: Something to know that stops nothing here.
     warning: str = ""
-    #: The check's exit code where this row failed (`assets/cli.py`): its error's, else 1.
+    #: The check's exit code where this row failed (`cli/main.py`): its error's, else 1.
     exit_code: int = 1
 
     @property

@@ -204,7 +204,7 @@ def refuse_without_sources(stream: PulledStream, lake: Lake, connections: list[s
         if missing:
             raise SourcesNotLanded(
                 f"{stream.relation} is made from {source.relation}, which is not landed for "
-                f"{', '.join(missing)}: run `python -m pipelines sync --streams "
+                f"{', '.join(missing)}: run `python -m cli sync --streams "
                 f"{source.relation}` first (or `--streams {stream.service}`, which lands both "
                 "in order)"
             )

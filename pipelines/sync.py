@@ -1,4 +1,4 @@
-"""`python -m pipelines sync` as cron runs it: every stream a selection names landed through
+"""`python -m cli sync` as cron runs it: every stream a selection names landed through
 the core's one run of a stream (`pipelines/stream_run.py`) in this process, with no Dagster,
 the receivers' inboxes compacted into the lake, and the warehouse's views brought up to date
 once, at the end. Where DAGSTER_HOME keeps an instance the command line runs the same sync
@@ -106,7 +106,7 @@ def select_streams(names: list[str] | None) -> tuple[list[PulledStream], list[In
         return list(PULLED), list(RECEIVERS)
     problem = unknown_names(names)
     if problem:
-        raise SetupError(f"{problem}; `python -m pipelines sync --help` lists them")
+        raise SetupError(f"{problem}; `python -m cli sync --help` lists them")
     wanted = set(names)
     pulled = [s for s in PULLED if _names(s) & wanted]
     received = [r for r in RECEIVERS if any(_names(s) & wanted for s in r.streams)]

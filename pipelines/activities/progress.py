@@ -1,5 +1,5 @@
 """What an apply is doing while it runs, per connection, for a live display to read
-(`assets/live.py`) and for the line the apply logs as each change is made: the changes made
+(`cli/live.py`) and for the line the apply logs as each change is made: the changes made
 of those planned, the one being made, and the requests sent (its client's `CallStats`).
 
 `apply_activities` (`plan.py`) makes one for each connection with changes, once every

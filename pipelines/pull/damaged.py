@@ -20,7 +20,7 @@ or disk that fails to give it is that failure, raised as it is, and never moves 
 
 A file the lake did not write is no stream's (`stream_file`, pipelines/lake/__init__.py): no
 reader takes it for a day or a connection. Most are left where they are, read by nothing,
-and `python -m pipelines check` names them. One a view's glob would read (a `.parquet` of
+and `python -m cli check` names them. One a view's glob would read (a `.parquet` of
 another tool in a day's folder) would change the relation: each reader that sets damaged
 files aside moves it to `<lake>/_foreign/`, its path kept, its reason beside it, and says so.
 """

@@ -124,7 +124,7 @@ class Edges:
             lines.append(
                 f"{self.relation}: {_days(self.farther)} beyond {span} {differ} from the "
                 f"service: its rows moved across more than the range's edges; run `python -m "
-                f"pipelines sync --streams {self.relation} --start {first} --end {last}`"
+                f"cli sync --streams {self.relation} --start {first} --end {last}`"
             )
         return lines
 

@@ -69,7 +69,7 @@ TABLE = "warehouse_sync_push_lease"
 
 
 class PushBusy(Busy):
-    """Another push held the lake's lease for the whole wait (`python -m pipelines push`
+    """Another push held the lake's lease for the whole wait (`python -m cli push`
     exits with `Busy`'s code)."""
 
 

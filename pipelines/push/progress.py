@@ -1,5 +1,5 @@
 """What a push is doing while it runs, per record type, for a live display to read
-(`assets/live.py`) and for the line the push logs as each record type ends: its phase, the
+(`cli/live.py`) and for the line the push logs as each record type ends: its phase, the
 keys DuckDB handed to planning (`pipelines/push/changes.py`) and how many are planned, the
 rows rejected and to send so far, the service's answers (accepted, refused) and the requests
 sent since the record type began.

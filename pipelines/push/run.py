@@ -1,4 +1,4 @@
-"""One push run, shared by `python -m pipelines push` and the Dagster jobs: resume imports a
+"""One push run, shared by `python -m cli push` and the Dagster jobs: resume imports a
 killed run left polling, then per record type plan and (not in a dry run) send, to the
 service the record type names (the data hub, or the conversation service), keeping every
 rejected row with its reason; at its end, the analysts' file shows what it wrote.

@@ -471,7 +471,7 @@ class Warehouse:
             raise WarehouseBusy(
                 f"{self.path} has changes a read-write session has not saved ({wal.name}), so "
                 "its views could not be brought up to date; the data is in the lake. Close "
-                "that session (its changes are kept), then run `python -m pipelines warehouse`. "
+                "that session (its changes are kept), then run `python -m cli warehouse`. "
                 f"If no session is open, {wal.name} is a crashed one's: move it away."
             )
         elif self.path.exists():

@@ -1,4 +1,4 @@
--- Every change `python -m pipelines activities apply` made to a comment automation
+-- Every change `python -m cli activities apply` made to a comment automation
 -- activity (pipelines/activities/): one row per change, with the activity before and after
 -- as JSON, what the file declared, the drift it put back and who applied it. The newest
 -- change of an activity: ORDER BY applied_at DESC.

@@ -1,4 +1,4 @@
-"""`python -m pipelines activities plan|apply` against one live sandbox, checked against its
+"""`python -m cli activities plan|apply` against one live sandbox, checked against its
 ground truth (`/_sandbox/truth/comment/{workspace}/activities/rows`, `/_sandbox/requests`).
 
 Each test has its own folder, lake and activity names; the sandbox is the module's."""
@@ -18,8 +18,8 @@ import httpx
 import pytest
 
 from assets.activities import activities
-from assets.cli import main
 from assets.resources import build_resources
+from cli.main import main
 from pipelines.errors import Unavailable
 from pipelines.settings import load_settings
 from tests.constants import COMMENT, READWRITE
@@ -514,13 +514,13 @@ def test_an_apply_with_a_read_only_key_is_one_line_naming_the_key(
 def test_an_apply_on_a_terminal_shows_each_connection_live_and_in_a_pipe_a_line_per_change(
     sandbox, service, folder
 ):
-    """On a terminal, a live row per connection (`assets/live.py`, `apply_table`): the
+    """On a terminal, a live row per connection (`cli/live.py`, `apply_table`): the
     changes made of those planned, requests, time, the change being made; the sandbox holds
     the second create until the test has seen the first made. In a pipe, a line per change
     as it is made, and no control sequence."""
     for name in ("live first", "live second"):
         declare(folder, name.replace(" ", "_"), spring(service, name))
-    command = [sys.executable, "-m", "pipelines", "activities", "apply"]
+    command = [sys.executable, "-m", "cli", "activities", "apply"]
     before = writes(sandbox)
     making = re.compile(r"default\s+applying\s+1/2\s+\d+\s+\S+ \S+\s+create 'live second'")
     seen: list[str] = []

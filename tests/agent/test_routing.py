@@ -6,7 +6,7 @@ with its field and shown in `conversation.agent_requests`."""
 
 import duckdb
 
-from assets.cli import main
+from cli.main import main
 from pipelines.agent.reply import HANDOVER, Route
 from pipelines.agent.request import request_key
 from tests.agent.conftest import turn

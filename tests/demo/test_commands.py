@@ -98,7 +98,7 @@ def test_make_demo_lands_every_relation_equal_to_the_truth_and_pushes_once(tmp_p
     *_, restart, source, command, said = finished.stdout.splitlines()
     assert source.split() == [".", str(settings)]
     assert said.startswith(f"{settings}: ") and "no secret" in said
-    assert command.split()[:3] == [".venv/bin/python", "-m", "pipelines"]
+    assert command.split()[:3] == [".venv/bin/python", "-m", "cli"]
     written = settings.read_text()
     assert SECRET not in written and AGENT_TOKEN not in written
     go_on_with(restart, settings, tmp_path / "warehouse.duckdb")

@@ -36,9 +36,9 @@ def no_room() -> None:
 
 
 def command(*args: str, room: bool = True, timeout: float = 600) -> tuple[int, str]:
-    """`python -m pipelines <args>` as a user runs it; its exit code and all it printed."""
+    """`python -m cli <args>` as a user runs it; its exit code and all it printed."""
     finished = subprocess.run(
-        [sys.executable, "-m", "pipelines", *args],
+        [sys.executable, "-m", "cli", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -50,12 +50,12 @@ def command(*args: str, room: bool = True, timeout: float = 600) -> tuple[int, s
 
 
 def run_here(*args: str) -> tuple[int, str]:
-    """`python -m pipelines <args>` run in this process (`assets/cli.py`'s `main`): for a run
+    """`python -m cli <args>` run in this process (`cli/main.py`'s `main`): for a run
     before the fault or the one after it, of which the exit code and what it printed are
     asserted, not how a process starts and ends (the faulted run is `command`'s, or
     `meanwhile`'s), so it does not pay a process start and Dagster's import. Its exit code and
     all it printed."""
-    from assets.cli import main
+    from cli.main import main
 
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
@@ -66,11 +66,11 @@ def run_here(*args: str) -> tuple[int, str]:
 def meanwhile(
     args: tuple[str, ...], ready: Callable[[], bool], fault: Callable[[subprocess.Popen], None]
 ) -> tuple[int, str]:
-    """`python -m pipelines <args>`, with `fault` done to it or its environment once
+    """`python -m cli <args>`, with `fault` done to it or its environment once
     `ready()` holds while it runs; its exit code (negative: the signal that ended it) and
     what it printed."""
     running = subprocess.Popen(
-        [sys.executable, "-m", "pipelines", *args],
+        [sys.executable, "-m", "cli", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

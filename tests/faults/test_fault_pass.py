@@ -283,7 +283,7 @@ def test_a_killed_check_leaves_no_probe_behind(frozen_sandbox, sync_env):
     whole_run = time.monotonic() - started
     for share in (0.5, 0.9):
         checking = subprocess.Popen(
-            [sys.executable, "-m", "pipelines", "check"],
+            [sys.executable, "-m", "cli", "check"],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )

@@ -43,7 +43,7 @@ class LiveSandbox:
         return answer.json()["days"]
 
     def environment(self, lake: Path) -> dict[str, str]:
-        """The variables `python -m pipelines sync` reads, pointed at this sandbox."""
+        """The variables `python -m cli sync` reads, pointed at this sandbox."""
         return {
             "COMMENT_AUTOMATION_URL": f"{self.url}/comment/api/v1",
             "COMMENT_AUTOMATION_API_KEY": COMMENT_KEY,

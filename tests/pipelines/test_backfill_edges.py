@@ -117,13 +117,13 @@ def test_logs_moved_everywhere_are_said_with_the_sync_that_lands_the_rest(start_
 
     start, end = on - timedelta(days=5), on - timedelta(days=4)
     [said] = backfill(start, end)
-    command = f"python -m pipelines sync --streams {STREAM} --start {first} --end {on}"
+    command = f"python -m cli sync --streams {STREAM} --start {first} --end {on}"
     assert said.startswith(f"{STREAM}: days ")
     assert f" beyond {start}..{end} differ from the service: " in said
     assert said.endswith(f"run `{command}`")
 
     # The step it names, as a user runs it: nothing more to say, and the relation is the truth.
-    output = finished(sync(*re.search(r"`python -m pipelines sync (.*)`", said)[1].split()))
+    output = finished(sync(*re.search(r"`python -m cli sync (.*)`", said)[1].split()))
     assert "differ" not in output, output
     assert_equals_truth(sandbox, first, on)
 

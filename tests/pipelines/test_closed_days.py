@@ -12,7 +12,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from assets.cli import run_sync
+from cli.main import run_sync
 from pipelines.lake import Lake
 from pipelines.pull.landing import today
 from pipelines.settings import load_settings

@@ -11,8 +11,8 @@ import duckdb
 import pytest
 
 from assets import sync
-from assets.cli import main, record_types
 from assets.console import RECORD_METADATA, own_lines_logger
+from cli.main import main, record_types
 from pipelines.agent.inbox import open_agent_inbox
 from pipelines.agent.reply import Answer
 from pipelines.agent.request import request_key

@@ -9,7 +9,7 @@ from datetime import timedelta
 import duckdb
 import httpx
 
-from assets.cli import run_sync
+from cli.main import run_sync
 from pipelines.pull.landing import today
 from pipelines.settings import load_settings
 

@@ -10,9 +10,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from assets.checks import files_readable_check
-from assets.cli import main
 from assets.factory import asset_key
 from assets.resources import resources_or_problem
+from cli.main import main
 from pipelines.lake import Lake, file_day
 from pipelines.pull.damaged import (
     FOLDER,

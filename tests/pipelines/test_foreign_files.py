@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from pyarrow.fs import FileType
 
-from assets.cli import main
+from cli.main import main
 from pipelines.lake import Lake
 from pipelines.pull.damaged import FOREIGN
 from pipelines.pull.landing import today

@@ -1,4 +1,4 @@
-"""What a command's start leaves out: the command line's launcher (`pipelines/__main__.py`),
+"""What a command's start leaves out: the command line's launcher (`cli/__main__.py`),
 and the package's own refusals (`pipelines/__init__.py`); and that a command still ends
 cleanly."""
 
@@ -25,12 +25,12 @@ def test_a_command_leaves_out_what_it_never_uses_and_exits_without_a_word_on_std
     process); the collector's frozen objects are given back before the teardown, where
     DuckDB's bindings would report each one alive as a leak."""
     sync_env(frozen_sandbox)
-    # As `python -m pipelines <argv>`, then the modules it loaded.
+    # As `python -m cli <argv>`, then the modules it loaded.
     command = (
         "import runpy, sys\n"
-        f"sys.argv = ['pipelines', *{argv!r}]\n"
+        f"sys.argv = ['cli', *{argv!r}]\n"
         "try:\n"
-        "    runpy.run_module('pipelines', run_name='__main__', alter_sys=True)\n"
+        "    runpy.run_module('cli', run_name='__main__', alter_sys=True)\n"
         "finally:\n"
         "    print('loaded:', ' '.join(sorted(sys.modules)))\n"
         "    import atexit\n"
@@ -72,7 +72,7 @@ def test_a_reader_that_goes_away_ends_the_command_with_status_1_and_no_traceback
     env.pop("PYTHONUNBUFFERED", None)
     if not buffered:
         env["PYTHONUNBUFFERED"] = "1"
-    command = [sys.executable, "-m", "pipelines", "sync", "--streams", "workspace"]
+    command = [sys.executable, "-m", "cli", "sync", "--streams", "workspace"]
     with subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
     ) as process:
@@ -125,3 +125,23 @@ def test_pyarrow_never_imports_pandas_to_convert_values_but_still_can_for_pandas
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["converted:", "False", "to_pandas:", "True"]
+
+
+def test_the_commands_former_name_runs_the_command_line(frozen_sandbox, sync_env):
+    """`python -m pipelines`, as crontabs written before `cli/` call it: the same command,
+    its arguments and exit status, in the same process (`pipelines/__main__.py`)."""
+    sync_env(frozen_sandbox)
+    former = subprocess.run(
+        [sys.executable, "-m", "pipelines", "sync", "--streams", "nowhere"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    current = subprocess.run(
+        [sys.executable, "-m", "cli", "sync", "--streams", "nowhere"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert former.returncode == current.returncode == 2
+    assert former.stderr == current.stderr and "nowhere" in former.stderr

@@ -63,11 +63,11 @@ def rows(lake, stream, connection: str = "default") -> int:
 
 
 def sync_with_a_years_partitions(stream: str, first: date, last: date) -> None:
-    """`python -m pipelines sync` of `stream` over `first`..`last`, its partitions a year long
+    """`python -m cli sync` of `stream` over `first`..`last`, its partitions a year long
     as a user's are (this process's start HISTORY_DAYS back, tests/conftest.py): the service's
     total is conclusive only once every closed day of its 365 is landed."""
     subprocess.run(
-        [sys.executable, "-m", "pipelines", "sync", "--streams", stream]
+        [sys.executable, "-m", "cli", "sync", "--streams", stream]
         + ["--start", first.isoformat(), "--end", last.isoformat()],
         env={k: v for k, v in os.environ.items() if k != "SYNC_START_DATE"},
         check=True,

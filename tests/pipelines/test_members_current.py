@@ -13,7 +13,7 @@ import duckdb
 import httpx
 import pytest
 
-from assets.cli import main
+from cli.main import main
 from tests.push.test_conversation import ASSIGNMENT_COLUMNS, CLOSE_COLUMNS, write_view
 
 REGIONS = ("default", "jp")

@@ -1,7 +1,7 @@
 """One thing wrong at a time, as a new user meets it: a connection that fails is reported
 with what to fix and fails alone (the others land), a refused address fails in seconds, a
 mistake in the settings is one message naming the file and the setting (no traceback), a
-key is never echoed, and `python -m pipelines check` tells each connection's state."""
+key is never echoed, and `python -m cli check` tells each connection's state."""
 
 import logging
 import os
@@ -14,11 +14,11 @@ import duckdb
 import httpx
 import pytest
 
-from assets.cli import main, run_sync
 from assets.comment import ASSETS, rows_equal_service_total
 from assets.resources import SetupProblem, resources_or_problem
 from assets.setup_check import check_setup
 from bench.common import ROOT
+from cli.main import main, run_sync
 from pipelines.settings import load_settings
 from pipelines.transport import RetryPolicy, ServiceError, Transport
 from tests.pipelines.conftest import COMMENT_KEY

@@ -1,5 +1,5 @@
-"""`python -m pipelines sync` on a terminal draws a live table per stream and connection
-(`assets/live.py`: days done of days asked, rows, pages, requests, seconds waited, time left);
+"""`python -m cli sync` on a terminal draws a live table per stream and connection
+(`cli/live.py`: days done of days asked, rows, pages, requests, seconds waited, time left);
 in a pipe it prints the plain lines alone, as cron, CI and Dagster get them."""
 
 import asyncio
@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
-from assets.live import cells
+from cli.live import cells
 from pipelines.pull.progress import TurnProgress
 from tests.pipelines.conftest import LiveSandbox
 from tests.pipelines.test_comment import workspace_id
@@ -27,7 +27,7 @@ def sync_command() -> tuple[list[str], int]:
     """A sync of the trigger logs' last two days, and the days it asks for."""
     today = datetime.now(UTC).date()
     days = ["--start", str(today - timedelta(days=1)), "--end", str(today)]
-    return [sys.executable, "-m", "pipelines", "sync", "--streams", "trigger_logs", *days], 2
+    return [sys.executable, "-m", "cli", "sync", "--streams", "trigger_logs", *days], 2
 
 
 def environment() -> dict[str, str]:

@@ -23,7 +23,7 @@ import duckdb
 import pyarrow.parquet as pq
 from dagster._serdes import serialize_value
 
-from assets.cli import run_sync
+from cli.main import run_sync
 from pipelines.pull.landing import today
 
 #: The sandbox runs in this process (conftest.py): its own loggers are not the pipeline's.

@@ -1,4 +1,4 @@
-"""`python -m pipelines sync` as a user runs it: everything, exact, restartable, and never in
+"""`python -m cli sync` as a user runs it: everything, exact, restartable, and never in
 an analyst's way."""
 
 import os
@@ -21,7 +21,7 @@ from tests.pipelines.test_warehouse import held_session
 
 def sync(*args: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "pipelines", "sync", *args],
+        [sys.executable, "-m", "cli", "sync", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -99,13 +99,13 @@ def test_two_syncs_of_one_lake_at_once_are_exact(frozen_sandbox, sync_env):
 def test_the_warehouse_command_rebuilds_the_views_of_an_empty_lake_and_a_synced_one(
     frozen_sandbox, sync_env
 ):
-    """`python -m pipelines warehouse`, as the README gives it. Regression: it always ended
+    """`python -m cli warehouse`, as the README gives it. Regression: it always ended
     in an AttributeError (the sync's `--start` was read for every command)."""
     sync_env(frozen_sandbox)
 
     def warehouse() -> str:
         done = subprocess.run(
-            [sys.executable, "-m", "pipelines", "warehouse"],
+            [sys.executable, "-m", "cli", "warehouse"],
             capture_output=True,
             text=True,
             env=os.environ.copy(),

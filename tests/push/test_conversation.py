@@ -13,7 +13,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from assets.cli import main
+from cli.main import main
 from pipelines.push import send
 from pipelines.push.validation import validate_record
 from sandbox.conversation.members import RESOLVED
@@ -342,7 +342,7 @@ def test_invalid_rows_are_kept_with_the_field_and_the_others_are_sent(
 def test_a_push_killed_part_way_then_two_at_once_apply_each_newest_assignment_once(
     start_sandbox, sync_env, tmp_path, monkeypatch
 ):
-    """`python -m pipelines push` killed after 60 writes reached the service (with up to 8
+    """`python -m cli push` killed after 60 writes reached the service (with up to 8
     more in flight, their answers lost), then two pushes started together: one holds the
     lake, the other waits and finds nothing left. The rows the killed push had sent are
     looked up at the service, not sent again."""

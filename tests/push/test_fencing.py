@@ -84,7 +84,7 @@ def test_on_one_host_a_paused_holder_keeps_the_lake(tmp_path):
         holder.wait()
 
 
-#: `python -m pipelines push` that stops itself (SIGSTOP) at its `argv[1]`th request, in the
+#: `python -m cli push` that stops itself (SIGSTOP) at its `argv[1]`th request, in the
 #: worker that has just marked the row `sending` under the lease and not yet sent it: the
 #: point where a stall past the lease could send a row twice.
 STALLING_PUSH = """
@@ -99,8 +99,8 @@ def stalling(self, *args, **options):
         os.kill(os.getpid(), signal.SIGSTOP)
     return submit(self, *args, **options)
 DataHubClient.submit = stalling
-sys.argv = ["pipelines", "push", "--types", *sys.argv[2:]]
-runpy.run_module("pipelines", run_name="__main__", alter_sys=True)
+sys.argv = ["cli", "push", "--types", *sys.argv[2:]]
+runpy.run_module("cli", run_name="__main__", alter_sys=True)
 """
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from assets.cli import main
 from assets.sync import failure_reason
+from cli.main import main
 from pipelines.errors import SetupError
 from pipelines.push import journal as journal_module
 from pipelines.push import send
@@ -41,9 +41,9 @@ EVERYTHING = [*RECORDS, "behavior_event", "member_import"]
 
 
 def start_push(env: dict, types: list[str]) -> subprocess.Popen:
-    """`python -m pipelines push` as cron or a person runs it."""
+    """`python -m cli push` as cron or a person runs it."""
     return subprocess.Popen(
-        [sys.executable, "-m", "pipelines", "push", "--types", *types],
+        [sys.executable, "-m", "cli", "push", "--types", *types],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,

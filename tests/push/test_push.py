@@ -23,9 +23,9 @@ import httpx
 import pyarrow.parquet as pq
 
 from assets import datahub, push
-from assets.cli import main
 from assets.failures import EXIT_CODE
 from assets.resources import build_resources
+from cli.main import main
 from demo import SQL_DIR as DEMO_SQL
 from demo.shop import SHOP_STREAMS, generate_shop, new_customer_id
 from pipelines.clients.datahub import DataHubClient
@@ -591,12 +591,12 @@ def push_until(
     output: Path | None = None,
     seen=submissions,
 ) -> int | None:
-    """`python -m pipelines push` as a user runs it; SIGKILLed once the sandbox has seen
+    """`python -m cli push` as a user runs it; SIGKILLed once the sandbox has seen
     `stop_at` submissions (`seen(sandbox)` counts them). Its exit code, or None if it was
     killed. What it printed goes to `output`, where given."""
     with open(output or os.devnull, "w") as printed:
         process = subprocess.Popen(
-            [sys.executable, "-m", "pipelines", "push", "--types", *types],
+            [sys.executable, "-m", "cli", "push", "--types", *types],
             cwd=ROOT,
             env=env,
             stdout=printed,

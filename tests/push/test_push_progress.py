@@ -1,5 +1,5 @@
-"""`python -m pipelines push` on a terminal draws a live table, a row per record type
-(`assets/live.py`, from `pipelines/push/progress.py`: phase, keys planned of those handed,
+"""`python -m cli push` on a terminal draws a live table, a row per record type
+(`cli/live.py`, from `pipelines/push/progress.py`: phase, keys planned of those handed,
 rows rejected, to send, accepted, refused, requests, time), and ends with its figures' table;
 in a pipe it prints a plain line per record type as it ends, and the table, with no control
 sequence."""
@@ -14,7 +14,7 @@ from tests.push.test_push import held_as_expected, pushable, submissions_of
 
 #: What the tests push: coupons first, then orders (`OUTBOUND`'s order).
 TYPES = ("coupon", "order")
-COMMAND = [sys.executable, "-m", "pipelines", "push", "--types", *TYPES]
+COMMAND = [sys.executable, "-m", "cli", "push", "--types", *TYPES]
 #: Where the sandbox takes orders.
 ORDERS = "/datahub/v1/records/order"
 #: A row of the live table: the record type, its phase, keys planned/handed, then rejected,

@@ -1,5 +1,5 @@
 """Compaction of the inbox into the lake: idempotent, never loses an
-event stored between or during runs; run by its sensor and by `python -m pipelines sync`."""
+event stored between or during runs; run by its sensor and by `python -m cli sync`."""
 
 import threading
 import uuid
@@ -10,8 +10,8 @@ import duckdb
 import pytest
 
 from assets import webhooks
-from assets.cli import run_sync
 from assets.resources import LakeResource
+from cli.main import run_sync
 from pipelines.inbox.compaction import FILE_NAME, ForeignInbox
 from pipelines.lake import Lake
 from pipelines.pull.damaged import set_aside

@@ -1,4 +1,4 @@
-"""The command line, `python -m pipelines check | sync | push | warehouse` (`HELP` and each
+"""The command line, `python -m cli check | sync | push | warehouse` (`HELP` and each
 command's help say what they do for a user). Settings come from the environment
 (docs/settings.md). A usage mistake (a stream or record type that does not exist, days the
 wrong way round) is one line and exit 2, before anything runs; a mistake in the settings is
@@ -21,8 +21,8 @@ from functools import partial
 
 import duckdb
 
-from assets import activities_command
-from assets.live import display_wanted, live_progress, push_table
+from cli import activities as activities_command
+from cli.live import display_wanted, live_progress, push_table
 from pipelines import sync
 from pipelines.clients import conversation
 from pipelines.clients.datahub import SUBMIT_OPERATIONS
@@ -99,7 +99,7 @@ def run_push_command(
     """The push (`pipelines/push/run.py`), as a run of the `push` job where DAGSTER_HOME keeps
     an instance, so it shows in the UI; else in this process, with no Dagster imported, as a
     sync. Prints the plan's figures per record type, or each failure once. `live`: a live
-    table of each record type's progress while it runs (`assets/live.py`), as a sync's."""
+    table of each record type's progress while it runs (`cli/live.py`), as a sync's."""
     settings = load_settings()
     config = {
         "dry_run": dry_run,
@@ -111,7 +111,7 @@ def run_push_command(
     with lasting_imports():  # the push's jobs and its validation models
         from pipelines.push.plan import OUTCOMES
         from pipelines.push.run import run_push
-    # On a terminal, a live table of each record type's progress (`assets/live.py`).
+    # On a terminal, a live table of each record type's progress (`cli/live.py`).
     with live_progress(live, push_table):
         if shared_instance():
             figures, failures = push_in_dagster(settings, config)
@@ -225,7 +225,7 @@ def run_check_command() -> int:
     return max((c.exit_code for c in checked if not c.ok), default=0)
 
 
-#: What `python -m pipelines --help` says.
+#: What `python -m cli --help` says.
 HELP = """Keeps a DuckDB warehouse in sync with the comment automation, conversation and
 customer data hub services. Settings are environment variables and an optional sync.toml
 (docs/settings.md); start with `check`."""
@@ -279,7 +279,7 @@ def day(text: str) -> date:
 
 def parser() -> Parser:
     """Every command and option, with what each does for the user."""
-    main = Parser(prog="python -m pipelines", description=HELP, epilog=EXIT_CODES)
+    main = Parser(prog="python -m cli", description=HELP, epilog=EXIT_CODES)
     debug = (
         "show each failure's stack trace, and Dagster's every step event where DAGSTER_HOME "
         "is set (to report a bug)"
@@ -448,7 +448,7 @@ def run_command(args: argparse.Namespace) -> int:
         print(f"warehouse: {outcome}")
         print_counts(settings, lake, [stream.relation for stream in selectable()])
         return 0
-    # On a terminal, a live display of each stream's landing (`assets/live.py`); else, and
+    # On a terminal, a live display of each stream's landing (`cli/live.py`); else, and
     # with --debug, the plain lines alone.
     with live_progress(display_wanted(args.debug)):
         report = run_sync(args.streams, args.start, args.end, settings)

@@ -7,7 +7,7 @@ import getpass
 import os
 import sys
 
-from assets.live import apply_table, display_wanted, live_progress
+from cli.live import apply_table, display_wanted, live_progress
 from pipelines.activities import (
     Outcome,
     Refused,
@@ -69,10 +69,10 @@ def run_command(args: argparse.Namespace, settings: Settings) -> int:
         outcome = plan_activities(service, lake, folder)
         _print(outcome, flags=True)
         if any(p.changes for p in outcome.plans):
-            print("\nto make it so: python -m pipelines activities apply")
+            print("\nto make it so: python -m cli activities apply")
         return 0
     # A line per change made as it is made (stderr: stdout is the outcome), and on a
-    # terminal a live table per connection (`assets/live.py`).
+    # terminal a live table per connection (`cli/live.py`).
     try:
         with live_progress(display_wanted(args.debug), apply_table):
             outcome = apply_activities(
