@@ -459,7 +459,8 @@ def test_make_dev_lands_pushes_resends_and_shows_health_through_the_ui_and_stops
     assert 0 < rows["webhook_events"] <= len(keys)
     assert 0 < rows["agent_requests"] <= len(calls)
     jobs = {job["name"] for node in nodes for job in node["jobs"]}
-    assert {"datahub_webhooks", "conversation_agent", "push", "resend_rejected"} <= jobs
+    expected = {"datahub_webhooks", "conversation_agent", "push", "resend_rejected", "check_setup"}
+    assert expected <= jobs
     assert (data / "lake" / "datahub" / "webhook_events").is_dir()  # the demo's setup
     # No warning at start (a dagster.yaml beside the workspace, a superseded command).
     warned = [line for line in said.splitlines() if "Warning" in line or "WARNING" in line]
