@@ -16,7 +16,12 @@ backfill, a sync, the hourly schedules) evaluates each check once, over its days
 planned. A run without days (the whole-stream job), or on an instance that is not kept (the
 command line's without DAGSTER_HOME), records it once, without a day. Partitioned
 checks are a preview of Dagster 1.13; tests/pipelines/test_factory.py runs what is relied
-on here."""
+on here.
+
+A check that found nothing to compare (a stream not landed yet, no closed day) records no
+result in a run: Dagster 1.13 has no "skipped" result, but a planned evaluation that ends
+without one is the UI's "Skipped", and the reason is in the run (`_skipped`). A warning
+would stand beside the checks that found something wrong as one of them."""
 
 import functools
 from collections.abc import Callable, Iterator
@@ -70,14 +75,19 @@ def checked_days(context: dg.AssetCheckExecutionContext, stream: Stream) -> list
 def each_day(
     context: dg.AssetCheckExecutionContext | None, result: dg.AssetCheckResult
 ) -> dg.AssetCheckResult | Iterator:
-    """What a check of a day-partitioned stream returns: `result` as it is, which Dagster
-    records under the run's day, or without one in a run without days; in a run over days,
-    `result` once for each of them (the module's docstring says why). Each day's names the
-    day's newest materialization, as Dagster's own does, so the day shows it as its status.
-    `context` is None for a check called outside a run (a test's)."""
+    """What a check returns in a run: none where it compared nothing (`_skipped`); else
+    `result` as it is, which Dagster records under the run's day, or without one in a run
+    without days; in a run over days, `result` once for each of them (the module's docstring
+    says why). Each day's names the day's newest materialization, as Dagster's own does, so
+    the day shows it as its status. `context` is None for a check called outside a run (a
+    test's): `result` as it is."""
     run = _run_of(context)
-    if run is None or PARTITION_NAME_TAG in run.tags:
-        return result  # called outside a run, or a run of one day
+    if run is None:
+        return result  # called outside a run
+    if NOTHING_COMPARED in result.metadata:
+        return _skipped(context, result)
+    if PARTITION_NAME_TAG in run.tags:
+        return result  # a run of one day
     if not context.instance.is_persistent:
         # A throwaway instance (a test's, a script's) shows no day to
         # anyone: its one evaluation says what the check found, at a fraction of the cost.
@@ -89,6 +99,21 @@ def each_day(
         return result  # a check without days, or a run without them
     days = spec.partitions_def.get_partition_keys_in_range(dg.PartitionKeyRange(first, last))
     return _recorded_each_day(context, spec, result, days)
+
+
+def _skipped(context: dg.AssetCheckExecutionContext, result: dg.AssetCheckResult) -> Iterator:
+    """A check that compared nothing records no result: the UI shows it "Skipped" (its
+    planned evaluation ends without one), not as a warning beside the checks that found
+    something. Why is the step's output's metadata, and a line of the run's log."""
+    [spec] = context.check_specs
+    reason = result.metadata[NOTHING_COMPARED].value
+    context.log.info(f"{spec.key.to_user_string()} skipped: nothing compared: {reason}")
+    [output] = context.op_execution_context.op_def.output_defs
+    yield dg.Output(
+        None,
+        output_name=output.name,
+        metadata={"check": spec.key.to_user_string(), **result.metadata},
+    )
 
 
 def _recorded_each_day(
@@ -116,8 +141,8 @@ def _recorded_each_day(
 
 
 def by_day(check: Check) -> Check:
-    """`check` (the function of a check of a day-partitioned stream's asset) with its result
-    recorded by `each_day`, in the context Dagster runs it in. Dagster reads the wrapped
+    """`check` (the function of a check of a stream's asset) with its result recorded by
+    `each_day`, in the context Dagster runs it in. Dagster reads the wrapped
     function's parameters (`functools.wraps`), so it takes the same."""
 
     @functools.wraps(check)
@@ -162,14 +187,19 @@ def scope(days: list[date] | None) -> dict[str, str]:
     return {"scope": f"days {days[0]} to {days[-1]}" if days else "the whole stream"}
 
 
+#: The metadata key of a result that compared nothing, saying why.
+NOTHING_COMPARED = "nothing_compared"
+
+
 def nothing_compared(reason: str, metadata: dict | None = None) -> dg.AssetCheckResult:
     """The result of a check that found nothing to compare: not a pass (a green check must
-    have looked at something), but a warning, as nothing is known to be wrong either."""
+    have looked at something), a warning where it is called outside a run; in a run it is
+    recorded as skipped, with why (`each_day`)."""
     return dg.AssetCheckResult(
         passed=False,
         severity=dg.AssetCheckSeverity.WARN,
         description=f"nothing compared: {reason}",
-        metadata={"nothing_compared": reason, **(metadata or {})},
+        metadata={NOTHING_COMPARED: reason, **(metadata or {})},
     )
 
 
@@ -197,7 +227,7 @@ def stream_check(
     stream: Stream, name: str, description: str
 ) -> Callable[[Callable], dg.AssetChecksDefinition]:
     """The decorator of a service's own check on `stream`'s asset: never blocking (a check
-    reports, it does not hold back what comes after) and, on a day-partitioned stream,
+    reports, it does not hold back what comes after), on a day-partitioned stream
     partitioned like it, its result recorded by `by_day`."""
     partitions = partitions_of(stream)
 
@@ -208,7 +238,7 @@ def stream_check(
             blocking=False,
             partitions_def=partitions,
             description=description,
-        )(by_day(check) if partitions else check)
+        )(by_day(check))
 
     return define
 

@@ -213,7 +213,7 @@ def _schedules() -> list[dg.ScheduleDefinition]:
 EXECUTOR = executor()
 
 defs = dg.Definitions(
-    assets=[*STREAM_ASSETS, warehouse_views, *webhooks.ASSETS, *agent.ASSETS, *push.SPECS],
+    assets=[*STREAM_ASSETS, warehouse_views, *webhooks.ASSETS, *agent.ASSETS, *push.ASSETS],
     asset_checks=[check for module in SERVICES.values() for check in module.CHECKS],
     jobs=[
         *JOBS.values(),

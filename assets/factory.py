@@ -189,9 +189,10 @@ def fail_connections(context: dg.AssetExecutionContext, run: StreamRun, health: 
     ]
     if landed.rows_per_connection:
         if days is None:
-            events.append(
-                dg.AssetMaterialization(context.asset_key, metadata=landed.metadata(None))
-            )
+            # The health beside the figures, as a landing without failure records them: the
+            # asset's newest materialization shows the failing connection.
+            metadata = landed.metadata(None) | health
+            events.append(dg.AssetMaterialization(context.asset_key, metadata=metadata))
         else:
             events += [
                 dg.AssetMaterialization(context.asset_key, partition=day.isoformat(), metadata=m)

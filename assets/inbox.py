@@ -1,8 +1,11 @@
 """A receiver's compaction job and its sensor (assets/webhooks.py, assets/agent.py): the
-sensor asks for the job's run while the inbox holds what the lake lacks, one run per newest
-state of the inbox. What differs between receivers is declared in the core
+sensor asks for the job's run while the inbox holds what the lake lacks, one run per batch:
+the first at once, then at most one every `BATCH_SECONDS`, whatever arrived meanwhile (a live
+receiver stores something every minute; a run a minute would bury every other run in the
+UI's list). What differs between receivers is declared in the core
 (`pipelines/inbox/compaction.py`, `InboxCompaction`)."""
 
+import time
 from typing import Any
 
 import dagster as dg
@@ -12,6 +15,10 @@ from assets.factory import owners, service_tag
 from assets.resources import LakeResource
 from pipelines.inbox.compaction import InboxCompaction
 from pipelines.stream import Stream
+
+#: The least time between two runs a sensor asks for: what arrives meanwhile waits for the
+#: next batch (docs/dagster.md).
+BATCH_SECONDS = 300
 
 
 def compaction(
@@ -29,9 +36,20 @@ def compaction(
         job=job,
         minimum_interval_seconds=60,
         default_status=dg.DefaultSensorStatus.RUNNING,
-        description=f"Runs the compaction when the inbox holds {inbox.holds} the lake lacks.",
+        description=(
+            f"Runs the compaction when the inbox holds {inbox.holds} the lake lacks: at once, "
+            f"then at most once every {BATCH_SECONDS // 60} minutes, what arrived meanwhile "
+            "in one run."
+        ),
     )
-    def sensor(lake: LakeResource) -> dg.RunRequest | dg.SkipReason:
+    def sensor(context: dg.SensorEvaluationContext, lake: LakeResource):
+        # The cursor is when the sensor last asked for a run (seconds since the epoch).
+        due = float(context.cursor or 0) + BATCH_SECONDS
+        if time.time() < due:
+            return dg.SkipReason(
+                f"a batch ran within {BATCH_SECONDS // 60} minutes; what arrived since waits "
+                f"until {time.strftime('%H:%M:%S', time.gmtime(due))} UTC"
+            )
         opened = inbox.opened(lake.lake_root)
         if opened is None:
             return dg.SkipReason(f"no inbox at {inbox.place.path(lake.lake_root)}")
@@ -40,6 +58,7 @@ def compaction(
             inbox_uuid = opened.uuid
         if pending is None:
             return dg.SkipReason(f"every one of the inbox's {inbox.holds} is in the lake")
+        context.update_cursor(str(time.time()))
         return dg.RunRequest(run_key=f"{inbox_uuid}-{pending}")
 
     return job, sensor

@@ -1,13 +1,14 @@
-"""The push as Dagster jobs: `push` sends, `push_dry_run` only plans. Both report, per
+"""The push in Dagster: the job `push` sends, `push_dry_run` only plans, `resend_rejected`
+sends again now the rows the service refused, a record type per partition. Each reports, per
 record type, how many rows are new, changed, unchanged, stale, waiting, in doubt and
 rejected.
 
 Its lineage, for the catalog: the outbound views (`outbound/<view>`, defined with the
-warehouse's views) and the records the service of each record type receives
-(`datahub/records/<record type>`, `conversation/records/<record type>`), each a view's rows
-sent on. Both are assets Dagster does not materialize itself; the
-`push` job records a materialization of each record type it pushed (those with a view), with
-its figures; a dry run records none."""
+warehouse's views, which Dagster does not materialize itself) and the records the service of
+each record type receives (`datahub/records/<record type>`, `conversation/records/<record
+type>`), each a view's rows sent on. Those are one asset of Dagster's (`pushed_records`), so
+each record type's page can push it ("Materialize"); the jobs record a materialization of
+each record type they pushed (those with a view), with its figures; a dry run records none."""
 
 import dagster as dg
 
@@ -100,12 +101,9 @@ def rejected_table(rows: list[dict]) -> dg.MetadataValue:
     return dg.MetadataValue.table(records, schema)
 
 
-class PushConfig(dg.Config):
-    dry_run: bool = False
-    #: Record types to push (all when empty): member_import, contact_profile, coupon, order,
-    #: order_fulfillment, membership_tier, point, reservation, behavior_event,
-    #: conversation_assignment, conversation_close.
-    record_types: list[str] = []
+class SendConfig(dg.Config):
+    """What a push sends beyond what changed; each record type's page takes it too."""
+
     #: Send again the behavior events a killed run may or may not have delivered (they are
     #: reported as in_doubt and not sent by default: a resend could store one twice).
     resend_in_doubt: bool = False
@@ -116,6 +114,46 @@ class PushConfig(dg.Config):
     #: Send again now the rows the service refused, though unchanged (by default one waits
     #: for a change, or for its retry: an hour, doubling up to a day).
     retry_refused: bool = False
+
+
+class PushConfig(SendConfig):
+    dry_run: bool = False
+    #: Record types to push (all when empty): member_import, contact_profile, coupon, order,
+    #: order_fulfillment, membership_tier, point, reservation, behavior_event,
+    #: conversation_assignment, conversation_close.
+    record_types: list[str] = []
+
+
+def pushed(
+    context: dg.OpExecutionContext,
+    config: SendConfig,
+    lake: LakeResource,
+    services: dict[str, DataHubResource | ConversationResource],
+    record_types: list[str] | None,
+    dry_run: bool = False,
+):
+    """The core's push of `record_types` (all when None), and the metadata of each record
+    type's materialization (none for a dry run, nor for a record type without its view):
+    its figures and its newest rejected rows."""
+    report = run_push(
+        lake,
+        services,
+        dry_run,
+        record_types,
+        resend_in_doubt=config.resend_in_doubt or frozenset(config.resend_keys),
+        log=context.log.info,
+        run_id=context.run_id,
+        retry_refused=config.retry_refused,
+    )
+    materialized = {
+        record_type: {
+            **figures,
+            "rejected_rows": rejected_table(rejected_now(lake.lake(), record_type, REJECTED_SHOWN)),
+        }
+        for record_type, figures in report.figures.items()
+        if not dry_run and record_type not in report.without_view
+    }
+    return report, materialized
 
 
 @dg.op(pool=pool("datahub"), description="Plan, and unless a dry run, send the outbound rows.")
@@ -132,30 +170,17 @@ def push_to_datahub(
     unknown = sorted(set(config.record_types) - set(ORDER))
     if unknown:
         raise dg.Failure(f"unknown record types {unknown}; known: {list(ORDER)}")
-    report = run_push(
-        lake,
-        {"datahub": datahub, "conversation": conversation},
-        config.dry_run,
-        config.record_types or None,
-        resend_in_doubt=config.resend_in_doubt or frozenset(config.resend_keys),
-        log=context.log.info,
-        run_id=context.run_id,
-        retry_refused=config.retry_refused,
-    )
+    services = {"datahub": datahub, "conversation": conversation}
+    types = config.record_types or None
+    report, materialized = pushed(context, config, lake, services, types, config.dry_run)
+    for record_type, record_metadata in materialized.items():
+        context.log_event(
+            dg.AssetMaterialization(SERVICE_RECORDS[record_type].key, metadata=record_metadata)
+        )
     metadata = {
         record_type: dg.MetadataValue.json(figures)
         for record_type, figures in report.figures.items()
     }
-    if not config.dry_run:
-        for record_type, figures in report.figures.items():
-            if record_type not in report.without_view:
-                rejected = rejected_table(rejected_now(lake.lake(), record_type, REJECTED_SHOWN))
-                context.log_event(
-                    dg.AssetMaterialization(
-                        SERVICE_RECORDS[record_type].key,
-                        metadata={**figures, "rejected_rows": rejected},
-                    )
-                )
     return dg.Output(
         report.figures,
         metadata={"dry_run": config.dry_run, **metadata, **report.stats.as_metadata()},
@@ -178,4 +203,52 @@ def push_dry_run():
     push_to_datahub()
 
 
-JOBS = [push, push_dry_run]
+RECORD_TYPE_OF = {spec.key: record_type for record_type, spec in SERVICE_RECORDS.items()}
+
+
+@dg.multi_asset(
+    name="pushed_records",
+    specs=[spec.replace_attributes(skippable=True) for spec in SERVICE_RECORDS.values()],
+    can_subset=True,
+    pool=pool("datahub"),
+    description="Push the selected record types: what changed in their outbound views.",
+)
+@tells_errors
+def pushed_records(
+    context: dg.AssetExecutionContext,
+    config: SendConfig,
+    lake: LakeResource,
+    datahub: DataHubResource,
+    conversation: ConversationResource,
+):
+    """A record type's "Materialize" on its page: the push of that record type alone (of
+    those selected), recorded as its materialization. A record type without its view is
+    not materialized: its run's log says why."""
+    selected = [RECORD_TYPE_OF[key] for key in context.selected_asset_keys]
+    services = {"datahub": datahub, "conversation": conversation}
+    _, materialized = pushed(context, config, lake, services, [t for t in ORDER if t in selected])
+    for record_type, metadata in materialized.items():
+        yield dg.MaterializeResult(asset_key=SERVICE_RECORDS[record_type].key, metadata=metadata)
+
+
+def _resend_config(record_type: str) -> dict:
+    return {
+        "ops": {
+            "push_to_datahub": {"config": {"record_types": [record_type], "retry_refused": True}}
+        }
+    }
+
+
+@dg.job(
+    description="Send again now the rows the service refused of one record type (pick it as "
+    "the partition): the push of that record type, its refused rows not waiting for their "
+    "retry. The rows `sync.rejected` lists with `source` `service`.",
+    config=dg.static_partitioned_config(partition_keys=list(ORDER))(_resend_config),
+)
+def resend_rejected():
+    push_to_datahub()
+
+
+#: The assets to define: the outbound views, and the records each record type's service holds.
+ASSETS = [*OUTBOUND_VIEWS.values(), pushed_records]
+JOBS = [push, push_dry_run, resend_rejected]

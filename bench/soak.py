@@ -657,7 +657,8 @@ def checks_recorded(defs, instance, run_ids: list[str]) -> dict:
     asset's Checks tab lists it: the records of each run that has any, beside how many the
     run should hold (one per day of its range for a check of a day-partitioned asset,
     `assets/checks.py`'s `each_day`; else one), how many are still planned (a finished
-    run's show as "Skipped") and how many repeat a run's day (or its one result)."""
+    run's show as "Skipped") though the check did not say it compared nothing (its step's
+    output names it, `_skipped`), and how many repeat a run's day (or its one result)."""
     import dagster as dg
     from dagster._core.storage.asset_check_execution_record import (
         AssetCheckExecutionRecordStatus,
@@ -667,6 +668,12 @@ def checks_recorded(defs, instance, run_ids: list[str]) -> dict:
 
     graph = defs.resolve_asset_graph()
     runs = {run.run_id: run for run in instance.get_runs(dg.RunsFilter(run_ids=run_ids))}
+    skipped = {
+        (run_id, entry.dagster_event.event_specific_data.metadata["check"].value)
+        for run_id in run_ids
+        for entry in instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_OUTPUT)
+        if "check" in entry.dagster_event.event_specific_data.metadata
+    }
     recorded = {}
     for key in sorted(graph.asset_check_keys, key=str):
         partitions = graph.get(key).partitions_def
@@ -690,7 +697,9 @@ def checks_recorded(defs, instance, run_ids: list[str]) -> dict:
             "records_per_run": [per_run[run_id] for run_id in sorted(per_run)],
             "expected_per_run": [expected[run_id] for run_id in sorted(per_run)],
             "planned_left": sum(
-                r.status == AssetCheckExecutionRecordStatus.PLANNED for r in history
+                r.status == AssetCheckExecutionRecordStatus.PLANNED
+                and (r.run_id, key.to_user_string()) not in skipped
+                for r in history
             ),
             "repeated": sum(
                 n - 1 for n in Counter((r.run_id, r.partition) for r in history).values()
@@ -744,9 +753,6 @@ def classify(soak: Soak) -> None:
     for check in soak.checks:
         if check["passed"]:
             check["verdict"] = "passed"
-            continue
-        if (check["description"] or "").startswith("nothing compared"):
-            check["verdict"] = "nothing compared"
             continue
         if check["check"] in SEEDED:
             check["verdict"] = "true (sandbox data)"

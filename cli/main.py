@@ -21,7 +21,7 @@ from functools import partial
 
 import duckdb
 
-from cli import activities as activities_command
+from cli import activities
 from cli.live import display_wanted, live_progress, push_table
 from pipelines import sync
 from pipelines.clients import conversation
@@ -362,7 +362,7 @@ def parser() -> Parser:
         description=WAREHOUSE_HELP,
         epilog=EXIT_CODES,
     )
-    activities_command.add_command(commands)
+    activities.add_command(commands)
     return main
 
 
@@ -430,7 +430,7 @@ def run_command(args: argparse.Namespace) -> int:
     settings = load_settings()
     lake = verified_lake(settings.lake_root)
     if args.command == "activities":
-        return activities_command.run_command(args, settings)
+        return activities.run_command(args, settings)
     if args.command == "push":
         return run_push_command(
             args.dry_run,

@@ -29,8 +29,7 @@ import duckdb
 import httpx
 
 import demo
-from cli import activities as activities_command
-from cli import definitions
+from cli import activities, definitions
 from cli.main import run_push_command, run_sync
 from demo.shop import declare_shop, generate_shop
 from pipelines.lake import Lake
@@ -176,7 +175,7 @@ def plan_activity(settings) -> int:
     folder = Path(os.environ["ACTIVITIES_DIR"])
     folder.mkdir(exist_ok=True)
     (folder / "winter-sale-dm.toml").write_text(ACTIVITY.format(account=account))
-    return activities_command.run_command(argparse.Namespace(step="plan"), settings)
+    return activities.run_command(argparse.Namespace(step="plan"), settings)
 
 
 def write_settings(data: Path, settings: dict[str, str]) -> Path:

@@ -1,11 +1,12 @@
 """`make dev`: the Dagster UI on the demo's setup, against a live sandbox (its clock moves,
 so new trigger logs, messages and member changes keep arriving for the schedules), with the
-demo's SQL in the warehouse (`WAREHOUSE_SQL=demo/sql`) and both receivers beside it: the
-webhook receiver (`python -m pipelines.webhooks`, port + 1), which the sandbox's data hub signs
-and sends its events to, and the AI agent (`python -m pipelines.agent`, port + 2,
-`AGENT_REPLY=demo.agent:reply`), which its conversation service calls for each live member
-message. The sensors of `assets/webhooks.py` and `assets/agent.py` land what they store.
-`python -m demo.dev`.
+demo's SQL in the warehouse (`WAREHOUSE_SQL=demo/sql`), the demo's shop written to the lake
+at each start (`demo/shop.py`: what the push sends, its broken rows rejected) and both
+receivers beside it: the webhook receiver (`python -m pipelines.webhooks`, port + 1), which
+the sandbox's data hub signs and sends its events to, and the AI agent (`python -m
+pipelines.agent`, port + 2, `AGENT_REPLY=demo.agent:reply`), which its conversation service
+calls for each live member message. The sensors of `assets/webhooks.py` and
+`assets/agent.py` land what they store. `python -m demo.dev`.
 
 Everything it starts lives under `--data` (default `data/dev/`): the lake, the warehouse, the
 Dagster instance (`DAGSTER_HOME=<data>/dagster`, its settings copied from
@@ -31,7 +32,7 @@ from pathlib import Path
 import httpx
 
 import demo
-from demo.shop import declare_shop
+from demo.shop import generate_shop
 from pipelines.agent.receiver import AGENT_PATH
 from pipelines.lake import Lake
 from pipelines.webhooks.receiver import WEBHOOK_PATH
@@ -122,8 +123,9 @@ def serve(port: int, ui_port: int, data: Path) -> int:
     os.environ.setdefault("PYTHONWARNINGS", "ignore::urllib3.exceptions.DependencyWarning")
     os.environ.setdefault("WEBHOOK_SECRET", secrets.token_hex(24))
     os.environ.setdefault("AGENT_TOKEN", secrets.token_hex(24))
-    # The shop's tables, empty: the demo's views build before anything writes them.
-    declare_shop(Lake(os.environ["LAKE_ROOT"]))
+    # The shop's tables with their rows (its customers from the members a sync pulled
+    # earlier, else its own), so a push from the UI sends rows and rejects the broken ones.
+    generate_shop(Lake(os.environ["LAKE_ROOT"]))
     sandbox_args = ["--rate-window", str(RATE_WINDOW_SECONDS)]
     sandbox_args += ["--webhook-url", hook, "--agent-url", agent_url]
     with ExitStack() as running:

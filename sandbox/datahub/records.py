@@ -13,7 +13,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
-from fastapi import APIRouter, HTTPException
+from fastapi import APIRouter, Body, HTTPException
 from pydantic import BaseModel, ValidationError
 
 from sandbox.clock import iso
@@ -30,7 +30,7 @@ from sandbox.datahub.record_models import (
     ReservationRecord,
 )
 from sandbox.encoding import JSONResponse
-from sandbox.errors import invalid
+from sandbox.errors import ApiError, invalid
 
 # Method POST for all; the spec names the operations only (section 4).
 PATHS = {
@@ -189,10 +189,19 @@ class RecordStore:
         self._current: dict[str, dict[str, Submission]] = {name: {} for name in RECORD_TYPES}
         self._per_key: dict[str, dict[str, int]] = {name: {} for name in RECORD_TYPES}
         self._behavior_events: list[dict] = []
+        #: Record keys answered 422 as if the hub refused them (`PUT /_sandbox/…/refused`).
+        self.refused: dict[str, set[str]] = {name: set() for name in RECORD_TYPES}
 
     def submit(self, kind: RecordType, body: BaseModel) -> str:
         """Store one record submission and emit its `*.sync` event; return its event_id."""
         full = body.model_dump(mode="json")
+        if kind.key(full) in self.refused[kind.name]:
+            raise ApiError(
+                422,
+                "record_refused",
+                f"{kind.name} {kind.key(full)} refused (the sandbox was asked to refuse it)",
+                field=kind.key_fields[0],
+            )
         event_id = str(uuid.uuid4())
         now = self._sandbox.clock.now()
         with self._lock:
@@ -322,6 +331,15 @@ def records_admin(store: RecordStore) -> APIRouter:
             return store.currents(record_type)
         except KeyError:
             raise HTTPException(404, f"no record type {record_type!r}") from None
+
+    @router.put("/records/{record_type}/refused")
+    def refuse(record_type: str, keys: list[str] = Body(..., embed=True)) -> dict:  # noqa: B008
+        """Answer the submissions of these record keys 422, until this is called again:
+        a refusal the push keeps in `sync.rejected` and can send again."""
+        if record_type not in store.refused:
+            raise HTTPException(404, f"no record type {record_type!r}")
+        store.refused[record_type] = set(keys)
+        return {"refused": sorted(keys)}
 
     @router.get("/behavior-events")
     def behavior_events() -> dict[str, int]:

@@ -3,6 +3,7 @@
 
 import ast
 import contextlib
+import json
 import os
 import shlex
 import signal
@@ -15,8 +16,12 @@ from pathlib import Path
 
 import duckdb
 import httpx
+import yaml
 
 from assets import definitions
+from demo.shop import ORDERS
+from pipelines.lake import Lake
+from pipelines.push.ledger import rejected_now
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "demo-test-signing-secret"
@@ -217,11 +222,174 @@ def latest_rows(ui: str, *key: str) -> int:
     return next((e["intValue"] for e in entries if e["label"] == "rows"), 0)
 
 
-def test_make_dev_lands_both_receivers_through_the_ui_and_stops_everything_on_ctrl_c(tmp_path):
+LOCATION = "{ repositoriesOrError { ... on RepositoryConnection { nodes { location { name } } } } }"
+LAUNCH = """mutation($params: ExecutionParams!) {
+  launchPipelineExecution(executionParams: $params) {
+  __typename ... on LaunchRunSuccess { run { runId } } ... on PythonError { message }
+  ... on RunConfigValidationInvalid { errors { message } } } }"""
+RUN = "query($id: ID!) { runOrError(runId: $id) { ... on Run { status jobName } } }"
+NEWEST = """query($path: [String!]!) { assetOrError(assetKey: {path: $path}) { ... on Asset {
+  assetMaterializations(limit: 1) { runId metadataEntries { label
+    ... on IntMetadataEntry { intValue }
+    ... on TableMetadataEntry { table { records } } } } } } }"""
+PARTITION = """query($repo: RepositorySelector!, $set: String!, $name: String!) {
+  partitionSetOrError(repositorySelector: $repo, partitionSetName: $set) { ... on PartitionSet {
+    partition(partitionName: $name) {
+      runConfigOrError { ... on PartitionRunConfig { yaml } }
+      tagsOrError { ... on PartitionTags { results { key value } } } } } } }"""
+
+
+def graphql_with(ui: str, query: str, **variables) -> dict:
+    answer = httpx.post(
+        f"{ui}/graphql", json={"query": query, "variables": variables}, timeout=60
+    ).json()
+    assert "errors" not in answer, answer
+    return answer["data"]
+
+
+def repository(ui: str) -> dict[str, str]:
+    [node] = graphql(ui, LOCATION)["repositoriesOrError"]["nodes"]
+    return {"repositoryLocationName": node["location"]["name"], "repositoryName": "__repository__"}
+
+
+def launched(ui: str, job: str, config: dict, assets=(), tags=()) -> tuple[str, str]:
+    """A run launched as the UI launches it (its launchpad, or an asset page's "Materialize":
+    Dagster's asset job with the page's assets), waited for: its id and how it ended."""
+    selector = repository(ui) | {"jobName": job}
+    if assets:
+        selector["assetSelection"] = [{"path": key.split("/")} for key in assets]
+    params = {
+        "selector": selector,
+        "runConfigData": config,
+        "executionMetadata": {"tags": list(tags)},
+    }
+    launch = graphql_with(ui, LAUNCH, params=params)["launchPipelineExecution"]
+    assert launch["__typename"] == "LaunchRunSuccess", launch
+    run_id = launch["run"]["runId"]
+    deadline = time.monotonic() + 600
+    while (status := graphql_with(ui, RUN, id=run_id)["runOrError"]["status"]) not in {
+        "SUCCESS",
+        "FAILURE",
+        "CANCELED",
+    }:
+        assert time.monotonic() < deadline, f"run {run_id} of {job} still {status}"
+        time.sleep(2)
+    return run_id, status
+
+
+def newest(ui: str, key: str) -> tuple[str, dict]:
+    """The asset's newest materialization in the UI: its run and its metadata by label."""
+    answer = graphql_with(ui, NEWEST, path=key.split("/"))["assetOrError"]
+    [materialization] = answer["assetMaterializations"]
+    metadata = {
+        entry["label"]: entry.get("intValue", entry.get("table"))
+        for entry in materialization["metadataEntries"]
+    }
+    return materialization["runId"], metadata
+
+
+def rejected_sources(data: Path, record_type: str) -> dict[str, set[str]]:
+    """`sync.rejected` of the record type, as the lake holds it: key -> its sources."""
+    found: dict[str, set[str]] = {}
+    for row in rejected_now(Lake(data / "lake"), record_type, 10_000):
+        found.setdefault(row["key"], set()).add(row["source"])
+    return found
+
+
+def an_order_sent_as_it_is(data: Path) -> str:
+    """An order of the dev's shop that validation passes: one version, of the shop's
+    currency (the broken ones are `O-BROKEN-*`, conflicts have two versions)."""
+    lake = Lake(data / "lake")
+    [path] = lake.files(ORDERS)
+    with duckdb.connect() as con:
+        [(key,)] = con.execute(
+            "SELECT min(id) FROM (SELECT id FROM read_parquet(?) WHERE id LIKE 'O1%' "
+            "AND currency = 'TWD' GROUP BY id HAVING count(*) = 1)",
+            [lake.uri(path)],
+        ).fetchall()
+    return key
+
+
+def pushes_and_rejects_from_the_record_types_page(base: str, ui: str, data: Path) -> str:
+    """ "Materialize" on `datahub/records/order` (and the write-back's
+    `conversation/records/conversation_close`) pushes those record types: the orders reach
+    the sandbox, the shop's broken ones are rejected, and one the hub refuses is in
+    `sync.rejected` as the service's refusal. The refused order's key."""
+    refused = an_order_sent_as_it_is(data)
+    httpx.put(
+        f"{base}/_sandbox/datahub/default/records/order/refused",
+        json={"keys": [refused]},
+        timeout=30,
+    ).raise_for_status()
+    pages = ["datahub/records/order", "conversation/records/conversation_close"]
+    run_id, status = launched(ui, "__ASSET_JOB", {}, assets=pages)
+    assert status == "SUCCESS", run_id
+    pushed_by, figures = newest(ui, "datahub/records/order")
+    assert pushed_by == run_id and newest(ui, pages[1])[0] == run_id
+    truth = httpx.get(f"{base}/_sandbox/datahub/default/records/order", timeout=30).json()
+    held = {record["key"] for record in truth}
+    assert figures["sent"] == len(held) > 100 and refused not in held
+    assert figures["refused"] == 1 and figures["rejected"] >= 4
+    sources = rejected_sources(data, "order")
+    assert sources[refused] == {"service"}
+    assert all(sources[f"O-BROKEN-{n}"] == {"validation"} for n in (1, 2, 3)), sources
+    assert figures["rejected_rows"]["records"], figures  # the page shows them
+    return refused
+
+
+def resends_from_the_launchpad(base: str, ui: str, data: Path, refused: str) -> None:
+    """The hub takes the refused order now; `resend_rejected`, launched for the partition
+    `order` as the launchpad fills it in (no config typed), sends it again at once."""
+    httpx.put(
+        f"{base}/_sandbox/datahub/default/records/order/refused", json={"keys": []}, timeout=30
+    ).raise_for_status()
+    [partition] = [
+        graphql_with(
+            ui, PARTITION, repo=repository(ui), set="resend_rejected_partition_set", name="order"
+        )["partitionSetOrError"]["partition"]
+    ]
+    config = yaml.safe_load(partition["runConfigOrError"]["yaml"])
+    tags = partition["tagsOrError"]["results"]
+    run_id, status = launched(ui, "resend_rejected", config, tags=tags)
+    assert status == "SUCCESS", run_id
+    pushed_by, figures = newest(ui, "datahub/records/order")
+    assert pushed_by == run_id
+    assert (figures["sent"], figures["refused"], figures["refused_before"]) == (1, 0, 0)
+    held = httpx.get(f"{base}/_sandbox/records/order/{refused}", timeout=30).json()
+    assert held["submissions"] == 1
+    assert refused not in rejected_sources(data, "order")
+
+
+def shows_the_failing_connection(base: str, ui: str) -> None:
+    """A bad key for one comment connection (the agency's, given the conversation
+    service's key in the run's config): its run fails, and `comment/workspace`'s newest
+    materialization shows that connection failing, why, and the other one landed."""
+    api = f"{base}/comment/api/v1"
+    connections = [
+        {"name": "default", "base_url": api, "api_key_env": "COMMENT_AUTOMATION_API_KEY"},
+        {"name": "agency", "base_url": api, "api_key_env": "CONVERSATION_API_KEY"},
+    ]
+    config = {"resources": {"comment": {"config": {"connections": connections}}}}
+    _, status = launched(ui, "__ASSET_JOB", config, assets=["comment/workspace"])
+    assert status == "FAILURE"
+    _, metadata = newest(ui, "comment/workspace")
+    health = {
+        row["connection"]: row for row in map(json.loads, metadata["connection_health"]["records"])
+    }
+    assert health["agency"]["failing"] is True
+    assert "CONVERSATION_API_KEY" in health["agency"]["last_error"]
+    assert health["default"]["failing"] is False and health["default"]["last_landed_rows"] == 1
+
+
+def test_make_dev_lands_pushes_resends_and_shows_health_through_the_ui_and_stops_on_ctrl_c(
+    tmp_path,
+):
     """`python -m demo.dev` (`make dev`): the live sandbox sends its webhooks and agent calls
-    to the receivers it starts, the UI's sensors land what they stored, its start says no
-    warning, and a Ctrl-C (SIGINT to its process group, as a terminal sends it) leaves no
-    process of it running 10 s later."""
+    to the receivers it starts, the UI's sensors land what they stored; from the UI (its
+    GraphQL, as its pages call it) a record type's page pushes the dev's shop, a refused
+    row is sent again from a launchpad with nothing typed, and a connection that fails shows
+    failing on its asset; its start says no warning, and a Ctrl-C (SIGINT to its process
+    group, as a terminal sends it) leaves no process of it running 10 s later."""
     port, ui_port = free_ports(3), free_ports(1)  # the sandbox, then its two receivers
     data = tmp_path / "dev"
     env = as_a_user("DAGSTER_HOME", "WEBHOOK_SECRET", "AGENT_TOKEN")
@@ -256,6 +424,9 @@ def test_make_dev_lands_both_receivers_through_the_ui_and_stops_everything_on_ct
         # The sandbox's ground truth: what it delivered to the receivers, the agent calls.
         delivered = httpx.get(f"{base}/_sandbox/webhooks", timeout=30).json()["deliveries"]
         calls = httpx.get(f"{base}/_sandbox/agent", timeout=30).json()["calls"]
+        refused = pushes_and_rejects_from_the_record_types_page(base, ui, data)
+        resends_from_the_launchpad(base, ui, data, refused)
+        shows_the_failing_connection(base, ui)
         nodes = graphql(ui, JOBS)["repositoriesOrError"]["nodes"]
         started = descendants(dev.pid)
     finally:
@@ -288,7 +459,8 @@ def test_make_dev_lands_both_receivers_through_the_ui_and_stops_everything_on_ct
     assert 0 < rows["webhook_events"] <= len(keys)
     assert 0 < rows["agent_requests"] <= len(calls)
     jobs = {job["name"] for node in nodes for job in node["jobs"]}
-    assert {"datahub_webhooks", "conversation_agent", "push", "check_setup"} <= jobs
+    expected = {"datahub_webhooks", "conversation_agent", "push", "resend_rejected", "check_setup"}
+    assert expected <= jobs
     assert (data / "lake" / "datahub" / "webhook_events").is_dir()  # the demo's setup
     # No warning at start (a dagster.yaml beside the workspace, a superseded command).
     warned = [line for line in said.splitlines() if "Warning" in line or "WARNING" in line]

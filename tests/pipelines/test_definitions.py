@@ -34,6 +34,7 @@ JOBS = {
     "all_daily",
     "push",
     "push_dry_run",
+    "resend_rejected",
     "datahub_webhooks",
     "conversation_agent",
     "check_setup",

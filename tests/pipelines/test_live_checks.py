@@ -346,3 +346,26 @@ def test_a_check_of_an_empty_lake_is_not_green(check, tmp_path):
     assert not result.passed
     assert result.severity == dg.AssetCheckSeverity.WARN
     assert result.description.startswith("nothing compared: ")
+
+
+def test_a_check_that_compared_nothing_is_skipped_in_a_run_saying_why(tmp_path):
+    """In a run it records no result: its planned evaluation stays planned in a run that
+    succeeded, which the UI shows "Skipped", not a warning beside the checks that found
+    something; why is its step's output."""
+    check = comment.tokens_not_expiring
+    [key] = check.check_keys
+    job = dg.define_asset_job("only_the_check", selection=dg.AssetSelection.checks(check))
+    lake = LakeResource(lake_root=str(tmp_path / "lake"))
+    defs = dg.Definitions(asset_checks=[check], jobs=[job], resources={"lake": lake})
+    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        result = defs.resolve_job_def(job.name).execute_in_process(instance=instance)
+        [record] = instance.event_log_storage.get_asset_check_execution_history(key, limit=5)
+    assert result.success and result.get_asset_check_evaluations() == []
+    assert record.status.value == "PLANNED" and record.run_id == result.run_id
+    [said] = [
+        event.event_specific_data.metadata
+        for event in result.all_events
+        if event.event_type == dg.DagsterEventType.STEP_OUTPUT
+    ]
+    assert said["check"].value == key.to_user_string()
+    assert said["nothing_compared"].value == "accounts not landed"

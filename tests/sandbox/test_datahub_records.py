@@ -179,6 +179,27 @@ def test_minimal_record_is_accepted_and_becomes_current(client, kind):
     }
 
 
+def test_a_record_key_the_sandbox_is_asked_to_refuse_is_refused_until_let_go(client):
+    """`PUT /_sandbox/datahub/<region>/records/<type>/refused`: those keys are answered 422
+    `record_refused` (nothing stored), others are taken, and `{"keys": []}` lets them go."""
+    refused, other = minimal("order"), minimal("order")
+    route = "/_sandbox/datahub/default/records/order/refused"
+    assert client.put(route, json={"keys": [refused["id"]]}).json() == {"refused": [refused["id"]]}
+    answer = submit(client, "order", refused)
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["error"]["code"] == "record_refused"
+    assert answer.json()["error"]["field"] == "id"
+    assert current(client, "order", refused["id"]).status_code == 404
+    assert_accepted(submit(client, "order", other))
+    assert client.put(route, json={"keys": []}).status_code == 200
+    assert_accepted(submit(client, "order", refused))
+    assert current(client, "order", refused["id"]).json()["submissions"] == 1
+    assert (
+        client.put("/_sandbox/datahub/default/records/nope/refused", json={"keys": []}).status_code
+        == 404
+    )
+
+
 FULL_EXTRAS = {
     "coupon": {
         "description": "Ten percent off linen",

@@ -10,6 +10,7 @@ import duckdb
 import pytest
 
 from assets import webhooks
+from assets.inbox import BATCH_SECONDS
 from assets.resources import LakeResource
 from cli.main import run_sync
 from pipelines.inbox.compaction import FILE_NAME, ForeignInbox
@@ -139,6 +140,31 @@ def test_the_sensor_asks_for_a_run_only_while_the_lake_lacks_events(tmp_path, mo
         assert isinstance(evaluate(), dg.SkipReason)
         store(inbox, DAYS[2])
         assert evaluate().run_key == f"{inbox.uuid}-3"
+
+
+def test_the_sensor_asks_for_one_run_per_batch_not_per_tick(tmp_path, monkeypatch):
+    """After a run it asked for, what arrives waits `BATCH_SECONDS` for the next, so a
+    receiver storing something every minute is one run per batch in the UI's list."""
+    monkeypatch.delenv("WEBHOOK_INBOX", raising=False)
+    resource = LakeResource(
+        lake_root=str(tmp_path / "lake"), warehouse_path=str(tmp_path / "warehouse.duckdb")
+    )
+
+    def evaluate(cursor):
+        with dg.build_sensor_context(resources={"lake": resource}, cursor=cursor) as context:
+            return webhooks.datahub_webhooks_sensor(context), context.cursor
+
+    with Inbox(inbox_path(resource.lake_root)) as inbox:
+        store(inbox, DAYS[2], 2)
+        first, cursor = evaluate(None)
+        assert first.run_key == f"{inbox.uuid}-2"
+        store(inbox, DAYS[2])
+        waiting, kept = evaluate(cursor)  # a minute later: the new event waits
+        assert isinstance(waiting, dg.SkipReason) and "waits until" in waiting.skip_message
+        assert kept == cursor
+        later = str(float(cursor) - BATCH_SECONDS)  # the batch's time has come
+        request, moved = evaluate(later)
+        assert request.run_key == f"{inbox.uuid}-3" and float(moved) > float(later)
 
 
 def test_a_full_sync_compacts_the_inbox_into_the_warehouse(tmp_path, monkeypatch):
