@@ -60,6 +60,7 @@ from pathlib import Path
 import httpx
 
 from bench.common import (
+    RESULTS,
     ROOT,
     commit,
     free_port,
@@ -67,7 +68,6 @@ from bench.common import (
     measured_run,
     pipeline_env,
     print_table,
-    report,
     traffic,
 )
 from sandbox.process import running_sandbox
@@ -884,12 +884,23 @@ def main(argv: list[str] | None = None) -> int:
         "pairs": result.pop("pairs"),
     }
     rows = result.pop("rows")
-    if args.json:
-        print_table(name, rows)
-        document = {"figure": name, "commit": commit(), "machine": machine(), "rows": rows}
-        args.json.write_text(json.dumps(document | tables | result, indent=2, default=str) + "\n")
-    else:
-        report(name, rows, tables=tables, **json.loads(json.dumps(result, default=str)))
+    # Not `report`: it prints every detail, and the steps' and runs' lists are long. The
+    # same document, its tables printed.
+    for title, table in {name: rows, **tables}.items():
+        print_table(title, table)
+    print(f"\n  checks: {json.dumps(result['checks'], default=str)}")
+    document = {
+        "figure": name,
+        "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "commit": commit(),
+        "machine": machine(),
+        "rows": rows,
+        **tables,
+        **result,
+    }
+    path = args.json or RESULTS / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(document, indent=2, default=str) + "\n")
     print(f"\n  data equal to the truth: {result['correct']}")
     return 0 if result["correct"] else 1
 
