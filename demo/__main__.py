@@ -29,7 +29,8 @@ import duckdb
 import httpx
 
 import demo
-from cli import activities, definitions
+from assets import definitions
+from cli import activities
 from cli.main import run_push_command, run_sync
 from demo.shop import declare_shop, generate_shop
 from pipelines.lake import Lake

@@ -118,9 +118,10 @@ def serve(port: int, ui_port: int, data: Path) -> int:
     os.environ.update(point_at_sandbox(base, data) | demo.environment())
     os.environ["DAGSTER_HOME"] = str(home)
     os.environ["AGENT_REPLY"] = "demo.agent:reply"
-    # urllib3 warns, on import, of an optional dependency no part of the product uses;
-    # at its warning level Dagster's services would show it as theirs.
-    os.environ.setdefault("PYTHONWARNINGS", "ignore::urllib3.exceptions.DependencyWarning")
+    # urllib3 warns, on import, of an optional dependency (SOCKS) no part of the product
+    # uses; at its warning level Dagster's services would show it as theirs. By its message:
+    # a filter naming urllib3's class is refused before urllib3 can be imported.
+    os.environ.setdefault("PYTHONWARNINGS", "ignore:SOCKS support in urllib3")
     os.environ.setdefault("WEBHOOK_SECRET", secrets.token_hex(24))
     os.environ.setdefault("AGENT_TOKEN", secrets.token_hex(24))
     # The shop's tables with their rows (its customers from the members a sync pulled

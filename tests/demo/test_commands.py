@@ -470,6 +470,9 @@ def test_make_dev_lands_pushes_resends_and_shows_health_through_the_ui_and_stops
     # are the product's).
     polled = [line for line in said.splitlines() if "Checking for new runs" in line]
     assert not polled, "\n".join(polled[:5])
+    # Nor Python's word on a warnings filter it could not take (`demo/dev.py`).
+    refused = [line for line in said.splitlines() if "Invalid -W option" in line]
+    assert not refused, "\n".join(refused[:5])
 
 
 def test_make_dev_says_in_one_line_which_server_did_not_start(tmp_path):
