@@ -27,9 +27,10 @@ from assets.resources import LakeResource, resources_or_problem
 from assets.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 from pipelines import process
 from pipelines.errors import SyncError
+from pipelines.registry import PULLED
 from pipelines.stream import described
 from pipelines.stream_run import days_to_sync
-from pipelines.warehouse.relations import PULLED, refresh_warehouse
+from pipelines.warehouse.relations import refresh_warehouse
 
 # Loading the code location is where each Dagster process starts (webserver, daemon, run
 # and step workers).

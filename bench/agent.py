@@ -58,10 +58,10 @@ from pipelines.agent.reply import (
 )
 from pipelines.lake import Lake
 from pipelines.pull.landing import today
+from pipelines.registry import WAREHOUSE_STREAMS
 from pipelines.state.shared_store import STORE_VARIABLE
 from pipelines.streams.datahub import MEMBERS
 from pipelines.warehouse import SQL_DIR, Warehouse
-from pipelines.warehouse.relations import WAREHOUSE_STREAMS
 from sandbox.app import SandboxApp, build_app
 from sandbox.config import SandboxConfig
 from sandbox.conversation import ConversationService

@@ -16,7 +16,7 @@ Share of the budget = requests the sandbox accepted / (120 x span / 10), span be
 to last request as the sandbox saw them; 429s = what its limiter refused. Target, with the
 store: at least 95 % used, no 429. The pacer leaves 2 % headroom: about 98 % is the ceiling.
 
-`--backfill`: three `python -m pipelines sync --streams comment.trigger_logs` processes on
+`--backfill`: three `python -m cli sync --streams comment.trigger_logs` processes on
 the one key, each with a lake of its own, on a medium sandbox (a year is 600 pages), sharing
 the default store (a SQLite file): once with the same year each (they end together), once
 with a year, 120 days and 30 days (they end one after the other, the shortest first), once
@@ -206,7 +206,7 @@ def backfill(base: str, name: str, shape: list, dagster: bool) -> list[list[tupl
             *(["--end", str(today + timedelta(days=last))] if last is not None else []),
         ]
         time.sleep(max(0.0, started + after - time.monotonic()))
-        command = ["--record", str(home / "requests.txt"), "pipelines", "sync"]
+        command = ["--record", str(home / "requests.txt"), "cli", "sync"]
         launched.append(
             subprocess.Popen(
                 [sys.executable, "-m", "bench.budget", *command]

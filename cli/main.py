@@ -32,6 +32,7 @@ from pipelines.lake.object_store import lake_fault
 from pipelines.mistakes import misnamed
 from pipelines.process import lasting_imports
 from pipelines.pull.damaged import missing
+from pipelines.registry import PULLED
 from pipelines.settings import Settings, lake_location, load_settings, services
 from pipelines.sync import (
     SyncReport,
@@ -41,7 +42,7 @@ from pipelines.sync import (
     shared_instance,
     unknown_names,
 )
-from pipelines.warehouse.relations import PULLED, damaged_note, set_aside_damaged_files
+from pipelines.warehouse.relations import damaged_note, set_aside_damaged_files
 
 
 def row_counts(warehouse_path: str, lake: Lake, relations: list[str]) -> list[tuple[str, int]]:

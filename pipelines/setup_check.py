@@ -27,10 +27,10 @@ from pipelines.errors import SetupError, SyncError
 from pipelines.lake import Lake, footers, watermarks
 from pipelines.lake.object_store import lake_fault
 from pipelines.pull.damaged import FOLDER, FOREIGN, REASON_SUFFIX
+from pipelines.registry import LAKE_STREAMS
 from pipelines.state.shared_store import STORE_VARIABLE, Postgres, first_line, shown, store_url
 from pipelines.transport import CallStats, Transport
 from pipelines.warehouse import SQL_DIR, others_streams
-from pipelines.warehouse.relations import LAKE_STREAMS
 from pipelines.webhooks.receiver import SECRET_VARIABLE
 
 #: The call each service's check makes, by service.

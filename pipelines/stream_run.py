@@ -33,9 +33,10 @@ from pipelines.lake.run_history import (
 from pipelines.pull.damaged import set_aside_damaged
 from pipelines.pull.landing import Log, Pull, PulledStream, land, served_days, today
 from pipelines.pull.outcome import Landed
+from pipelines.registry import PULLED
 from pipelines.stream import Stream
 from pipelines.warehouse import Written
-from pipelines.warehouse.relations import PULLED, refresh_warehouse
+from pipelines.warehouse.relations import refresh_warehouse
 
 #: What a run says of the views when its starter brings them up to date after it.
 VIEWS_LEFT = "views brought up to date when the sync ends"

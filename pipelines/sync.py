@@ -33,6 +33,7 @@ from pipelines.mistakes import misnamed
 from pipelines.pull.damaged import set_aside_damaged
 from pipelines.pull.edges import mend_edges
 from pipelines.pull.landing import PulledStream, today
+from pipelines.registry import PULLED
 from pipelines.settings import Settings, lake_location, load_settings, services
 from pipelines.stream import Stream
 from pipelines.stream_run import (
@@ -43,7 +44,7 @@ from pipelines.stream_run import (
     written_by,
 )
 from pipelines.warehouse import WarehouseBusy, WarehouseUnavailable, Written
-from pipelines.warehouse.relations import PULLED, refresh_warehouse, warehouse_of
+from pipelines.warehouse.relations import refresh_warehouse, warehouse_of
 from pipelines.webhooks.compaction import WEBHOOK_COMPACTION
 
 #: What `sync.runs` says started a run of the command line.

@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 from bench.common import ROOT
-from pipelines.warehouse.relations import PULLED
+from pipelines.registry import PULLED
 
 
 def test_a_day_of_live_operation(tmp_path):

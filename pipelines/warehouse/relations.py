@@ -1,4 +1,5 @@
-"""Every relation the warehouse shows, and the one way to bring its views up to date."""
+"""The one way to bring the warehouse's views up to date (every relation it shows: the
+streams of `pipelines/registry.py`)."""
 
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -7,11 +8,9 @@ import duckdb
 
 from pipelines.activities import state as activities_state
 from pipelines.activities.state import CHANGES as ACTIVITY_CHANGES
-from pipelines.agent.compaction import STREAMS as AGENT_STREAMS
 from pipelines.errors import first_line
 from pipelines.lake import Lake
 from pipelines.lake.object_store import disk_refusal, lake_fault
-from pipelines.lake.run_history import RUNS
 from pipelines.pull.damaged import (
     LANDED_AGAIN,
     SetAside,
@@ -20,29 +19,10 @@ from pipelines.pull.damaged import (
     set_aside_damaged,
     unreadable,
 )
-from pipelines.streams import comment, conversation, datahub, pushed
+from pipelines.registry import PULLED, WAREHOUSE_STREAMS
+from pipelines.streams import pushed
 from pipelines.warehouse import Warehouse, WarehouseUnavailable, Written
 from pipelines.warehouse.closed_days import DamagedCopy
-from pipelines.webhooks.compaction import WEBHOOK_EVENTS, WEBHOOK_QUARANTINE
-
-#: The streams the pull lands, service by service.
-PULLED = [*comment.STREAMS, *conversation.STREAMS, *datahub.STREAMS]
-#: Every stream the product defines, so `sql/` may name it as a source: pulled streams, the
-#: push ledger, the runs' history, the webhook events and the ones the lake could not
-#: represent, the AI agent's turns and the activities' apply log. The SQL of
-#: `WAREHOUSE_SQL` may also name streams written by others (pipelines/warehouse/__init__.py).
-WAREHOUSE_STREAMS = [
-    *PULLED,
-    *pushed.STREAMS,
-    RUNS,
-    WEBHOOK_EVENTS,
-    WEBHOOK_QUARANTINE,
-    *AGENT_STREAMS,
-    ACTIVITY_CHANGES,
-]
-#: Every stream whose files the product writes in the lake: the warehouse's, and the push's
-#: own bookkeeping.
-LAKE_STREAMS = [*WAREHOUSE_STREAMS, pushed.PUSH_STATE]
 
 
 def warehouse_of(

@@ -15,9 +15,9 @@ from demo.shop import CUSTOMERS, FILE, ORDERS, declare_shop
 from pipelines.agent.reply import HANDOVER, WarehouseSession
 from pipelines.agent.request import AgentRequest
 from pipelines.lake import Lake
+from pipelines.registry import WAREHOUSE_STREAMS
 from pipelines.streams.conversation import MEMBERS, TEAMS
 from pipelines.warehouse import SQL_DIR, Warehouse
-from pipelines.warehouse.relations import WAREHOUSE_STREAMS
 
 LINE_UID = "U4af4980629a1b2c3d4e5f60718293a4b"
 NO_ORDERS_UID = "U0000000000000000000000000000000a"

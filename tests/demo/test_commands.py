@@ -134,7 +134,7 @@ def go_on_with(restart: str, settings: Path, warehouse: Path) -> None:
         assert {day: n for day, n in served.items() if n} == landed
         env = as_a_user("WEBHOOK_SECRET", "AGENT_TOKEN")
         checked = subprocess.run(
-            ["sh", "-c", f". {shlex.quote(str(settings))} && {sys.executable} -m pipelines check"],
+            ["sh", "-c", f". {shlex.quote(str(settings))} && {sys.executable} -m cli check"],
             cwd=ROOT,
             env=env | {"PYTHONPATH": str(ROOT)},
             capture_output=True,

@@ -30,10 +30,10 @@ from demo.shop import (
 )
 from pipelines.lake import Lake
 from pipelines.pull.landing import today
+from pipelines.registry import WAREHOUSE_STREAMS
 from pipelines.stream import Stream
 from pipelines.streams.datahub import MEMBERS
 from pipelines.warehouse import SQL_DIR, Warehouse
-from pipelines.warehouse.relations import WAREHOUSE_STREAMS
 from sandbox.app import build_app
 from sandbox.config import SandboxConfig
 from sandbox.datahub import record_models as records

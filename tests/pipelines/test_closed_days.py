@@ -15,11 +15,11 @@ import pyarrow as pa
 from cli.main import run_sync
 from pipelines.lake import Lake
 from pipelines.pull.landing import today
+from pipelines.registry import PULLED
 from pipelines.settings import load_settings
 from pipelines.stream import Stream, connection_schema
 from pipelines.warehouse import LOCK_SUFFIX, Warehouse
 from pipelines.warehouse.closed_days import OPEN_DAYS, built_state
-from pipelines.warehouse.relations import PULLED
 
 EVENTS = Stream("svc", "events", connection_schema([("id", pa.int64())]), daily=True)
 FIRST = date(2026, 10, 1)

@@ -17,9 +17,9 @@ from pipelines.agent.inbox import open_agent_inbox
 from pipelines.agent.reply import Answer
 from pipelines.agent.request import request_key
 from pipelines.push.run import ORDER
+from pipelines.registry import PULLED
 from pipelines.settings import ENVIRONMENT_CONNECTIONS, load_settings
 from pipelines.sync import RECEIVERS, select_streams
-from pipelines.warehouse.relations import PULLED
 from pipelines.webhooks.inbox import Inbox
 from tests.agent.conftest import body_of, message, turn
 from tests.webhooks.test_compaction import DAYS, store

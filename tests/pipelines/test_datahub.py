@@ -24,9 +24,9 @@ from assets.resources import LakeResource
 from pipelines.clients.datahub import DataHub
 from pipelines.lake import Lake
 from pipelines.pull.landing import today
+from pipelines.registry import WAREHOUSE_STREAMS
 from pipelines.streams.datahub import BROADCAST_REPORTS, BROADCASTS, MEMBERS, STREAMS
 from pipelines.warehouse import SQL_DIR, Warehouse
-from pipelines.warehouse.relations import WAREHOUSE_STREAMS
 from sandbox.faults import FaultSpec
 from tests.figures import run_figures
 from tests.pipelines.conftest import APIKEY

@@ -15,10 +15,10 @@ from assets.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_STA
 from pipelines.errors import SetupError
 from pipelines.lake import Lake
 from pipelines.pull.landing import today
+from pipelines.registry import PULLED
 from pipelines.settings import load_settings
 from pipelines.stream_run import first_sync_day, service_window
 from pipelines.sync import SyncReport, sync_days
-from pipelines.warehouse.relations import PULLED
 
 STREAMS = [s for s in PULLED if s.service == "comment" and s.partitioned]
 

@@ -20,7 +20,7 @@ from assets.definitions import defs
 from assets.factory import owners
 from assets.partitions import daily
 from pipelines.errors import SetupError
-from pipelines.warehouse.relations import PULLED
+from pipelines.registry import PULLED
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVICES = ("comment", "conversation", "datahub")

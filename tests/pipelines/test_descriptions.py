@@ -10,7 +10,7 @@ import pytest
 
 from assets.definitions import STREAM_ASSETS, defs
 from pipelines.push.plan import OUTBOUND
-from pipelines.warehouse.relations import PULLED
+from pipelines.registry import PULLED
 
 TRIGGERS = (
     "ig_comment",

@@ -16,10 +16,10 @@ from assets.factory import stream_assets
 from assets.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 from pipelines.lake import Lake
 from pipelines.pull.landing import PulledStream, today
+from pipelines.registry import WAREHOUSE_STREAMS
 from pipelines.settings import load_settings
 from pipelines.streams.comment import ACCOUNTS, DAILY_STATS
 from pipelines.warehouse import Warehouse
-from pipelines.warehouse.relations import WAREHOUSE_STREAMS
 from tests.pipelines.test_comment import workspace_id
 
 #: The two throwaway declarations and their registry; nothing else in the repository knows

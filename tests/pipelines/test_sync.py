@@ -179,5 +179,5 @@ def test_a_sync_whose_views_cannot_be_rewritten_lands_its_data_and_fails_saying_
         process = sync("--streams", "channels")
         output, _ = process.communicate(timeout=300)
     assert process.returncode == 3, output
-    assert "FAILED warehouse:" in output and "pipelines warehouse" in output, output
+    assert "FAILED warehouse:" in output and "cli warehouse" in output, output
     assert list(Path(os.environ["LAKE_ROOT"]).glob("conversation/channels/*.parquet"))

@@ -17,11 +17,12 @@ import pytest
 from pipelines.errors import SetupError
 from pipelines.lake import Lake
 from pipelines.pull.landing import PulledStream
+from pipelines.registry import WAREHOUSE_STREAMS
 from pipelines.settings import load_settings
 from pipelines.stream import Stream, connection_schema
 from pipelines.streams.conversation import CHANNELS
 from pipelines.warehouse import LOCK_SUFFIX, SQL_DIR, Warehouse, WarehouseBusy, schema_order
-from pipelines.warehouse.relations import WAREHOUSE_STREAMS, refresh_warehouse
+from pipelines.warehouse.relations import refresh_warehouse
 
 ERP_ORDERS = Stream("erp", "orders", pa.schema([("id", pa.string()), ("total", pa.float64())]))
 #: An analyst's DuckDB session in a process of its own (DuckDB's locks are per process): it
@@ -206,7 +207,7 @@ def test_unsaved_changes_of_a_read_write_session_fail_the_refresh_saying_what_to
     refresh_warehouse(lake.root, path, ())
     with held_session(path, False, "CREATE TABLE main.notes AS SELECT 'mine' AS note"):
         land_first_channel(lake)
-        with pytest.raises(WarehouseBusy, match=r"Close that session.*pipelines warehouse"):
+        with pytest.raises(WarehouseBusy, match=r"Close that session.*cli warehouse"):
             refresh_warehouse(lake.root, path, ())
 
     assert refresh_warehouse(lake.root, path, ()) == f"{path} (views rewritten)"
