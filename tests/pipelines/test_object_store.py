@@ -18,8 +18,9 @@ import pytest
 from moto.server import ThreadedMotoServer
 
 import demo
-from assets import cli, datahub, definitions
+from assets import datahub, definitions
 from assets.resources import build_resources
+from cli import main as cli
 from demo.shop import generate_shop
 from pipelines.lake import Lake, object_store
 from pipelines.pull.landing import today
