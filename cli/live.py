@@ -2,9 +2,10 @@
 table redrawn four times a second on stderr, above which the product's lines still print, and
 left on the screen when the command ends. A sync's has a row per stream and connection
 (`table`); a push's a row per record type (`push_table`); an activities apply's a row per
-connection (`apply_table`).
+connection (`apply_table`); a warehouse build's a row per relation whose closed days it
+copies into the file (`warehouse_table`).
 
-It reads the board of `pipelines/progress.py`, where every landing, push and apply of the
+It reads the board of `pipelines/progress.py`, where every landing, push, apply and build of the
 command's process keeps its figures as it goes: the command line runs them in its own
 process (its Dagster runs too, `execute_in_process`). Shown only where a person watches:
 stdout and stderr both a terminal (not a dumb one), and not with `--debug`, whose lines are
@@ -33,6 +34,8 @@ COLUMNS = ("days", "rows", "pages", "requests", "waited", "left")
 PUSH_COLUMNS = ("phase", "keys", "rejected", "to send", "accepted", "refused", "requests", "time")
 #: An apply's columns, beside the connection (the change being made is the last).
 APPLY_COLUMNS = ("phase", "applied", "requests", "time")
+#: A warehouse build's columns, beside the copied relation.
+WAREHOUSE_COLUMNS = ("phase", "closed days copied", "dropped", "time")
 
 
 def display_wanted(debug: bool) -> bool:
@@ -119,6 +122,25 @@ def push_table(board: Board):
     for record_type in board.entries(RecordTypeProgress):
         style = _style(record_type.phase == FAILED, record_type.ended is not None)
         grid.add_row(record_type.record_type, *push_cells(record_type, now), style=style)
+    return grid
+
+
+def warehouse_table(board: Board):
+    """A warehouse build's board as a rich table: per copied stream, its closed days read into
+    the file (and dropped, a day landed again or gone), and the time it took."""
+    from pipelines.warehouse.progress import DONE, StreamCopy
+
+    grid = _grid(["relation"], WAREHOUSE_COLUMNS)
+    now = time.monotonic()
+    for stream in board.entries(StreamCopy):
+        if stream.started is None:
+            grid.add_row(stream.relation, stream.phase, "", "", "")
+            continue
+        taken = duration((stream.ended or now) - stream.started)
+        ended = stream.phase == DONE
+        figures = (f"{stream.days:,}", f"{stream.dropped:,}")
+        cells = (stream.phase, *figures, f"done in {taken}" if ended else taken)
+        grid.add_row(stream.relation, *cells, style=_style(False, ended))
     return grid
 
 

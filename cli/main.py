@@ -22,7 +22,7 @@ from functools import partial
 import duckdb
 
 from cli import activities
-from cli.live import display_wanted, live_progress, push_table
+from cli.live import display_wanted, live_progress, push_table, warehouse_table
 from pipelines import sync
 from pipelines.clients import conversation
 from pipelines.clients.datahub import SUBMIT_OPERATIONS
@@ -442,7 +442,9 @@ def run_command(args: argparse.Namespace) -> int:
             live=display_wanted(args.debug),
         )
     if args.command == "warehouse":
-        outcome, failed = refreshed(settings)
+        # On a terminal, each copied relation's closed days as the build copies them.
+        with live_progress(display_wanted(args.debug), warehouse_table):
+            outcome, failed = refreshed(settings)
         if failed:
             print(f"FAILED warehouse: {failed}", file=sys.stderr)
             return failed.exit_code

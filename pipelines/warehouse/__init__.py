@@ -80,6 +80,7 @@ from pipelines.warehouse.closed_days import (
     source_of,
 )
 from pipelines.warehouse.closed_days import SCHEMA as COPIES
+from pipelines.warehouse.progress import streams_copied
 
 SQL_DIR = Path(__file__).resolve().parents[2] / "sql"
 #: The schemas built after all others, in this order: `sync` (the push's ledger), `outbound`
@@ -421,6 +422,7 @@ class Warehouse:
                 if readable:
                     _carry_tables(builder)
                 copied_before = {}
+            progress = streams_copied([s.relation for s in self.copied_streams])
             copied = {
                 s.relation: copy_closed_days(
                     builder,
@@ -429,6 +431,7 @@ class Warehouse:
                     plan.listings[s.relation],
                     plan.first_open,
                     copied_before.get(s.relation, {}),
+                    progress[s.relation],
                 )
                 for s in self.copied_streams
             }

@@ -25,6 +25,7 @@ from pipelines.errors import Damaged
 from pipelines.lake import DAILY_READ, Lake, file_day, file_schema, parquet_read, sql_literal
 from pipelines.pull.damaged import unreadable
 from pipelines.stream import Stream
+from pipelines.warehouse.progress import StreamCopy
 
 #: The days up to today whose files a view reads from the lake at each query.
 OPEN_DAYS = 2
@@ -239,6 +240,7 @@ def copy_closed_days(
     listing: Listing,
     first_open: date,
     copied: dict[date, str],
+    progress: StreamCopy,
 ) -> dict[date, str]:
     """Make the stream's table hold exactly its closed days as `listing` shows them, given
     what it held (`copied`): days gone or changed are deleted, days new or changed are read
@@ -248,6 +250,7 @@ def copy_closed_days(
     closed = listing.closed(first_open)
     stale = sorted(day for day, sig in copied.items() if closed.get(day) != sig)
     fresh = sorted(day for day, sig in closed.items() if copied.get(day) != sig)
+    progress.copying(len(fresh), len(stale))
     table = table_of(stream)
     if stale:
         con.execute(f"DELETE FROM {table} WHERE date IN (SELECT unnest(?::DATE[]))", [stale])
@@ -265,6 +268,7 @@ def copy_closed_days(
             f'"{name}"' for name, _ in duckdb_columns(dated(stream)) if name in present
         )
         con.execute(f"INSERT INTO {table} ({columns}) SELECT {columns} FROM {source}")
+    progress.done()
     return closed
 
 

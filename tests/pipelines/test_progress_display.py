@@ -15,7 +15,11 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
 from cli.live import cells
+from pipelines.lake import Lake, file_day
 from pipelines.pull.progress import TurnProgress
+from pipelines.settings import load_settings
+from pipelines.streams.comment import TRIGGER_LOGS
+from pipelines.warehouse.closed_days import first_open_day
 from tests.pipelines.conftest import LiveSandbox
 from tests.pipelines.test_comment import workspace_id
 
@@ -144,3 +148,37 @@ def test_the_time_left_is_told_from_the_days_done_once_one_is():
     assert cells(turn, now=120.0)[-1] == "failed"
     snapshot = TurnProgress("comment.workspace", "default", started=100.0)
     assert cells(snapshot, now=110.0)[0] == "-" and cells(snapshot, now=110.0)[-1] == ""
+
+
+def test_a_warehouse_build_on_a_terminal_shows_each_relations_closed_days_copied(
+    frozen_sandbox, sync_env
+):
+    """`warehouse` builds the file anew (it is gone): on a terminal, a row per copied
+    relation; the trigger logs' ends with the closed days the lake holds (before yesterday,
+    which the views read from the lake), all copied; in a pipe, no table."""
+    sync_env(frozen_sandbox)
+    today = datetime.now(UTC).date()
+    days = ["--start", str(today - timedelta(days=4)), "--end", str(today)]
+    sync = [sys.executable, "-m", "cli", "sync", "--streams", "trigger_logs", *days]
+    assert subprocess.run(sync, capture_output=True, env=environment(), timeout=300).returncode == 0
+    settings = load_settings()
+    held = {file_day(p) for p in Lake(settings.lake_root).files(TRIGGER_LOGS)}
+    closed = len({day for day in held if day < first_open_day(today)})
+    assert closed >= 3  # a build with days to copy
+    warehouse = [sys.executable, "-m", "cli", "warehouse"]
+
+    settings.warehouse_path.unlink()
+    code, screen = on_a_terminal(warehouse)
+
+    assert code == 0, screen
+    assert CONTROL.search(screen), screen
+    plain = CONTROL.sub("", screen)
+    assert re.search(r"relation\s+phase\s+closed days copied\s+dropped\s+time", plain), plain
+    frames = re.findall(r"comment\.trigger_logs\s+done\s+(\d+)\s+0\s+done in", plain)
+    assert frames and int(frames[-1]) == closed, plain
+
+    settings.warehouse_path.unlink()
+    done = subprocess.run(warehouse, capture_output=True, text=True, env=environment(), timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "\x1b" not in done.stdout + done.stderr and "done in" not in done.stderr
+    assert done.stdout.startswith("warehouse: ")
