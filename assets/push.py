@@ -223,10 +223,18 @@ def pushed_records(
 ):
     """A record type's "Materialize" on its page: the push of that record type alone (of
     those selected), recorded as its materialization. A record type without its view is
-    not materialized: its run's log says why."""
+    materialized too, with its figures (the product's own rows alone, where it adds some;
+    else none) and a word on the missing view: a "Materialize all" (an asset backfill)
+    counts an asset it asked for and did not get as failed."""
     selected = [RECORD_TYPE_OF[key] for key in context.selected_asset_keys]
     services = {"datahub": datahub, "conversation": conversation}
-    _, materialized = pushed(context, config, lake, services, [t for t in ORDER if t in selected])
+    report, materialized = pushed(
+        context, config, lake, services, [t for t in ORDER if t in selected]
+    )
+    for record_type in report.without_view:
+        figures = report.figures.get(record_type, {})
+        missing = f"none: write outbound.{OUTBOUND[record_type].view} in WAREHOUSE_SQL"
+        materialized[record_type] = {**figures, "outbound view": missing}
     for record_type, metadata in materialized.items():
         yield dg.MaterializeResult(asset_key=SERVICE_RECORDS[record_type].key, metadata=metadata)
 
