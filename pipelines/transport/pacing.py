@@ -63,11 +63,20 @@ class SharedPacer:
         self._store, self._key, self._bucket = store, key, bucket
 
     def wait(self) -> float:
-        """Wait for this request's slot; the seconds waited."""
-        delay = self._store.reserve(self._key, self._bucket, self.interval)
-        if delay > 0:
+        """Wait for this request's slot; the seconds waited. A request that wakes after the
+        next slot has come (a busy machine is late to wake a sleeper) takes a new one:
+        sent then, it would go beside that slot's request, and a few such would crowd the
+        service's window over its limit."""
+        waited = 0.0
+        while True:
+            delay = self._store.reserve(self._key, self._bucket, self.interval)
+            if delay <= 0:
+                return waited
+            slot = time.monotonic() + delay
             time.sleep(delay)
-        return max(delay, 0.0)
+            waited += delay
+            if time.monotonic() - slot < self.interval:
+                return waited
 
     def hold(self, seconds: float) -> None:
         self._store.hold(self._key, self._bucket, seconds)

@@ -20,7 +20,8 @@ from pipelines.errors import SetupError
 from pipelines.settings import load_settings
 from pipelines.state.budget import OFF, STORE_VARIABLE, BudgetUnavailable, open_budget
 from pipelines.state.shared_store import shown
-from pipelines.transport import CallStats, ServiceError, key_id
+from pipelines.transport import CallStats, ServiceError, key_id, pacing
+from pipelines.transport.pacing import Rate, SharedPacer
 
 from . import budget_worker
 from .budget_worker import COMMENT_KEY, WINDOW, call_me, comment_service
@@ -205,3 +206,28 @@ def test_a_moment_of_another_clock_is_never_slept_on(tmp_path):
     with time_machine.travel(datetime(2030, 1, 1, tzinfo=UTC), tick=True):
         waited = store.reserve("k", "b", 0.5)
     assert 1.0 < waited <= 2.5  # the hold, not years
+
+
+def test_a_request_that_wakes_past_the_next_slot_takes_a_new_one(tmp_path, monkeypatch):
+    """On a busy machine a sleeper wakes late: one whose next slots other processes took
+    meanwhile is not sent beside theirs, it waits for a slot of its own; one on time is
+    sent. The clock is the test's, so is every sleep."""
+    budget = open_budget(str(tmp_path / "budget.sqlite3"))
+    pacer = SharedPacer(budget, "k", "default", Rate(REQUESTS_PER_MINUTE, WINDOW))
+    clock, sleeps = [1_000.0], []
+
+    def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        clock[0] += seconds
+        if len(sleeps) == 1:  # others take the next three slots; this one wakes after them
+            for _ in range(3):
+                budget.reserve("k", "default", pacer.interval)
+            clock[0] += 3 * pacer.interval
+
+    monkeypatch.setattr(pacing.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(pacing.time, "sleep", sleep)
+    budget.reserve("k", "default", pacer.interval)  # a slot taken: the next waits
+    pacer.wait()
+    assert len(sleeps) == 2  # woke late, so a second slot, after the others'
+    pacer.wait()
+    assert len(sleeps) == 3  # on time: one sleep
