@@ -82,7 +82,9 @@ def start_sandbox() -> Iterator[Callable[..., LiveSandbox]]:
     """Start sandboxes served by uvicorn in threads; all stop at the end of the session."""
     servers: list[tuple[uvicorn.Server, threading.Thread, SandboxApp]] = []
 
-    def start(**overrides) -> LiveSandbox:
+    def start(keep_alive_seconds: float = 5, **overrides) -> LiveSandbox:
+        """`keep_alive_seconds`: how long the server keeps an idle connection (uvicorn's 5 s
+        unless a test pauses a client longer); `overrides`: the sandbox's settings."""
         settings = {
             "frozen": True,
             "now": _clear_of_midnight(),
@@ -93,7 +95,13 @@ def start_sandbox() -> Iterator[Callable[..., LiveSandbox]]:
         app = build_app(SandboxConfig(**settings))
         port = _free_port()
         server = uvicorn.Server(
-            uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
+            uvicorn.Config(
+                app,
+                host="127.0.0.1",
+                port=port,
+                log_level="warning",
+                timeout_keep_alive=keep_alive_seconds,
+            )
         )
         thread = threading.Thread(target=server.run, daemon=True)
         thread.start()
