@@ -45,7 +45,7 @@ import httpx
 import numpy as np
 
 import demo
-from bench.common import ROOT, commit, free_port, machine, report
+from bench.common import ROOT, commit, free_port, machine, report, stop, wait_for_health
 from bench.webhooks import cpu_seconds, peak_rss_mb, percentile
 from demo.shop import generate_shop
 from pipelines.agent.inbox import INBOX_VARIABLE, inbox_path
@@ -166,28 +166,10 @@ def receiver(data: Path, token: str, reply: str | None) -> Iterator[tuple[str, i
         )
     base = f"http://127.0.0.1:{port}"
     try:
-        wait_for_health(base, process, log)
+        wait_for_health(base, process, log, 60)
         yield base, process.pid
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-
-
-def wait_for_health(base: str, process: subprocess.Popen, log: Path) -> None:
-    deadline = time.monotonic() + 60
-    while True:
-        if process.poll() is not None:
-            raise RuntimeError(f"pipelines.agent exited at start:\n{log.read_text()}")
-        try:
-            httpx.get(f"{base}/health", timeout=1.0).raise_for_status()
-            return
-        except httpx.HTTPError:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"pipelines.agent not up on {base} after 60 s") from None
-            time.sleep(0.2)
+        stop(process, 10)
 
 
 # -- sending -------------------------------------------------------------------------------

@@ -197,18 +197,53 @@ def report(
         print_table(title, table)
     for name, value in details.items():
         print(f"  {name}: {value}")
+    return write_document(figure, rows, tables or {}, details)
+
+
+def write_document(
+    figure: str, rows: list[dict], tables: dict, details: dict, path: Path | None = None
+) -> dict:
+    """The figure's document (its rows, `tables`, `details`, when, at which commit, on which
+    machine), written to `path` (default bench/results/<figure>.json)."""
     document = {
         "figure": figure,
         "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "commit": commit(),
         "machine": machine(),
         "rows": rows,
-        **(tables or {}),
+        **tables,
         **details,
     }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"{figure}.json").write_text(json.dumps(document, indent=2) + "\n")
+    path = path or RESULTS / f"{figure}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(document, indent=2, default=str) + "\n")
     return document
+
+
+def wait_for_health(base: str, process: subprocess.Popen, log: Path, seconds: float) -> None:
+    """Until the server started as `process` answers `/health` at `base`; one that exits or
+    is not serving within `seconds` fails naming its log."""
+    deadline = time.monotonic() + seconds
+    while True:
+        if process.poll() is not None:
+            raise RuntimeError(f"{process.args} exited {process.returncode}: see {log}")
+        try:
+            httpx.get(f"{base}/health", timeout=1).raise_for_status()
+            return
+        except httpx.HTTPError:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"not serving at {base} after {seconds} s: see {log}") from None
+            time.sleep(0.2)
+
+
+def stop(process: subprocess.Popen, seconds: float) -> None:
+    """Ask `process` to end; killed if it has not within `seconds`."""
+    process.terminate()
+    try:
+        process.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def print_table(title: str, rows: list[dict]) -> None:

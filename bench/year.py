@@ -60,15 +60,15 @@ from pathlib import Path
 import httpx
 
 from bench.common import (
-    RESULTS,
     ROOT,
-    commit,
     free_port,
-    machine,
     measured_run,
     pipeline_env,
     print_table,
+    stop,
     traffic,
+    wait_for_health,
+    write_document,
 )
 from sandbox.process import running_sandbox
 
@@ -182,25 +182,10 @@ def receiver(module: str, clock_file: Path, env: dict[str, str], log: Path) -> I
         )
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"{module} exited {process.returncode}: see {log}")
-            try:
-                httpx.get(f"{base}/health", timeout=1).raise_for_status()
-                break
-            except httpx.HTTPError:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"{module} not serving after 120 s: see {log}") from None
-                time.sleep(0.2)
+        wait_for_health(base, process, log, 120)
         yield {"url": base, "process": process}
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process, 30)
 
 
 def operations(seen) -> Counter:
@@ -889,18 +874,7 @@ def main(argv: list[str] | None = None) -> int:
     for title, table in {name: rows, **tables}.items():
         print_table(title, table)
     print(f"\n  checks: {json.dumps(result['checks'], default=str)}")
-    document = {
-        "figure": name,
-        "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "commit": commit(),
-        "machine": machine(),
-        "rows": rows,
-        **tables,
-        **result,
-    }
-    path = args.json or RESULTS / f"{name}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(document, indent=2, default=str) + "\n")
+    write_document(name, rows, tables, result, args.json)
     print(f"\n  data equal to the truth: {result['correct']}")
     return 0 if result["correct"] else 1
 
