@@ -15,7 +15,6 @@ from pipelines.activities import (
     apply_activities,
     plan_activities,
 )
-from pipelines.push.run import refresh
 from pipelines.settings import Settings, lake_location, services
 
 LOG_QUERY = "SELECT * FROM sync.activity_changes ORDER BY applied_at DESC"
@@ -92,6 +91,9 @@ def run_command(args: argparse.Namespace, settings: Settings) -> int:
     if outcome.applied:
         print(f"\napplied {outcome.applied} change(s); the log: {LOG_QUERY}")
         # The changes are made: a refresh that fails is reported, not failed (as a push's).
+        # Imported here: the push's run is not loaded by the other commands.
+        from pipelines.push.run import refresh
+
         print(f"warehouse: {refresh(location)}")
     else:
         print("\nnothing to apply: the service matches the folder")

@@ -6,8 +6,8 @@ told in one message, without a traceback (`--debug` shows it, and every step's s
 What a run prints is the product's own lines (`assets/console.py`); each failure is said once,
 after the run.
 
-Each command imports what it runs when it runs (the push's jobs and validation models, the
-check's calls): a sync started every hour does not load the push."""
+Each command imports what it runs when it runs (the push's jobs, the check's calls): a sync
+started every hour loads the push's declarations, which its help lists, not its jobs."""
 
 import argparse
 import logging
@@ -24,14 +24,13 @@ import duckdb
 from cli import activities
 from cli.live import display_wanted, live_progress, push_table, warehouse_table
 from pipelines import sync
-from pipelines.clients import conversation
-from pipelines.clients.datahub import SUBMIT_OPERATIONS
 from pipelines.errors import SyncError
 from pipelines.lake import Lake, verified_lake
 from pipelines.lake.object_store import lake_fault
 from pipelines.mistakes import misnamed
 from pipelines.process import lasting_imports
 from pipelines.pull.damaged import missing
+from pipelines.push.plan import OUTBOUND
 from pipelines.registry import PULLED
 from pipelines.settings import Settings, lake_location, load_settings, services
 from pipelines.sync import (
@@ -368,16 +367,9 @@ def parser() -> Parser:
 
 
 def record_types() -> tuple[str, ...]:
-    """The record types a push sends, in its order (`pipelines/push/plan.OUTBOUND`): member
-    imports, profile updates, then the records and events the hub takes one by one. Named
-    from the data hub's client, which every command loads, not from the push, which only
-    `push` loads), then the conversation service's assignments and closes."""
-    return (
-        "member_import",
-        "contact_profile",
-        *SUBMIT_OPERATIONS,
-        *conversation.SUBMIT_OPERATIONS,
-    )
+    """The record types a push sends, in its order: their declaration
+    (`pipelines/push/plan.OUTBOUND`)."""
+    return tuple(OUTBOUND)
 
 
 def usage_mistake(args: argparse.Namespace) -> str | None:

@@ -4,6 +4,8 @@ the closest names; a run prints the product's lines, not Dagster's, and says eac
 once; `--streams` selects the receivers' relations too, and a service all of its own."""
 
 import logging
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
@@ -132,6 +134,21 @@ def test_the_sync_help_keeps_the_relations_apart_from_the_exit_codes(capsys):
 
 def test_push_types_lists_the_record_types_the_push_sends_in_its_order():
     assert record_types() == ORDER
+
+
+def test_the_command_line_loads_neither_the_push_run_nor_dagster_until_a_command_needs_it():
+    loaded = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, cli.main; "
+            "print(*sorted({'pipelines.push.run', 'dagster', 'assets'} & set(sys.modules)))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert loaded.stdout.split() == []
 
 
 def test_a_service_selects_every_relation_of_it_the_receivers_too():
