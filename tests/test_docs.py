@@ -43,6 +43,9 @@ def test_readme_names_every_relation_the_warehouse_has(tmp_path):
         built.setdefault(schema, set()).add(view)
     assert {"comment", "conversation", "datahub", "marts", "sync"} <= built.keys()
     shown = readme_relations()
-    assert {schema: views - shown.get(schema, set()) for schema, views in built.items()} == {
-        schema: set() for schema in built
-    }
+    missing = sorted(
+        f"{schema}.{view}"
+        for schema, views in built.items()
+        for view in views - shown.get(schema, set())
+    )
+    assert missing == [], f"README's table of relations lacks {', '.join(missing)}"

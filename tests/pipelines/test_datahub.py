@@ -33,13 +33,9 @@ from tests.pipelines.conftest import APIKEY
 
 REGIONS = ("default", "jp")
 MOUNTS = {"default": "/datahub", "jp": "/datahub-jp"}
-#: stream -> the column that holds the id `/_sandbox/truth/.../ids` lists.
-ID_COLUMNS = {
-    "members": "member_id",
-    "custom_fields": "id",
-    "broadcasts": "id",
-    "broadcast_reports": "broadcast_id",
-}
+#: stream -> the column that holds the id `/_sandbox/truth/.../ids` lists: its key's last
+#: column. Every stream the service declares is compared with the sandbox's truth.
+ID_COLUMNS = {stream.name: stream.key[-1] for stream in STREAMS}
 
 custom_fields, broadcasts, broadcast_reports, members = (
     ASSETS[name] for name in ("custom_fields", "broadcasts", "broadcast_reports", "members")

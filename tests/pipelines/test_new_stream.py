@@ -2,10 +2,18 @@
 entry in a registry (docs/development.md, "Adding a stream"): two streams declared here, in
 a registry of their own, have their assets, their checks and their views, and land equal to
 the sandbox's truth, with no other file touched. One is a snapshot (the accounts' call under
-another name), one a daily stream (the daily stats' call)."""
+another name), one a daily stream (the daily stats' call). Then, in a copy of the repository,
+a stream more of the conversation service and of the data hub, each entered in its service's
+`STREAMS`: every list that reads the registry has it, and it lands equal to the truth."""
 
+import json
+import os
+import shutil
+import subprocess
+import sys
 from dataclasses import replace
 from datetime import timedelta
+from pathlib import Path
 
 import dagster as dg
 import duckdb
@@ -94,3 +102,104 @@ def test_a_stream_declared_in_a_registry_of_its_own_lands_with_its_asset_checks_
     assert len(stats) == 7 and {str(day): n for day, n in stats} == {
         str(day): days[str(day)] for day, _ in stats
     }
+
+
+#: Appended to a copy of the repository: one stream more of the conversation service and one
+#: of the data hub, each declared (a copy of a stream under another name) and entered in its
+#: service's `STREAMS`, as docs/development.md says. Nothing else in the copy is edited.
+ADDED = {
+    "conversation": ("CHANNELS", "channels_again", "channels"),
+    "datahub": ("CUSTOM_FIELDS", "fields_again", "custom_fields"),
+}
+
+#: Run in the copy: every list a user or a tool reads, then a sync of the two streams alone.
+IN_THE_COPY = """
+import json, sys
+from pathlib import Path
+
+import duckdb
+
+from assets.definitions import defs
+from cli.main import main
+from pipelines.registry import PULLED
+from tests import test_docs
+
+seen = {"registry": [s.relation for s in PULLED]}
+try:
+    main(["sync", "--help"])
+except SystemExit:
+    pass
+seen["assets"] = ["/".join(key.path) for key in defs.resolve_all_asset_keys()]
+try:
+    test_docs.test_readme_names_every_relation_the_warehouse_has(Path(sys.argv[1]))
+    seen["readme_check"] = "passed"
+except AssertionError as failed:
+    seen["readme_check"] = str(failed)
+seen["exit"] = main(["sync", "--streams", *sys.argv[3:]])
+with duckdb.connect(sys.argv[2], read_only=True) as con:
+    views = con.sql("SELECT schema_name, view_name FROM duckdb_views()").fetchall()
+    seen["views"] = [f"{schema}.{view}" for schema, view in views]
+print("SEEN " + json.dumps(seen))
+"""
+
+
+def test_a_conversation_and_a_data_hub_stream_added_to_a_copy_are_in_every_list_and_land_the_truth(
+    frozen_sandbox, tmp_path
+):
+    copy = tmp_path / "repo"
+    root = Path(__file__).resolve().parents[2]
+    for part in ("pipelines", "assets", "cli", "sql", "tests"):
+        # The bytecode too (its sources keep their times): the copy does not compile anew.
+        shutil.copytree(root / part, copy / part, ignore=shutil.ignore_patterns("*.duckdb"))
+    for part in ("README.md", "pyproject.toml", "workspace.yaml"):
+        shutil.copy2(root / part, copy / part)
+    for service, (original, name, _) in ADDED.items():
+        declarations = copy / "pipelines" / "streams" / service / "__init__.py"
+        declarations.write_text(
+            declarations.read_text()
+            + f"\nfrom dataclasses import replace\n\nSTREAMS.append(replace({original}, "
+            f'name="{name}", description="{original} under a name of its own."))\n'
+        )
+    relations = [f"{service}.{name}" for service, (_, name, _) in ADDED.items()]
+    environment = frozen_sandbox.environment(tmp_path)
+    (tmp_path / "sync.toml").write_text(
+        "".join(f"[service.{s}]\npace = false\n" for s in ("comment", *ADDED))
+    )
+    ran = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            IN_THE_COPY,
+            str(tmp_path / "readme"),
+            environment["WAREHOUSE_PATH"],
+            *relations,
+        ],
+        cwd=copy,
+        env={**os.environ, **environment, "PYTHONPATH": str(copy)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    help_text, seen_line = ran.stdout.split("SEEN ")
+    seen = json.loads(seen_line)
+    for relation in relations:
+        assert relation in seen["registry"], seen["registry"]
+        assert relation in help_text, help_text
+        assert relation.replace(".", "/") in seen["assets"], seen["assets"]
+        assert relation in seen["views"], seen["views"]
+    # README's table is checked against the warehouse: the new relations fail that check,
+    # named, until the table lists them.
+    assert all(relation in seen["readme_check"] for relation in relations), seen
+    assert seen["exit"] == 0
+    with duckdb.connect(environment["WAREHOUSE_PATH"], read_only=True) as con:
+        for service, (_, name, truth_of) in ADDED.items():
+            for region in ("default", "jp"):
+                landed = con.execute(
+                    f"SELECT id FROM {service}.{name} WHERE connection = ?", [region]
+                ).fetchall()
+                truth = frozen_sandbox.truth_ids(service, region, truth_of)
+                assert truth and sorted(row[0] for row in landed) == sorted(truth), (
+                    service,
+                    region,
+                )
