@@ -1074,7 +1074,7 @@ def main() -> None:
         metavar="{11..365}",
         help="the sandbox's history on this many days before the start (sandbox "
         "--history-days) and the partitions from its first day (SYNC_START_DATE): hour 0's "
-        "materialize all lands that many days, not a year (tests/test_soak.py: 14). At least "
+        "materialize all lands that many days, not a year (tests/test_soak.py: 11). At least "
         "11: plant (b) deletes the day file of 10 days before",
     )
     parser.add_argument("--no-plants", action="store_true")
