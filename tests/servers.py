@@ -5,13 +5,12 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
+from bench.common import wait_for_health
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -53,20 +52,8 @@ def spawner(
             )
         started.append(process)
         base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        # One client for every look: a client made per look costs 30 ms of CPU or more.
-        with httpx.Client(timeout=1) as health:
-            while True:
-                if process.poll() is not None:
-                    raise RuntimeError(f"{module} exited:\n{log.read_text()}")
-                try:
-                    if health.get(f"{base}/health").status_code == 200:
-                        return ServerProcess(f"{base}{path}", process, log)
-                except httpx.TransportError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"{module} did not start:\n{log.read_text()}")
-                time.sleep(0.05)
+        wait_for_health(base, process, log, seconds=60)
+        return ServerProcess(f"{base}{path}", process, log)
 
     yield spawn
     for process in started:
