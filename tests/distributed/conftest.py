@@ -192,7 +192,9 @@ def deployment(
     monkeypatch.setenv("LAKE_ROOT", s3_root)
     monkeypatch.setenv("SYNC_STORE", shared_store)
     settings = instance_settings(shared_store)
-    shared = os.environ.copy()
+    # The workers serve no dashboard, so nothing reads what their sampling profiler
+    # gathers at every step (docs/deployment.md, "Executors").
+    shared = os.environ.copy() | {"DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED": "False"}
 
     def host(name: str) -> Host:
         made = Host(tmp_path / name)
