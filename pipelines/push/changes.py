@@ -30,8 +30,9 @@ import duckdb
 import pyarrow as pa
 
 from pipelines.lake import Lake, sql_literal
+from pipelines.push.imports import MAX_ROWS
 from pipelines.push.ledger import Entry, as_json
-from pipelines.push.plan import OUTBOUND, REFUSED_BEFORE, Plan, row_key
+from pipelines.push.plan import OUTBOUND, REFUSED_BEFORE, Plan, Sending, row_key
 from pipelines.streams.pushed import PUSH_STATE, PUSHED, REJECTED
 
 #: Changed whenever a plan would decide otherwise on the same rows and ledger, so that every
@@ -41,10 +42,14 @@ RULES_VERSION = "1"
 #: refusal of the same row up to `RETRY_MOST` (docs/push.md, "Refused rows").
 RETRY_FIRST = timedelta(hours=1)
 RETRY_MOST = timedelta(days=1)
-#: Keys planned (and sent) at a time: a plan holds their bodies, not the view's.
-KEYS_AT_A_TIME = 10_000
-#: Rows fetched from DuckDB at a time.
-ROWS_AT_A_TIME = 10_000
+#: Keys planned (and sent) at a time: Python holds one batch, their rows and then their plan,
+#: and nothing of the view's other keys (bench/README.md, "The push's peak memory bounded").
+KEYS_AT_A_TIME = 2_000
+#: A bulk import's batch is one import of the hub's: smaller ones would spend more of its
+#: imports a minute for the same rows, and an import row is small.
+IMPORT_KEYS_AT_A_TIME = MAX_ROWS
+#: Rows fetched from DuckDB at a time: each a tuple of the view's columns, beside the batch.
+ROWS_AT_A_TIME = 2_000
 #: Rows of the view DuckDB sorts by key at a time for the plans (each read reads the view).
 ROWS_PER_READ = 50_000
 #: Decisions that sent nothing and leave nothing to settle: kept for the next push.
@@ -220,9 +225,10 @@ class Changes:
         return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
     def batches(self) -> Iterator[Batch]:
-        """The handed keys' rows, `KEYS_AT_A_TIME` keys a batch, read on a cursor of their
-        own (`decided` writes meanwhile). They stop at the first row Python keys otherwise,
-        saying so in `differs`: the record type is then planned whole."""
+        """The handed keys' rows, `KEYS_AT_A_TIME` keys a batch (a bulk import's
+        `IMPORT_KEYS_AT_A_TIME`), read on a cursor of their own (`decided` writes meanwhile).
+        They stop at the first row Python keys otherwise, saying so in `differs`: the record
+        type is then planned whole."""
         if not self.handed():
             return
         # The handed keys, in key order, cut into reads of about `ROWS_PER_READ` rows: DuckDB
@@ -270,6 +276,9 @@ class Changes:
             yield from fetched
 
     def _grouped(self, reads: Iterator[Iterator[tuple]]) -> Iterator[Batch]:
+        at_a_time = KEYS_AT_A_TIME
+        if OUTBOUND[self.record_type].sending is Sending.MEMBER_IMPORT:
+            at_a_time = IMPORT_KEYS_AT_A_TIME
         batch, keys, last = Batch([], {}), 0, None
         for values in (row for read in reads for row in read):
             key, entry = values[0], values[-1]
@@ -278,7 +287,7 @@ class Changes:
                 self.differs = True
                 return
             if key != last:
-                if keys == KEYS_AT_A_TIME:
+                if keys == at_a_time:
                     yield batch
                     batch, keys = Batch([], {}), 0
                 keys, last = keys + 1, key

@@ -318,6 +318,9 @@ class RecordTypePush:
                     self.resend_in_doubt,
                     senders_gone,
                 )
+            # One batch in memory at a time: its rows go once planned, and its plan once
+            # sent, before the next batch is read.
+            del batch
             self.progress.plan_made(plan)
             figures.update(plan.counts)
             rejections += plan.rejections
@@ -329,6 +332,7 @@ class RecordTypePush:
                 refused = {r["key"] for r in sent.rejections}
             if changes is not None:
                 changes.decided(plan, refused)
+            del plan
 
 
 def _push(

@@ -5,6 +5,7 @@ figures and in `sync.rejected`. Run through `RecordTypePush` (pipelines/push/run
 real ledger, journal and sender; the service is a stand-in that refuses what it is told to.
 The sandbox shows the same end to end (test_push.py)."""
 
+import weakref
 from datetime import UTC, datetime, timedelta
 from functools import partial
 
@@ -14,8 +15,9 @@ import pytest
 import time_machine
 
 from pipelines.lake import Lake
+from pipelines.push import changes as push_changes
 from pipelines.push import run as push_run
-from pipelines.push.changes import mark_ledger
+from pipelines.push.changes import Changes, mark_ledger
 from pipelines.push.ledger import Ledger, rejected_now
 from pipelines.push.plan import make_plan
 from pipelines.push.progress import RecordTypeProgress
@@ -226,3 +228,27 @@ def test_a_key_of_a_timestamp_or_a_boolean_is_keyed_as_python_keys_it(shop, key)
     assert shop.push()["rejected"] == 1 and shop.planned == [[key]]
     assert shop.lake.exists(shop.lake.path(PUSH_STATE, "order"))
     assert shop.push()["rejected"] == 1 and shop.planned == []
+
+
+def test_python_holds_one_batch_at_a_time(shop, monkeypatch):
+    """A batch's rows are let go of once planned, and its plan once sent, before the next
+    batch is read: Python's memory is one batch's, whatever the view holds."""
+    monkeypatch.setattr(push_changes, "KEYS_AT_A_TIME", 4)
+    made: list[weakref.ref] = []  # every batch and plan made so far
+    unwatched_batches, unwatched_plan = Changes.batches, push_run.make_plan
+
+    def batches(self):
+        for batch in unwatched_batches(self):
+            assert [alive for alive in made if alive() is not None] == []
+            made.append(weakref.ref(batch))
+            yield batch
+            del batch
+
+    def plan(*args, **kwargs):
+        made.append(weakref.ref(planned := unwatched_plan(*args, **kwargs)))
+        return planned
+
+    monkeypatch.setattr(Changes, "batches", batches)
+    monkeypatch.setattr(push_run, "make_plan", plan)
+    assert shop.push()["new"] == ORDERS
+    assert len(made) == 2 * len(shop.planned) and len(shop.planned) > 2
