@@ -6,11 +6,11 @@ their order, the ledger's latest entry for the key, and what rows are checked ag
 planning rules, the custom field definitions). After a push, each key whose decision sent
 nothing and left nothing in doubt (unchanged, stale, waiting, rejected; refused by the
 service, until its retry) is kept in `<lake>/sync/push_state/<record type>.parquet`
-(`PUSH_STATE`) with a fingerprint of its rows (DuckDB's `hash` of each row, in view order),
-a mark of its ledger entry (the hash of that entry), the figures it counted and, if refused,
-when it is tried again. The next push hands Python only the keys that are new, whose
-fingerprint or mark differs, or whose retry is due; the others' figures are added from the
-file and their rows of `sync.rejected` kept.
+(`PUSH_STATE`) with a fingerprint of its rows (DuckDB's `hash` of each row with its place
+among the key's rows in view order), a mark of its ledger entry (the hash of that entry),
+the figures it counted and, if refused, when it is tried again. The next push hands Python
+only the keys that are new, whose fingerprint or mark differs, or whose retry is due; the
+others' figures are added from the file and their rows of `sync.rejected` kept.
 
 Each kept row stands for a decision its inputs made, whoever wrote it: a file left by an
 older push, a damaged one or none costs work, never a wrong skip. A row whose key DuckDB
@@ -62,6 +62,20 @@ def context_of(record_type: str, custom_fields: Mapping[str, Sequence[Mapping]])
     definitions = sorted(as_json(d) for fields in custom_fields.values() for d in fields)
     seen = as_json([RULES_VERSION, duckdb.__version__, record_type, definitions])
     return hashlib.sha256(seen.encode()).hexdigest()[:32]
+
+
+def within_memory(
+    con: duckdb.DuckDBPyConnection, query: str, parameters: dict | None = None
+) -> duckdb.DuckDBPyConnection:
+    """`con` executing a query that reads an outbound view, within the push's memory
+    (`PUSH_SETTINGS`, pipelines/warehouse/__init__.py) where DuckDB can keep to it, else
+    without a limit for the rest of the push: some of its operators do not spill (a sort or
+    a window over wide rows), and a view they could not run before must not fail now."""
+    try:
+        return con.execute(query, parameters)
+    except duckdb.OutOfMemoryException:
+        con.execute("RESET memory_limit")
+        return con.execute(query, parameters)
 
 
 @dataclass
@@ -149,16 +163,23 @@ class Changes:
             if self._kept
             else f"(SELECT {_NOTHING_KEPT} WHERE false)"
         )
-        self.con.execute(
+        within_memory(
+            self.con,
             f"""
             CREATE OR REPLACE TABLE push_work.keys AS
-            WITH view_keys AS (
-                SELECT __key AS key, hash(list(__row ORDER BY __n)) AS fingerprint,
+            WITH view_rows AS (
+                SELECT {self.key_sql} AS __key, hash(__outbound_row) AS __row,
+                    row_number() OVER () AS __n
+                FROM {self.source} AS __outbound_row
+            ), view_keys AS (
+                -- Each row's hash with its place among its key's rows: a window and a sum
+                -- spill under the push's memory limit, where an ordered list does not.
+                SELECT __key AS key, hash(sum(hash(__row, __place)), count(*)) AS fingerprint,
                     count(*) AS rows
                 FROM (
-                    SELECT {self.key_sql} AS __key, hash(__outbound_row) AS __row,
-                        row_number() OVER () AS __n
-                    FROM {self.source} AS __outbound_row
+                    SELECT __key, __row,
+                        row_number() OVER (PARTITION BY __key ORDER BY __n) AS __place
+                    FROM view_rows
                 )
                 GROUP BY __key
             ), marks AS (
@@ -258,7 +279,8 @@ class Changes:
 
     def _read(self, cursor: duckdb.DuckDBPyConnection, read: int) -> Iterator[tuple]:
         """The rows of one read's keys, each key's in view order, with its ledger entry."""
-        cursor.execute(
+        within_memory(
+            cursor,
             f"""
             SELECT r.*, e.entry AS __entry
             FROM (
