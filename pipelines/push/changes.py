@@ -67,7 +67,7 @@ def context_of(record_type: str, custom_fields: Mapping[str, Sequence[Mapping]])
 def within_memory(
     con: duckdb.DuckDBPyConnection, query: str, parameters: dict | None = None
 ) -> duckdb.DuckDBPyConnection:
-    """`con` executing a query that reads an outbound view, within the push's memory
+    """`con` executing a query that reads an outbound view or the ledger, within the push's memory
     (`PUSH_SETTINGS`, pipelines/warehouse/__init__.py) where DuckDB can keep to it, else
     without a limit for the rest of the push: some of its operators do not spill (a sort or
     a window over wide rows), and a view they could not run before must not fail now."""
@@ -93,10 +93,10 @@ def mark_ledger(con: duckdb.DuckDBPyConnection, lake: Lake) -> None:
     where they are kept (`Changes.keep`)."""
     ledger = lake.relation(PUSHED) or f"(SELECT 'none' AS record_type, {_NO_LEDGER})"
     con.execute("CREATE SCHEMA IF NOT EXISTS push_work")
-    con.execute(
+    within_memory(
+        con,
         "CREATE OR REPLACE TABLE push_work.marks AS "
-        f"SELECT record_type, key, hash(arg_max(struct_pack({_MARKED}), pushed_at)) AS mark "
-        f"FROM {ledger} GROUP BY record_type, key"
+        f"SELECT record_type, key, {_MARK} AS mark FROM {ledger} GROUP BY record_type, key",
     )
 
 
@@ -261,12 +261,13 @@ class Changes:
             FROM push_work.keys WHERE handed
             """
         )
-        self.con.execute(
+        within_memory(
+            self.con,
             f"""
             CREATE OR REPLACE TABLE push_work.entries AS
             SELECT key, arg_max(struct_pack({_ENTRY}), pushed_at) AS entry
             FROM {self._ledger()} WHERE key IN (SELECT key FROM push_work.reads) GROUP BY key
-            """
+            """,
         )
         [(reads,)] = self.con.execute("SELECT max(read) + 1 FROM push_work.reads").fetchall()
         cursor = self.con.cursor()
@@ -354,7 +355,7 @@ class Changes:
         ledger = self._ledger() if refused else f"(SELECT {_NO_LEDGER} WHERE false)"
         query = f"""
             WITH refused_marks AS (
-                SELECT key, hash(arg_max(struct_pack({_MARKED}), pushed_at)) AS mark
+                SELECT key, {_MARK} AS mark
                 FROM {ledger}
                 WHERE key IN (SELECT key FROM push_work.decided WHERE outcome = 'refused')
                 GROUP BY key
@@ -377,7 +378,8 @@ class Changes:
             FROM decided
         """
         with self.lake.placed(self.lake.path(PUSH_STATE, self.record_type)) as temporary:
-            self.con.execute(
+            within_memory(
+                self.con,
                 f"COPY ({query}) TO {sql_literal(temporary)} (FORMAT parquet, COMPRESSION zstd)",
                 {"now": self.now},
             )
@@ -385,6 +387,9 @@ class Changes:
 
 _ENTRY = "timestamp, content_hash, content, state, task_id, connection"
 _MARKED = "timestamp, content_hash, state, task_id, connection, pushed_at"
+#: A key's mark: the hash of its newest ledger entry. The aggregate keeps a number per key,
+#: not the entry, so it stays within the push's memory whatever the ledger holds.
+_MARK = f"arg_max(hash(struct_pack({_MARKED})), pushed_at)"
 #: The columns the queries read of a ledger that has no file yet.
 _NO_LEDGER = (
     "NULL::VARCHAR AS key, NULL::TIMESTAMPTZ AS timestamp, NULL::VARCHAR AS content_hash, "

@@ -8,6 +8,7 @@ The sandbox shows the same end to end (test_push.py)."""
 import weakref
 from datetime import UTC, datetime, timedelta
 from functools import partial
+from pathlib import Path
 
 import duckdb
 import pyarrow as pa
@@ -22,7 +23,7 @@ from pipelines.push.ledger import Ledger, rejected_now
 from pipelines.push.plan import make_plan
 from pipelines.push.progress import RecordTypeProgress
 from pipelines.push.run import RecordTypePush
-from pipelines.streams.pushed import PUSH_STATE
+from pipelines.streams.pushed import PUSH_STATE, PUSHED
 from pipelines.transport import ServiceError
 from pipelines.warehouse import PUSH_SETTINGS
 from pipelines.warehouse.relations import warehouse_of
@@ -337,3 +338,28 @@ def test_a_view_duckdb_cannot_run_within_the_pushs_memory_runs_without_it(tmp_pa
         kept, _ = memory_of(con)
     assert len(rows) == 10_000 and len({row["id"] for row in rows}) == 5000
     assert not kept
+
+
+def test_the_ledgers_marks_keep_to_the_pushs_memory(tmp_path):
+    """Every push reads each key's mark: however many entries the ledger holds, within the
+    push's memory (a number kept per key, not its newest entry, which would not fit)."""
+    lake, in_memory = pushs_duckdb(tmp_path, "SELECT 'ord-1' AS id, 'completed' AS status")
+    folder = Path(lake.uri(lake.stream_dir(PUSHED)))
+    folder.mkdir(parents=True)
+    keys = 200_000
+    duckdb.execute(
+        "COPY (SELECT 'order' AS record_type, 'ord-' || (i % $keys) AS key, "
+        "TIMESTAMPTZ '2026-11-01 00:00:00+00' + to_seconds(i) AS timestamp, "
+        "md5(i::VARCHAR) AS content_hash, repeat('x', 300) AS content, 'accepted' AS state, "
+        "NULL::VARCHAR AS event_id, NULL::BIGINT AS task_id, "
+        "NULL::BIGINT AS updated_contact_size, 'default' AS connection, "
+        "TIMESTAMPTZ '2026-11-02 00:00:00+00' + to_seconds(i) AS pushed_at "
+        f"FROM range(2 * $keys) r(i)) TO '{folder / 'ledger.parquet'}' (FORMAT parquet)",
+        {"keys": keys},
+    )
+    with in_memory as con:
+        mark_ledger(con, lake)
+        [(marked,)] = con.execute("SELECT count(*) FROM push_work.marks").fetchall()
+        limit = limit_of(con)
+    with duckdb.connect(config={"memory_limit": PUSH_SETTINGS["memory_limit"]}) as limited:
+        assert marked == keys and limit == limit_of(limited)
