@@ -6,11 +6,11 @@ their order, the ledger's latest entry for the key, and what rows are checked ag
 planning rules, the custom field definitions). After a push, each key whose decision sent
 nothing and left nothing in doubt (unchanged, stale, waiting, rejected; refused by the
 service, until its retry) is kept in `<lake>/sync/push_state/<record type>.parquet`
-(`PUSH_STATE`) with a fingerprint of its rows (DuckDB's `hash` of each row, in view order),
-a mark of its ledger entry (the hash of that entry), the figures it counted and, if refused,
-when it is tried again. The next push hands Python only the keys that are new, whose
-fingerprint or mark differs, or whose retry is due; the others' figures are added from the
-file and their rows of `sync.rejected` kept.
+(`PUSH_STATE`) with a fingerprint of its rows (DuckDB's `hash` of each row with its place
+among the key's rows in view order), a mark of its ledger entry (the hash of that entry),
+the figures it counted and, if refused, when it is tried again. The next push hands Python
+only the keys that are new, whose fingerprint or mark differs, or whose retry is due; the
+others' figures are added from the file and their rows of `sync.rejected` kept.
 
 Each kept row stands for a decision its inputs made, whoever wrote it: a file left by an
 older push, a damaged one or none costs work, never a wrong skip. A row whose key DuckDB
@@ -30,8 +30,9 @@ import duckdb
 import pyarrow as pa
 
 from pipelines.lake import Lake, sql_literal
+from pipelines.push.imports import MAX_ROWS
 from pipelines.push.ledger import Entry, as_json
-from pipelines.push.plan import OUTBOUND, REFUSED_BEFORE, Plan, row_key
+from pipelines.push.plan import OUTBOUND, REFUSED_BEFORE, Plan, Sending, row_key
 from pipelines.streams.pushed import PUSH_STATE, PUSHED, REJECTED
 
 #: Changed whenever a plan would decide otherwise on the same rows and ledger, so that every
@@ -41,10 +42,14 @@ RULES_VERSION = "1"
 #: refusal of the same row up to `RETRY_MOST` (docs/push.md, "Refused rows").
 RETRY_FIRST = timedelta(hours=1)
 RETRY_MOST = timedelta(days=1)
-#: Keys planned (and sent) at a time: a plan holds their bodies, not the view's.
-KEYS_AT_A_TIME = 10_000
-#: Rows fetched from DuckDB at a time.
-ROWS_AT_A_TIME = 10_000
+#: Keys planned (and sent) at a time: Python holds one batch, their rows and then their plan,
+#: and nothing of the view's other keys (bench/README.md, "The push's peak memory bounded").
+KEYS_AT_A_TIME = 2_000
+#: A bulk import's batch is one import of the hub's: smaller ones would spend more of its
+#: imports a minute for the same rows, and an import row is small.
+IMPORT_KEYS_AT_A_TIME = MAX_ROWS
+#: Rows fetched from DuckDB at a time: each a tuple of the view's columns, beside the batch.
+ROWS_AT_A_TIME = 2_000
 #: Rows of the view DuckDB sorts by key at a time for the plans (each read reads the view).
 ROWS_PER_READ = 50_000
 #: Decisions that sent nothing and leave nothing to settle: kept for the next push.
@@ -57,6 +62,20 @@ def context_of(record_type: str, custom_fields: Mapping[str, Sequence[Mapping]])
     definitions = sorted(as_json(d) for fields in custom_fields.values() for d in fields)
     seen = as_json([RULES_VERSION, duckdb.__version__, record_type, definitions])
     return hashlib.sha256(seen.encode()).hexdigest()[:32]
+
+
+def within_memory(
+    con: duckdb.DuckDBPyConnection, query: str, parameters: dict | None = None
+) -> duckdb.DuckDBPyConnection:
+    """`con` executing a query that reads an outbound view or the ledger, within the push's memory
+    (`PUSH_SETTINGS`, pipelines/warehouse/__init__.py) where DuckDB can keep to it, else
+    without a limit for the rest of the push: some of its operators do not spill (a sort or
+    a window over wide rows), and a view they could not run before must not fail now."""
+    try:
+        return con.execute(query, parameters)
+    except duckdb.OutOfMemoryException:
+        con.execute("RESET memory_limit")
+        return con.execute(query, parameters)
 
 
 @dataclass
@@ -74,10 +93,10 @@ def mark_ledger(con: duckdb.DuckDBPyConnection, lake: Lake) -> None:
     where they are kept (`Changes.keep`)."""
     ledger = lake.relation(PUSHED) or f"(SELECT 'none' AS record_type, {_NO_LEDGER})"
     con.execute("CREATE SCHEMA IF NOT EXISTS push_work")
-    con.execute(
+    within_memory(
+        con,
         "CREATE OR REPLACE TABLE push_work.marks AS "
-        f"SELECT record_type, key, hash(arg_max(struct_pack({_MARKED}), pushed_at)) AS mark "
-        f"FROM {ledger} GROUP BY record_type, key"
+        f"SELECT record_type, key, {_MARK} AS mark FROM {ledger} GROUP BY record_type, key",
     )
 
 
@@ -144,16 +163,23 @@ class Changes:
             if self._kept
             else f"(SELECT {_NOTHING_KEPT} WHERE false)"
         )
-        self.con.execute(
+        within_memory(
+            self.con,
             f"""
             CREATE OR REPLACE TABLE push_work.keys AS
-            WITH view_keys AS (
-                SELECT __key AS key, hash(list(__row ORDER BY __n)) AS fingerprint,
+            WITH view_rows AS (
+                SELECT {self.key_sql} AS __key, hash(__outbound_row) AS __row,
+                    row_number() OVER () AS __n
+                FROM {self.source} AS __outbound_row
+            ), view_keys AS (
+                -- Each row's hash with its place among its key's rows: a window and a sum
+                -- spill under the push's memory limit, where an ordered list does not.
+                SELECT __key AS key, hash(sum(hash(__row, __place)), count(*)) AS fingerprint,
                     count(*) AS rows
                 FROM (
-                    SELECT {self.key_sql} AS __key, hash(__outbound_row) AS __row,
-                        row_number() OVER () AS __n
-                    FROM {self.source} AS __outbound_row
+                    SELECT __key, __row,
+                        row_number() OVER (PARTITION BY __key ORDER BY __n) AS __place
+                    FROM view_rows
                 )
                 GROUP BY __key
             ), marks AS (
@@ -220,9 +246,10 @@ class Changes:
         return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
     def batches(self) -> Iterator[Batch]:
-        """The handed keys' rows, `KEYS_AT_A_TIME` keys a batch, read on a cursor of their
-        own (`decided` writes meanwhile). They stop at the first row Python keys otherwise,
-        saying so in `differs`: the record type is then planned whole."""
+        """The handed keys' rows, `KEYS_AT_A_TIME` keys a batch (a bulk import's
+        `IMPORT_KEYS_AT_A_TIME`), read on a cursor of their own (`decided` writes meanwhile).
+        They stop at the first row Python keys otherwise, saying so in `differs`: the record
+        type is then planned whole."""
         if not self.handed():
             return
         # The handed keys, in key order, cut into reads of about `ROWS_PER_READ` rows: DuckDB
@@ -234,12 +261,13 @@ class Changes:
             FROM push_work.keys WHERE handed
             """
         )
-        self.con.execute(
+        within_memory(
+            self.con,
             f"""
             CREATE OR REPLACE TABLE push_work.entries AS
             SELECT key, arg_max(struct_pack({_ENTRY}), pushed_at) AS entry
             FROM {self._ledger()} WHERE key IN (SELECT key FROM push_work.reads) GROUP BY key
-            """
+            """,
         )
         [(reads,)] = self.con.execute("SELECT max(read) + 1 FROM push_work.reads").fetchall()
         cursor = self.con.cursor()
@@ -252,7 +280,8 @@ class Changes:
 
     def _read(self, cursor: duckdb.DuckDBPyConnection, read: int) -> Iterator[tuple]:
         """The rows of one read's keys, each key's in view order, with its ledger entry."""
-        cursor.execute(
+        within_memory(
+            cursor,
             f"""
             SELECT r.*, e.entry AS __entry
             FROM (
@@ -270,6 +299,9 @@ class Changes:
             yield from fetched
 
     def _grouped(self, reads: Iterator[Iterator[tuple]]) -> Iterator[Batch]:
+        at_a_time = KEYS_AT_A_TIME
+        if OUTBOUND[self.record_type].sending is Sending.MEMBER_IMPORT:
+            at_a_time = IMPORT_KEYS_AT_A_TIME
         batch, keys, last = Batch([], {}), 0, None
         for values in (row for read in reads for row in read):
             key, entry = values[0], values[-1]
@@ -278,7 +310,7 @@ class Changes:
                 self.differs = True
                 return
             if key != last:
-                if keys == KEYS_AT_A_TIME:
+                if keys == at_a_time:
                     yield batch
                     batch, keys = Batch([], {}), 0
                 keys, last = keys + 1, key
@@ -323,7 +355,7 @@ class Changes:
         ledger = self._ledger() if refused else f"(SELECT {_NO_LEDGER} WHERE false)"
         query = f"""
             WITH refused_marks AS (
-                SELECT key, hash(arg_max(struct_pack({_MARKED}), pushed_at)) AS mark
+                SELECT key, {_MARK} AS mark
                 FROM {ledger}
                 WHERE key IN (SELECT key FROM push_work.decided WHERE outcome = 'refused')
                 GROUP BY key
@@ -346,7 +378,8 @@ class Changes:
             FROM decided
         """
         with self.lake.placed(self.lake.path(PUSH_STATE, self.record_type)) as temporary:
-            self.con.execute(
+            within_memory(
+                self.con,
                 f"COPY ({query}) TO {sql_literal(temporary)} (FORMAT parquet, COMPRESSION zstd)",
                 {"now": self.now},
             )
@@ -354,6 +387,9 @@ class Changes:
 
 _ENTRY = "timestamp, content_hash, content, state, task_id, connection"
 _MARKED = "timestamp, content_hash, state, task_id, connection, pushed_at"
+#: A key's mark: the hash of its newest ledger entry. The aggregate keeps a number per key,
+#: not the entry, so it stays within the push's memory whatever the ledger holds.
+_MARK = f"arg_max(hash(struct_pack({_MARKED})), pushed_at)"
 #: The columns the queries read of a ledger that has no file yet.
 _NO_LEDGER = (
     "NULL::VARCHAR AS key, NULL::TIMESTAMPTZ AS timestamp, NULL::VARCHAR AS content_hash, "

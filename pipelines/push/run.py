@@ -30,7 +30,7 @@ from pipelines.lake import LakeLocation
 from pipelines.lake.object_store import lake_fault
 from pipelines.process import collector_paused
 from pipelines.push import imports
-from pipelines.push.changes import Batch, Changes, context_of, mark_ledger
+from pipelines.push.changes import Batch, Changes, context_of, mark_ledger, within_memory
 from pipelines.push.lease import Lease, holder_name, no_push_alive, wait_seconds
 from pipelines.push.ledger import Ledger, now
 from pipelines.push.ledger_merge import merge_ledger
@@ -76,7 +76,7 @@ def outbound_rows(warehouse: duckdb.DuckDBPyConnection, source: str) -> Iterator
     ledger tells versions apart by, must not change with the host that plans it (and DuckDB
     gives them faster in UTC than in a named zone; bench: push)."""
     warehouse.execute("SET TimeZone = 'UTC'")
-    cursor = warehouse.execute(f"SELECT * FROM {source}")
+    cursor = within_memory(warehouse, f"SELECT * FROM {source}")
     columns = [column[0] for column in cursor.description]
     while batch := cursor.fetchmany(ROWS_AT_A_TIME):
         yield from (dict(zip(columns, row, strict=True)) for row in batch)
@@ -318,6 +318,9 @@ class RecordTypePush:
                     self.resend_in_doubt,
                     senders_gone,
                 )
+            # One batch in memory at a time: its rows go once planned, and its plan once
+            # sent, before the next batch is read.
+            del batch
             self.progress.plan_made(plan)
             figures.update(plan.counts)
             rejections += plan.rejections
@@ -329,6 +332,7 @@ class RecordTypePush:
                 refused = {r["key"] for r in sent.rejections}
             if changes is not None:
                 changes.decided(plan, refused)
+            del plan
 
 
 def _push(

@@ -113,6 +113,13 @@ SPILL_SUFFIX = "-build.spill"
 #: It runs in the sync's process after the landing, so it adds to the sync's peak (bench:
 #: pull, peak memory); a lower limit costs the first build of a year a little more time.
 BUILD_SETTINGS = {"memory_limit": "32MB", "threads": 1, "preserve_insertion_order": True}
+#: The push's DuckDB (`Warehouse.in_memory`): its work tables (`pipelines/push/changes.py`,
+#: a row per key of the view) spill to the system's temporary folder beyond this memory, so
+#: the push's peak does not grow with its outbound views (bench/README.md, "The push's peak
+#: memory bounded"); a query DuckDB cannot keep within it runs without it (`within_memory`).
+#: One thread: each needs buffers of its own. The view's order is kept: a key's rows are
+#: read in it (`row_number() OVER ()`).
+PUSH_SETTINGS = {"memory_limit": "64MB", "threads": 1, "preserve_insertion_order": True}
 
 
 def schema_order(schemas: Iterable[str]) -> list[str]:
@@ -333,8 +340,9 @@ class Warehouse:
         """The same views in a DuckDB of this process's own: what the file holds, without
         opening it, so no session on the file can stand in the way (the push reads here).
         `reading`: queries whose views alone are defined (the push's sources): a view binds
-        over every file it reads, so defining the others would cost what the lake holds."""
-        with self.lake.connect() as con:
+        over every file it reads, so defining the others would cost what the lake holds.
+        Kept to `PUSH_SETTINGS`' memory."""
+        with self.lake.connect(config=PUSH_SETTINGS) as con:
             _define(con, self.statements(reading=reading))
             yield con
 

@@ -5,8 +5,10 @@ figures and in `sync.rejected`. Run through `RecordTypePush` (pipelines/push/run
 real ledger, journal and sender; the service is a stand-in that refuses what it is told to.
 The sandbox shows the same end to end (test_push.py)."""
 
+import weakref
 from datetime import UTC, datetime, timedelta
 from functools import partial
+from pathlib import Path
 
 import duckdb
 import pyarrow as pa
@@ -14,14 +16,17 @@ import pytest
 import time_machine
 
 from pipelines.lake import Lake
+from pipelines.push import changes as push_changes
 from pipelines.push import run as push_run
-from pipelines.push.changes import mark_ledger
+from pipelines.push.changes import Changes, mark_ledger
 from pipelines.push.ledger import Ledger, rejected_now
 from pipelines.push.plan import make_plan
 from pipelines.push.progress import RecordTypeProgress
 from pipelines.push.run import RecordTypePush
-from pipelines.streams.pushed import PUSH_STATE
+from pipelines.streams.pushed import PUSH_STATE, PUSHED
 from pipelines.transport import ServiceError
+from pipelines.warehouse import PUSH_SETTINGS
+from pipelines.warehouse.relations import warehouse_of
 from tests.push.test_plan import ELEVEN, TEN, order
 
 NOW = datetime(2026, 11, 2, 8, tzinfo=UTC)
@@ -144,6 +149,19 @@ def test_a_push_with_n_changed_keys_plans_those_n(shop):
     assert shop.planned_keys() == changed | {"ord-new"}  # planned once more after their send
 
 
+def test_a_key_whose_rows_change_places_is_planned_again(shop):
+    """A key's fingerprint is of its rows in view order: a plan may decide otherwise on the
+    same rows in another order (the last one is the newest where there is no timestamp)."""
+    shop.rows += [order(TEN, id="ord-two"), order(ELEVEN, id="ord-two", status="returned")]
+    shop.push()
+    shop.push()
+    assert shop.push() and shop.planned == []
+    first, second = (i for i, row in enumerate(shop.rows) if row["id"] == "ord-two")
+    shop.rows[first], shop.rows[second] = shop.rows[second], shop.rows[first]
+    shop.push()
+    assert shop.planned_keys() == {"ord-two"}
+
+
 def test_the_fixed_invalid_row_is_planned_and_sent(shop):
     shop.push()
     shop.push()
@@ -226,3 +244,122 @@ def test_a_key_of_a_timestamp_or_a_boolean_is_keyed_as_python_keys_it(shop, key)
     assert shop.push()["rejected"] == 1 and shop.planned == [[key]]
     assert shop.lake.exists(shop.lake.path(PUSH_STATE, "order"))
     assert shop.push()["rejected"] == 1 and shop.planned == []
+
+
+def test_python_holds_one_batch_at_a_time(shop, monkeypatch):
+    """A batch's rows are let go of once planned, and its plan once sent, before the next
+    batch is read: Python's memory is one batch's, whatever the view holds."""
+    monkeypatch.setattr(push_changes, "KEYS_AT_A_TIME", 4)
+    made: list[weakref.ref] = []  # every batch and plan made so far
+    unwatched_batches, unwatched_plan = Changes.batches, push_run.make_plan
+
+    def batches(self):
+        for batch in unwatched_batches(self):
+            assert [alive for alive in made if alive() is not None] == []
+            made.append(weakref.ref(batch))
+            yield batch
+            del batch
+
+    def plan(*args, **kwargs):
+        made.append(weakref.ref(planned := unwatched_plan(*args, **kwargs)))
+        return planned
+
+    monkeypatch.setattr(Changes, "batches", batches)
+    monkeypatch.setattr(push_run, "make_plan", plan)
+    assert shop.push()["new"] == ORDERS
+    assert len(made) == 2 * len(shop.planned) and len(shop.planned) > 2
+
+
+def pushs_duckdb(tmp_path, view: str):
+    """The push's DuckDB (`Warehouse.in_memory`) over `outbound.orders` defined as `view`,
+    with the ledger's marks read, and the lake."""
+    (tmp_path / "sql" / "outbound").mkdir(parents=True)
+    (tmp_path / "sql" / "outbound" / "orders.sql").write_text(
+        f"CREATE VIEW outbound.orders AS {view}"
+    )
+    lake = Lake(tmp_path / "lake")
+    warehouse = warehouse_of(tmp_path / "lake", tmp_path / "warehouse.duckdb", [tmp_path / "sql"])
+    return lake, warehouse.in_memory(["SELECT * FROM outbound.orders"])
+
+
+#: The push's memory lowered, so that a small view exceeds it.
+LOWERED = "16MB"
+
+
+def limit_of(con: duckdb.DuckDBPyConnection) -> str:
+    [(limit,)] = con.execute("SELECT current_setting('memory_limit')").fetchall()
+    return limit
+
+
+def memory_of(con: duckdb.DuckDBPyConnection) -> tuple[bool, int]:
+    """Whether the DuckDB keeps to the lowered memory, and what it holds in its temporary
+    folder."""
+    with duckdb.connect(config={"memory_limit": LOWERED}) as lowered:
+        kept = limit_of(con) == limit_of(lowered)
+    [(spilled,)] = con.execute(
+        "SELECT sum(temporary_storage_bytes) FROM duckdb_memory()"
+    ).fetchall()
+    return kept, spilled
+
+
+def test_the_pushs_duckdb_spills_its_work_beyond_its_memory(tmp_path, monkeypatch):
+    """A key a row: the work tables grow with the view's keys, and beyond the push's memory
+    (`PUSH_SETTINGS`) they go to the temporary folder instead of growing the push."""
+    monkeypatch.setitem(PUSH_SETTINGS, "memory_limit", LOWERED)
+    keys = 250_000
+    lake, in_memory = pushs_duckdb(
+        tmp_path, f"SELECT 'ord-' || i AS id, 'completed' AS status FROM range({keys}) r(i)"
+    )
+    with in_memory as con:
+        mark_ledger(con, lake)
+        changes = Changes(con, lake, "order", "outbound.orders", "context", NOW)
+        assert changes.handed() == keys
+        kept, spilled = memory_of(con)
+    assert kept and spilled > 0
+
+
+def test_a_view_duckdb_cannot_run_within_the_pushs_memory_runs_without_it(tmp_path, monkeypatch):
+    """A window over wide rows does not spill: such a view is read without the limit rather
+    than failing the push."""
+    monkeypatch.setitem(PUSH_SETTINGS, "memory_limit", LOWERED)
+    lake, in_memory = pushs_duckdb(
+        tmp_path,
+        "SELECT * FROM ("
+        "SELECT 'ord-' || (i % 5000) AS id, repeat('x', 1000) || i AS note, i AS n "
+        "FROM range(50000) r(i)"
+        ") QUALIFY row_number() OVER (PARTITION BY id ORDER BY n DESC) <= 2",
+    )
+    with in_memory as con:
+        with pytest.raises(duckdb.OutOfMemoryException):
+            con.execute("SELECT max(note) FROM outbound.orders").fetchall()
+        mark_ledger(con, lake)
+        changes = Changes(con, lake, "order", "outbound.orders", "context", NOW)
+        rows = [row for batch in changes.batches() for row in batch.rows]
+        kept, _ = memory_of(con)
+    assert len(rows) == 10_000 and len({row["id"] for row in rows}) == 5000
+    assert not kept
+
+
+def test_the_ledgers_marks_keep_to_the_pushs_memory(tmp_path):
+    """Every push reads each key's mark: however many entries the ledger holds, within the
+    push's memory (a number kept per key, not its newest entry, which would not fit)."""
+    lake, in_memory = pushs_duckdb(tmp_path, "SELECT 'ord-1' AS id, 'completed' AS status")
+    folder = Path(lake.uri(lake.stream_dir(PUSHED)))
+    folder.mkdir(parents=True)
+    keys = 200_000
+    duckdb.execute(
+        "COPY (SELECT 'order' AS record_type, 'ord-' || (i % $keys) AS key, "
+        "TIMESTAMPTZ '2026-11-01 00:00:00+00' + to_seconds(i) AS timestamp, "
+        "md5(i::VARCHAR) AS content_hash, repeat('x', 300) AS content, 'accepted' AS state, "
+        "NULL::VARCHAR AS event_id, NULL::BIGINT AS task_id, "
+        "NULL::BIGINT AS updated_contact_size, 'default' AS connection, "
+        "TIMESTAMPTZ '2026-11-02 00:00:00+00' + to_seconds(i) AS pushed_at "
+        f"FROM range(2 * $keys) r(i)) TO '{folder / 'ledger.parquet'}' (FORMAT parquet)",
+        {"keys": keys},
+    )
+    with in_memory as con:
+        mark_ledger(con, lake)
+        [(marked,)] = con.execute("SELECT count(*) FROM push_work.marks").fetchall()
+        limit = limit_of(con)
+    with duckdb.connect(config={"memory_limit": PUSH_SETTINGS["memory_limit"]}) as limited:
+        assert marked == keys and limit == limit_of(limited)
