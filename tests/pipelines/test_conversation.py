@@ -34,20 +34,25 @@ REGIONS = ("default", "jp")
 #: its channel): every stream the service declares is compared with the sandbox's truth.
 ID_COLUMNS = {stream.name: stream.key[-1] for stream in STREAMS}
 DIRECTORY = ("channels", "teams", "users")
-#: The first day of the sandboxes' history (tests/conftest.py), whose anchor is now.
-FIRST_DAY = today() - timedelta(days=HISTORY_DAYS)
+
+
+def first_day() -> date:
+    """The first day of the sandboxes' history (tests/conftest.py), whose anchor is now: of
+    the day a test runs on, not the day the suite started (a suite may cross a midnight)."""
+    return today() - timedelta(days=HISTORY_DAYS)
+
 
 teams, messages, members, assignments = (
     ASSETS[name] for name in ("teams", "messages", "members", "assignments")
 )
 
 
-def _materialize(resources: dict, selection=None, first=FIRST_DAY, last=None):
+def _materialize(resources: dict, selection=None, first=None, last=None):
     return dg.materialize(
         list(selection or (*ASSETS.values(), *CHECKS)),
         resources=resources,
         tags={
-            "dagster/asset_partition_range_start": first.isoformat(),
+            "dagster/asset_partition_range_start": (first or first_day()).isoformat(),
             "dagster/asset_partition_range_end": (last or today()).isoformat(),
         },
         raise_on_error=False,
@@ -138,7 +143,7 @@ def _assert_messages_equal_a_direct_backup(sandbox, con, region: str) -> None:
             row["text"],
             row["url"] or None,
         )
-        for row in _direct_backup(sandbox, region, FIRST_DAY)
+        for row in _direct_backup(sandbox, region, first_day())
     )
     landed = con.execute(
         f"SELECT {', '.join(columns)} FROM conversation.messages WHERE connection = ? ORDER BY 1",
