@@ -346,7 +346,7 @@ def test_the_ledgers_marks_keep_to_the_pushs_memory(tmp_path):
     lake, in_memory = pushs_duckdb(tmp_path, "SELECT 'ord-1' AS id, 'completed' AS status")
     folder = Path(lake.uri(lake.stream_dir(PUSHED)))
     folder.mkdir(parents=True)
-    keys = 200_000
+    keys = 100_000
     duckdb.execute(
         "COPY (SELECT 'order' AS record_type, 'ord-' || (i % $keys) AS key, "
         "TIMESTAMPTZ '2026-11-01 00:00:00+00' + to_seconds(i) AS timestamp, "
